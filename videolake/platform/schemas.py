@@ -49,6 +49,11 @@ SCENE_CLIPS = pa.schema(
         pa.field("clip_uri", pa.string(), metadata={"description": "transcoded clip object, null when kept as a range"}),
         pa.field("detector", pa.string(), nullable=False),
         pa.field("detector_params", pa.string(), nullable=False, metadata={"description": "JSON of the detector config"}),
+        pa.field(
+            "detect_error",
+            pa.string(),
+            metadata={"description": "why detection failed; the video is then one clip that the quality stage rejects"},
+        ),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
     ]
 )

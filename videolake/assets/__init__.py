@@ -1,0 +1,1 @@
+"""Dagster assets of the four tables, their blocking checks, partitions, schedules, sensors and jobs."""

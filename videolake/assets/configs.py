@@ -1,0 +1,55 @@
+"""Run configuration of the CPU assets (editable in the UI's launchpad), mapped onto the engine's frozen configs.
+
+The defaults here are the production defaults; a field left at its default takes the engine's default.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from videolake.platform.cpu_stage import SplitConfig
+
+
+class RawVideosConfig(dg.Config):
+    min_duration_s: float = Field(default=1.0, description="Videos shorter than this are rejected (too_short).")
+    preflight_frames: int = Field(default=8, description="Frames decoded at probe time to reject undecodable files.")
+
+    def to_engine(self):
+        from videolake.platform.probe import ProbeConfig
+
+        return ProbeConfig(min_duration_s=self.min_duration_s, preflight_frames=self.preflight_frames)
+
+
+class SceneClipsConfig(dg.Config):
+    detector: str = Field(default="luma", description="Scene detector: luma (default), adaptive or content.")
+    detector_params: dict[str, float] = Field(
+        default_factory=dict, description="Overrides of the detector's numeric parameters, e.g. {threshold: 27}."
+    )
+    min_clip_s: float = Field(default=1.0, description="Scenes shorter than this are kept and rejected as too_short.")
+    max_clip_s: float = Field(default=20.0, description="Longer scenes are split into near-equal clips.")
+    clip_mode: str = Field(default="ranges", description="'ranges' (frame ranges of the source) or 'files'.")
+
+    def to_engine(self) -> SplitConfig:
+        return SplitConfig(
+            detector=self.detector,
+            detector_params=dict(self.detector_params),
+            min_clip_s=self.min_clip_s,
+            max_clip_s=self.max_clip_s,
+            clip_mode=self.clip_mode,
+        )
+
+
+class FilteredClipsConfig(dg.Config):
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Overrides of QualityConfig thresholds by field name, e.g. {max_black_ratio: 0.3}.",
+    )
+    split: SceneClipsConfig = Field(
+        default_factory=SceneClipsConfig, description="Must match scene_clips' config to reuse its cached frame stats."
+    )
+
+    def to_engine(self):
+        from videolake.platform.quality import QualityConfig
+
+        return QualityConfig(**self.thresholds)
