@@ -9,7 +9,7 @@ REQ := requirements
 APT_PACKAGES := ffmpeg chromium postgresql
 STAMP := $(VENV)/.videolake-installed
 
-.PHONY: demo test setup system-deps lock clean bench
+.PHONY: demo test setup system-deps lock clean bench ui
 
 demo: setup
 	$(VENV)/bin/videolake demo
@@ -53,3 +53,8 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .dagster data
+
+# The Dagster UI (webserver + daemon for schedules, sensors and backfills) over the local instance in .dagster/.
+ui: setup
+	mkdir -p .dagster && cp -u dagster.yaml .dagster/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.dagster $(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000

@@ -14,11 +14,19 @@ from videolake.platform.cpu_stage import SplitConfig
 class RawVideosConfig(dg.Config):
     min_duration_s: float = Field(default=1.0, description="Videos shorter than this are rejected (too_short).")
     preflight_frames: int = Field(default=8, description="Frames decoded at probe time to reject undecodable files.")
+    full_decode: bool = Field(
+        default=False,
+        description="Decode every frame at probe time to reject files corrupt in the middle. Off by default: scene "
+        "detection decodes every frame anyway (a failure there is recorded as detect_error), and a second full "
+        "decode would halve CPU-stage throughput.",
+    )
 
     def to_engine(self):
         from videolake.platform.probe import ProbeConfig
 
-        return ProbeConfig(min_duration_s=self.min_duration_s, preflight_frames=self.preflight_frames)
+        return ProbeConfig(
+            min_duration_s=self.min_duration_s, preflight_frames=self.preflight_frames, full_decode=self.full_decode
+        )
 
 
 class SceneClipsConfig(dg.Config):

@@ -59,21 +59,14 @@ def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str,
 def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dict:
     """Hash and probe one landing object; returns a RAW_VIDEOS row (without partition_date / ingested_at)."""
     from videolake.platform.objectstore.base import sha256_file
-    from videolake.platform.probe import probe_video
+    from videolake.platform.probe import probe_video, raw_video_row
 
     with store.open_local(obj.key) as path:
         size = os.path.getsize(path)
         video_id = sha256_file(path)
         outcome = probe_video(path, probe_config)
-    row: dict[str, Any] = {"video_id": video_id, "source_uri": obj.uri, "size_bytes": size}
-    if outcome.probe is not None:
-        row.update(asdict(outcome.probe))
-    if outcome.reject_reason:
-        row["status"] = STATUS_REJECTED
-        row["reject_reason"] = outcome.reject_reason
-    else:
-        row["status"] = STATUS_OK
-        row["reject_reason"] = None
+    row = raw_video_row(video_id, obj.uri, size, outcome)
+    row["reject_detail"] = outcome.detail if outcome.reject_reason else None
     return row
 
 
@@ -105,7 +98,8 @@ def ingest_partition(
                 "source_uri": obj.uri,
                 "size_bytes": obj.size,
                 "status": STATUS_REJECTED,
-                "reject_reason": f"{INGEST_ERROR}: {res.error}"[:500],
+                "reject_reason": INGEST_ERROR,
+                "reject_detail": res.error[:500],
             }
         key = (day, res["video_id"])
         if key in rows:
@@ -280,3 +274,18 @@ def score_partition(
         r["partition_date"] = part[r["clip_id"]]
     rows = assign_duplicates(rows, quality_config)
     return rows_to_table(rows, FILTERED_CLIPS)
+
+
+def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:
+    """Quality scores of one detected video, as the filtered_clips stage computes them (for bench_cpu)."""
+    from videolake.platform.frames import compute_frame_stats
+    from videolake.platform.quality import QualityConfig, score_video_clips
+
+    stats = result.stats if result.stats is not None else compute_frame_stats(path)
+    video = {"video_id": "bench", "width": probe.width if probe else None, "height": probe.height if probe else None}
+    clips = [
+        {"clip_id": clip_id("bench", s, e), "video_id": "bench", "start_frame": s, "end_frame": e,
+         "duration_s": (e - s) / (result.fps or 30.0), "clip_index": i}
+        for i, (s, e) in enumerate(ranges)
+    ]
+    return score_video_clips(clips, stats, video, QualityConfig())

@@ -30,6 +30,7 @@ RAW_VIDEOS = pa.schema(
         pa.field("has_audio", pa.bool_()),
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | rejected"}),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when status is ok"}),
+        pa.field("reject_detail", pa.string(), metadata={"description": "human-readable explanation of the rejection"}),
         pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False),
     ]

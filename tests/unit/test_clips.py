@@ -1,0 +1,136 @@
+"""Clip frames and clip files are frame-exact: compared pixel by pixel with a full sequential decode of the source."""
+
+from __future__ import annotations
+
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from videolake.platform import clips as C
+from videolake.platform.clips import ClipConfig, cut_clip, iter_frames, read_clip_frames, sample_indices, store_clip
+from videolake.platform.objectstore import LocalObjectStore
+
+H264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+
+
+def _ff(ffmpeg: str, *args: str) -> None:
+    subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-y", *args], check=True)
+
+
+@pytest.fixture(scope="module")
+def videos(ffmpeg, tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("clips")
+    out = {
+        # keyframes every 10 frames and B-frames: seeks land mid-video, decode order != presentation order
+        "cfr30": d / "cfr30.mp4",
+        "ntsc": d / "ntsc.mp4",
+        "vfr": d / "vfr.mkv",
+    }
+    _ff(ffmpeg, "-f", "lavfi", "-t", "2", "-i", "testsrc2=size=320x240:rate=30", *H264, "-g", "10", "-bf", "2",
+        str(out["cfr30"]))
+    _ff(ffmpeg, "-f", "lavfi", "-t", "2.002", "-i", "testsrc2=size=320x240:rate=30000/1001", *H264, "-g", "7",
+        "-bf", "2", str(out["ntsc"]))
+    # 30 frames at 30 fps, then 15 at 10 fps (45 frames, 2.5 s)
+    _ff(ffmpeg, "-f", "lavfi", "-t", "1", "-i", "testsrc2=size=320x240:rate=30", "-f", "lavfi", "-t", "1.5", "-i",
+        "mandelbrot=size=320x240:rate=10", "-filter_complex",
+        "[0:v]settb=1/90000[a];[1:v]settb=1/90000[b];[a][b]concat=n=2:v=1[v]", "-map", "[v]", "-fps_mode", "vfr",
+        *H264, "-g", "5", str(out["vfr"]))
+    return {k: str(v) for k, v in out.items()}
+
+
+def _all_frames(path: str, fmt: str = "rgb24") -> list[np.ndarray]:
+    with av.open(path) as c:
+        return [f.to_ndarray(format=fmt) for f in c.decode(c.streams.video[0])]
+
+
+def test_sample_indices():
+    assert sample_indices(10, 40, 3) == [15, 25, 35]
+    assert sample_indices(0, 3, 8) == [0, 1, 2]
+    assert sample_indices(100, 101, 4) == [100]
+    assert sample_indices(5, 5, 4) == []
+
+
+@pytest.mark.parametrize("name, n", [("cfr30", 60), ("ntsc", 60), ("vfr", 45)])
+def test_read_clip_frames_equal_the_sources_frames(videos, name, n):
+    ref = _all_frames(videos[name])
+    assert len(ref) == n
+    for start, end, k in [(0, 8, 4), (13, 47, 5), (23, 24, 1), (n - 9, n, 3), (31, 44, 13)]:
+        got = read_clip_frames(videos[name], start, end, k, max_side=None)
+        want = sample_indices(start, end, k)
+        assert len(got) == len(want)
+        for i, frame in zip(want, got):
+            assert np.array_equal(frame, ref[i]), f"{name}: frame {i} of [{start}, {end})"
+
+
+def test_iter_frames_numbers_every_frame_of_a_range(videos):
+    ref = _all_frames(videos["vfr"], "gray")
+    got = [(i, f.to_ndarray(format="gray")) for i, f in iter_frames(videos["vfr"], 27, 38)]  # across the rate change
+    assert [i for i, _ in got] == list(range(27, 38))
+    assert all(np.array_equal(a, ref[i]) for i, a in got)
+
+
+def test_read_clip_frames_resizes_longer_side(videos):
+    (small,) = read_clip_frames(videos["cfr30"], 0, 30, 1, max_side=160)
+    assert small.shape == (120, 160, 3) and small.dtype == np.uint8
+    (same,) = read_clip_frames(videos["cfr30"], 0, 30, 1, max_side=1000)  # never enlarged
+    assert same.shape == (240, 320, 3)
+
+
+def test_read_clip_frames_rejects_bad_ranges(videos, tmp_path):
+    with pytest.raises(ValueError, match="outside"):
+        read_clip_frames(videos["cfr30"], 50, 70, 4)
+    with pytest.raises(ValueError, match="empty"):
+        read_clip_frames(videos["cfr30"], 10, 10, 4)
+    data = bytearray(Path(videos["cfr30"]).read_bytes())
+    for i in range(len(data) // 3, len(data) // 3 + 6000):
+        data[i] = (i * 131) % 256
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="decode"):
+        read_clip_frames(str(broken), 0, 60, 60)
+    # the probe rejects the same file at ingest, so such a range never reaches the captioner
+    from videolake.platform.probe import CORRUPT, probe_video
+
+    assert probe_video(str(broken)).reject_reason == CORRUPT
+
+
+def _luma_distance(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+@pytest.mark.parametrize("name, fps", [("cfr30", 30.0), ("ntsc", 30000 / 1001)])
+def test_cut_clip_is_frame_exact(videos, tmp_path, name, fps):
+    ref = _all_frames(videos[name], "gray")
+    out = cut_clip(videos[name], 17, 43, fps, str(tmp_path / "clip.mp4"))
+    with av.open(out) as c:
+        assert c.streams.video[0].average_rate == Fraction(30000, 1001) if name == "ntsc" else Fraction(30)
+    got = _all_frames(out, "gray")
+    assert len(got) == 43 - 17
+    # first and last frames are the source's frames 17 and 42 (re-encoded: close, and closer than the neighbours)
+    for k, src in [(0, 17), (len(got) - 1, 42)]:
+        d = _luma_distance(got[k], ref[src])
+        assert d < 2.0
+        assert d < _luma_distance(got[k], ref[src - 1]) and d < _luma_distance(got[k], ref[src + 1])
+
+
+def test_store_clip_is_content_addressed_and_idempotent(videos, tmp_path, monkeypatch):
+    store = LocalObjectStore(str(tmp_path / "store"))
+    uri = store_clip(store, videos["cfr30"], "vid1", 10, 40, 30.0, prefix="clips")
+    assert [o.uri for o in store.list("clips/")] == [uri]
+
+    def must_not_encode(*args, **kwargs):
+        raise AssertionError("a stored clip was encoded again")
+
+    monkeypatch.setattr(C, "cut_clip", must_not_encode)
+    assert store_clip(store, videos["cfr30"], "vid1", 10, 40, 30.0, prefix="clips") == uri
+    assert len(store.list("clips/")) == 1
+    monkeypatch.undo()
+    # other parameters, other key
+    other = store_clip(store, videos["cfr30"], "vid1", 10, 40, 30.0, prefix="clips", config=ClipConfig(crf=30))
+    assert other != uri and len(store.list("clips/")) == 2
+    with store.open_local(store.key_from_uri(uri)) as path:
+        assert len(_all_frames(path, "gray")) == 30

@@ -1,0 +1,239 @@
+"""Quality scores: exact values and reasons on synthetic frame statistics, then one run on real decoded videos."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from videolake.platform.frames import FrameStats
+from videolake.platform.quality import (
+    DEFAULT_SCORERS,
+    REJECT_RULES,
+    SCORERS,
+    QualityConfig,
+    assign_duplicates,
+    failed_clip_row,
+    score_clips,
+    score_video_clips,
+)
+from videolake.platform.schemas import FILTERED_CLIPS, SCENE_CLIPS, clip_id
+
+FPS = 30.0
+BASE_HASH = 0x0F0F_3C3C_AAAA_5555
+
+
+def _stats(n: int, *, luma=128.0, diff=5.0, sharp=200.0, edge=0.05, dhash=BASE_HASH, w=320, h=240) -> FrameStats:
+    full = lambda v, dtype: np.full(n, v, dtype=dtype)  # noqa: E731
+    d = full(diff, np.float32)
+    if n:
+        d[0] = 0.0
+    return FrameStats(
+        pts_s=np.arange(n, dtype=np.float64) / FPS,
+        luma_mean=full(luma, np.float32),
+        luma_diff=d,
+        sharpness=full(sharp, np.float32),
+        edge_density=full(edge, np.float32),
+        dhash=full(dhash, np.uint64),
+        width=w,
+        height=h,
+    )
+
+
+def _clip(video_id: str, start: int, end: int, index: int = 0) -> dict:
+    return {
+        "clip_id": clip_id(video_id, start, end),
+        "video_id": video_id,
+        "source_uri": f"file:///{video_id}.mp4",
+        "clip_index": index,
+        "start_frame": start,
+        "end_frame": end,
+        "start_s": start / FPS,
+        "end_s": end / FPS,
+        "duration_s": (end - start) / FPS,
+        "clip_uri": None,
+        "detector": "test",
+        "detector_params": "{}",
+    }
+
+
+def _video(video_id: str, w: int = 320, h: int = 240) -> dict:
+    return {"video_id": video_id, "width": w, "height": h}
+
+
+def _one(stats: FrameStats, start: int, end: int, video: dict | None = None, config: QualityConfig | None = None) -> dict:
+    (row,) = score_video_clips([_clip("v", start, end)], stats, video or _video("v"), config)
+    return row
+
+
+def test_good_clip_scores_exactly():
+    st = _stats(60, luma=100.0, sharp=250.0, edge=0.02)
+    st.luma_diff[:] = np.tile(np.array([2.0, 4.0, 6.0], dtype=np.float32), 20)
+    st.luma_diff[30] = 99.0  # the cut into the clip [30, 60): must not count as motion
+    row = _one(st, 30, 60)
+    assert row["passed"] is True and row["reject_reason"] is None
+    assert row["motion"] == pytest.approx(np.mean(np.tile([2.0, 4.0, 6.0], 10)[1:]))  # frames 31..59
+    assert (row["brightness"], row["sharpness"], row["black_ratio"], row["frozen_ratio"]) == (100.0, 250.0, 0.0, 0.0)
+    assert row["text_area"] == pytest.approx(0.02)
+    assert (row["width"], row["height"], row["duration_s"]) == (320, 240, 1.0)
+    assert row["dhash"] == "0f0f3c3caaaa5555"
+    assert row["duplicate_group"] is None
+
+
+def test_black_clip():
+    st = _stats(40, luma=100.0)
+    st.luma_mean[:24] = 5.0  # 24 of 40 frames black
+    row = _one(st, 0, 40)
+    assert row["black_ratio"] == pytest.approx(0.6)
+    assert row["brightness"] == pytest.approx((24 * 5 + 16 * 100) / 40)
+    assert row["reject_reason"] == "black" and row["passed"] is False
+
+
+def test_frozen_clip():
+    st = _stats(31, diff=0.1)
+    st.luma_diff[10] = 20.0  # one real change among 30 comparisons
+    row = _one(st, 0, 31)
+    assert row["frozen_ratio"] == pytest.approx(29 / 30)
+    assert row["motion"] == pytest.approx((29 * 0.1 + 20.0) / 30, rel=1e-6)
+    assert row["reject_reason"] == "frozen"
+
+
+def test_too_short_and_black_in_rule_order():
+    row = _one(_stats(20, luma=3.0, diff=5.0), 0, 20)
+    assert row["duration_s"] == pytest.approx(20 / 30)
+    assert row["reject_reason"] == "too_short;black;too_dark"
+
+
+def test_low_resolution_uses_the_video_size():
+    row = _one(_stats(60, w=640, h=480), 0, 60, video=_video("v", 120, 90))
+    assert (row["width"], row["height"], row["reject_reason"]) == (120, 90, "low_resolution")
+    # without a raw_videos size the statistics' decoded size is used
+    row = _one(_stats(60, w=100, h=300), 0, 60, video={"video_id": "v", "width": None, "height": None})
+    assert (row["width"], row["height"], row["reject_reason"]) == (100, 300, "low_resolution")
+
+
+def test_each_threshold_fires_its_rule():
+    cases = {
+        "too_bright": _stats(60, luma=250.0),
+        "low_motion": _stats(60, diff=np.tile(np.array([0.1, 0.7], np.float32), 30)),  # 50% frozen, mean 0.4
+        "high_motion": _stats(60, diff=90.0),
+        "blurry": _stats(60, sharp=3.0),
+        "text": _stats(60, edge=0.4),
+    }
+    for rule, st in cases.items():
+        assert _one(st, 0, 60)["reject_reason"] == rule
+    assert _one(_stats(60), 0, 60, config=QualityConfig(max_clip_s=1.5))["reject_reason"] == "too_long"
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_clips_with_0_or_1_frames_are_rejected_without_nan(n):
+    st = _stats(n)
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        row = _one(st, 0, n)
+    assert row["reject_reason"] == "too_few_frames;too_short"
+    assert row["motion"] is None and row["frozen_ratio"] is None
+    if n == 0:
+        assert row["brightness"] is None and row["dhash"] is None
+    else:
+        assert row["brightness"] == 128.0 and row["black_ratio"] == 0.0
+
+
+def test_clip_beyond_the_statistics_is_scored_on_what_exists():
+    row = _one(_stats(10), 5, 40)  # statistics end at frame 10: 5 frames of the clip are there
+    assert row["brightness"] == 128.0 and row["passed"] is True
+
+
+def test_near_duplicates_across_videos():
+    near = BASE_HASH ^ 0b1011  # 3 bits apart: same group
+    far = BASE_HASH ^ 0x3FF  # 10 bits apart: its own group
+    stats = {"a": _stats(60), "b": _stats(60, dhash=near), "c": _stats(60, dhash=far)}
+    clips = pa.Table.from_pylist([_clip("b", 0, 60), _clip("a", 0, 60), _clip("c", 0, 60)])
+    videos = pa.Table.from_pylist([_video("a"), _video("b"), _video("c")])
+    out = score_clips(clips, stats, videos).to_pylist()
+    by = {r["video_id"]: r for r in out}
+    first = clip_id("a", 0, 60)
+    assert [r["clip_id"] for r in out] == sorted(r["clip_id"] for r in out)
+    assert (by["a"]["passed"], by["a"]["duplicate_group"], by["a"]["reject_reason"]) == (True, first, None)
+    assert (by["b"]["passed"], by["b"]["duplicate_group"], by["b"]["reject_reason"]) == (False, first, "duplicate")
+    assert (by["c"]["passed"], by["c"]["duplicate_group"]) == (True, None)
+
+
+def test_duplicate_keeps_the_first_clip_that_passes_otherwise():
+    st = _stats(90)
+    rows = score_video_clips([_clip("v", 0, 20), _clip("v", 20, 90, 1)], st, _video("v"))
+    rows = assign_duplicates(rows)
+    assert rows[0]["reject_reason"] == "too_short;duplicate"  # the group's leader, but too short
+    assert rows[1]["passed"] is True and rows[1]["duplicate_group"] == rows[0]["clip_id"]
+    assert assign_duplicates(rows) == rows  # idempotent
+
+
+def test_missing_statistics_and_failed_rows():
+    clips = pa.Table.from_pylist([_clip("z", 0, 60)])
+    (row,) = score_clips(clips, {}, pa.Table.from_pylist([_video("z")])).to_pylist()
+    assert (row["passed"], row["reject_reason"], row["motion"], row["width"]) == (False, "no_frame_stats", None, 320)
+    assert failed_clip_row(_clip("z", 0, 60), None, "detect_error")["reject_reason"] == "detect_error"
+
+
+def test_output_schema_with_and_without_partition():
+    clips = pa.Table.from_pylist([_clip("a", 0, 60)])
+    plain = score_clips(clips, {"a": _stats(60)}, None)
+    assert plain.schema.names == [f.name for f in FILTERED_CLIPS if f.name != "partition_date"]
+    day = dt.date(2026, 1, 2)
+    dated = score_clips(clips, {"a": _stats(60)}, None, partition_date=day)
+    assert dated.schema.equals(FILTERED_CLIPS, check_metadata=False)
+    assert dated.column("partition_date").to_pylist() == [day]
+    carried = score_clips(clips.append_column("partition_date", pa.array([day], pa.date32())), {"a": _stats(60)}, None)
+    assert carried.column("partition_date").to_pylist() == [day]
+
+
+def test_registry_and_scorer_selection():
+    assert set(DEFAULT_SCORERS) <= set(SCORERS.names())
+    for name in SCORERS.names():
+        assert set(SCORERS.get(name).rules) <= set(REJECT_RULES)
+    row = _one(_stats(60, luma=2.0), 0, 60, config=QualityConfig(scorers=("duration", "motion")))
+    assert row["brightness"] is None and row["black_ratio"] is None and row["passed"] is True
+
+
+# ------------------------------------------------------------------------------------------------ real videos
+
+
+def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
+    from videolake.platform.frames import compute_frame_stats
+    from videolake.platform.probe import probe_video, raw_video_row
+
+    paths = {}
+    sources = {
+        "black": ("color=black:size=320x240:rate=30", "null"),
+        "moving": ("testsrc2=size=320x240:rate=30", "null"),
+        "moving_blur": ("testsrc2=size=320x240:rate=30", "gblur=sigma=3"),  # same scene, softer: a near-duplicate
+    }
+    for name, (src, vf) in sources.items():
+        paths[name] = str(tmp_path / f"{name}.mp4")
+        subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-t", "2", "-i", src, "-vf", vf, "-c:v",
+                        "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", paths[name]], check=True)
+    videos, clips, stats = [], [], {}
+    for name, path in paths.items():
+        outcome = probe_video(path)
+        assert outcome.ok, outcome.detail
+        videos.append(raw_video_row(name, f"file://{path}", 1, outcome))
+        stats[name] = compute_frame_stats(path)
+        assert stats[name].num_frames == outcome.probe.num_frames == 60
+        clips.append(_clip(name, 0, 60))
+    names = [f.name for f in SCENE_CLIPS if f.name in clips[0]]
+    table = score_clips(pa.Table.from_pylist(clips).select(names), stats, pa.Table.from_pylist(videos))
+    by = {r["video_id"]: r for r in table.to_pylist()}
+    black, moving = by["black"], by["moving"]
+    assert black["reject_reason"] == "black;too_dark;frozen;low_motion;blurry"
+    assert (black["black_ratio"], black["frozen_ratio"], black["motion"], black["sharpness"]) == (1.0, 1.0, 0.0, 0.0)
+    assert moving["passed"] is True, moving["reject_reason"]
+    assert moving["frozen_ratio"] == 0.0 and moving["motion"] > 1.0 and moving["sharpness"] > 1000.0
+    assert black["brightness"] < 24.0 and black["text_area"] == 0.0
+    # the blurred copy is the later clip_id of the pair: rejected as a duplicate of the sharp one, which is kept
+    blur = by["moving_blur"]
+    assert blur["reject_reason"] == "duplicate" and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
+    assert black["duplicate_group"] is None

@@ -1,0 +1,111 @@
+"""`videolake bench cpu`: frames per CPU-second of the CPU stage vs ffmpeg's decode-only, on the same files.
+
+Both sides are measured in this process as CPU time (user + sys, all threads / children), so the ratio holds on a
+noisy machine: ratio = (our frames per CPU-second) / (ffmpeg -threads 1 decode-only frames per CPU-second).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CpuBenchRow:
+    label: str
+    frames: int
+    ours_cpu_s: float
+    ffmpeg_cpu_s: float
+
+    @property
+    def ours_fps_per_core(self) -> float:
+        return self.frames / self.ours_cpu_s if self.ours_cpu_s else 0.0
+
+    @property
+    def ffmpeg_fps_per_core(self) -> float:
+        return self.frames / self.ffmpeg_cpu_s if self.ffmpeg_cpu_s else 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.ffmpeg_cpu_s / self.ours_cpu_s if self.ours_cpu_s else 0.0
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def ffmpeg_decode_cpu(path: str) -> float:
+    before = _children_cpu()
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-threads", "1", "-i", path, "-f", "null", "-"], check=True)
+    return _children_cpu() - before
+
+
+def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
+    """CPU seconds of probe + scene detection + quality scoring of one file, in this process."""
+    from videolake.platform.cpu_stage import _score_stats_for_bench
+    from videolake.platform.probe import ProbeConfig, probe_video
+    from videolake.platform.scenes import get_detector
+    from videolake.platform.scenes.segments import cuts_to_ranges
+
+    det = get_detector(detector)
+    before = _self_cpu()
+    outcome = probe_video(path, ProbeConfig())
+    result = det.detect(path)
+    ranges = cuts_to_ranges(result.cuts, result.num_frames, result.fps, 1.0, 20.0)
+    _score_stats_for_bench(path, outcome.probe, result, ranges)
+    return _self_cpu() - before, result.num_frames
+
+
+def make_bench_video(out_dir: Path, height: int, seconds: int) -> Path:
+    """A synthetic h264 file with hard cuts, the shape of the scenes benchmark (360p / 1080p)."""
+    from videolake.platform.synth import Segment, Transition, VideoSpec, render
+
+    width = {240: 426, 360: 640, 480: 854, 720: 1280, 1080: 1920}[height]
+    per = max(1, seconds // 4) * 30
+    sources = ("testsrc2", "mandelbrot", "smptehdbars", "gradients")
+    spec = VideoSpec(
+        name=f"bench_{height}p_{seconds}s",
+        width=width,
+        height=height,
+        fps="30",
+        codec="h264",
+        segments=tuple(Segment(source=s, frames=per) for s in sources),
+        transitions=tuple(Transition("cut") for _ in sources[1:]),
+    )
+    path, _truth = render(spec, out_dir)
+    return Path(path)
+
+
+def bench_cpu(heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: list[str] | None = None) -> list[CpuBenchRow]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
+        paths = [(Path(f).name, f) for f in files] if files else [
+            (f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights
+        ]
+        for label, path in paths:
+            cpu_stage_cpu(path)  # warm-up: imports and page cache, not measured
+            ours, ff, frames = [], [], 0
+            for _ in range(repeats):  # interleaved, best of N for both sides
+                c, frames = cpu_stage_cpu(path)
+                ours.append(c)
+                ff.append(ffmpeg_decode_cpu(path))
+            rows.append(CpuBenchRow(label, frames, min(ours), min(ff)))
+    return rows
+
+
+def format_rows(rows: list[CpuBenchRow]) -> str:
+    lines = [f"{'file':>10} {'frames':>7} {'stage f/s/core':>15} {'ffmpeg f/s/core':>16} {'ratio':>6}"]
+    for r in rows:
+        lines.append(f"{r.label:>10} {r.frames:>7} {r.ours_fps_per_core:>15.0f} {r.ffmpeg_fps_per_core:>16.0f} {r.ratio:>6.2f}")
+    lines.append(f"(ratio = ffmpeg CPU s / stage CPU s for probe + detect + score; target >= 0.8; cores: {os.cpu_count()})")
+    return "\n".join(lines)

@@ -1,0 +1,358 @@
+"""Clips as frame ranges of their source, and what it takes to read or materialise one frame-exactly.
+
+By default a clip is only a range [start_frame, end_frame) of its source video (scene_clips.clip_uri is null): no
+re-encode, no extra storage. ``store_clip`` materialises a clip as its own file under a content-addressed key when
+the pipeline runs with ``ClipConfig(mode="files")``.
+
+Frame numbers are the scene detector's: the index of a frame in the decoder's output from the start of the stream
+(presentation order; frames an MP4 edit list drops are not numbered). To reach frame ``n`` without decoding
+everything before it, ``frame_index`` demuxes the video packets once (no decoding) and sorts their presentation
+timestamps: frame ``n`` is the frame with the n-th smallest pts, which holds for constant, 29.97 and variable frame
+rates alike. A read then seeks once, to the last keyframe at or before the first wanted frame, and decodes forward,
+numbering each decoded frame by looking its pts up in the index. Where timestamps cannot identify frames (missing or
+repeated pts, a seek that lands past the wanted frame) it falls back to decoding from the start and counting.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Iterator
+
+import numpy as np
+
+from videolake.platform.objectstore.base import ObjectStore, content_key
+
+log = logging.getLogger(__name__)
+
+CLIP_FORMAT_VERSION = 1  # part of every clip key: bump when the encoding recipe changes so old objects are not reused
+
+
+@dataclass(frozen=True)
+class ClipConfig:
+    mode: str = "ranges"  # "ranges": clips are frame ranges of the source (clip_uri null); "files": transcoded objects
+    codec: str = "h264"  # clip file codec: h264 (libx264), hevc (libx265) or vp9 (libvpx-vp9), in an MP4 container
+    crf: int = 23  # constant rate factor of the encoder (lower = better quality, bigger files)
+    preset: str = "veryfast"  # x264/x265 speed preset (ignored for vp9, which runs in its realtime mode)
+    prefix: str = "clips"  # object-store prefix of clip files (content-addressed keys below it)
+
+
+# ------------------------------------------------------------------------------------------------ frame index
+
+
+@dataclass(frozen=True)
+class FrameIndex:
+    """Where each frame of a video sits: index = frame number (decode order from the stream start)."""
+
+    pts: np.ndarray  # int64, presentation timestamp of frame i in the stream's time_base, ascending
+    keyframe: np.ndarray  # bool, frame i starts a GOP (a seek lands there)
+    time_base: Fraction
+    sequential: bool  # True when pts cannot identify frames: read by decoding from the start and counting
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.pts.shape[0])
+
+
+_INDEX_CACHE: "collections.OrderedDict[tuple, FrameIndex]" = collections.OrderedDict()
+_INDEX_CACHE_SIZE = 16  # videos whose index stays in memory (the captioner reads many clips of the same video)
+_INDEX_LOCK = threading.Lock()
+
+
+def frame_index(path: str) -> FrameIndex:
+    """The frame index of a local video file; cached per (path, size, mtime) so a video is demuxed once."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    with _INDEX_LOCK:
+        if key in _INDEX_CACHE:
+            _INDEX_CACHE.move_to_end(key)
+            return _INDEX_CACHE[key]
+    index = _build_frame_index(path)
+    with _INDEX_LOCK:
+        _INDEX_CACHE[key] = index
+        while len(_INDEX_CACHE) > _INDEX_CACHE_SIZE:
+            _INDEX_CACHE.popitem(last=False)
+    return index
+
+
+def _build_frame_index(path: str) -> FrameIndex:
+    import av
+
+    pts: list[int] = []
+    key: list[bool] = []
+    sequential = False
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            tb = stream.time_base or Fraction(1, 1)
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.is_discard:
+                    continue
+                if packet.pts is None:
+                    sequential = True
+                    pts.append(len(pts))
+                else:
+                    pts.append(int(packet.pts))
+                key.append(bool(packet.is_keyframe))
+    except Exception as exc:
+        raise ValueError(f"cannot index the frames of {path}: {type(exc).__name__}: {exc}") from exc
+    p = np.asarray(pts, dtype=np.int64)
+    k = np.asarray(key, dtype=bool)
+    order = np.argsort(p, kind="stable")
+    p, k = p[order], k[order]
+    if p.size > 1 and bool(np.any(np.diff(p) == 0)):
+        sequential = True  # repeated timestamps: a pts does not name one frame
+    return FrameIndex(pts=p, keyframe=k, time_base=tb, sequential=sequential)
+
+
+def iter_frames(path: str, start_frame: int, end_frame: int) -> Iterator[tuple[int, Any]]:
+    """Yield (frame number, av.VideoFrame) for every frame in [start_frame, end_frame), in order, with one seek.
+
+    Raises ValueError for a range outside the video or frames that do not decode.
+    """
+    index = frame_index(path)
+    n = index.num_frames
+    if not (0 <= start_frame < end_frame <= n):
+        raise ValueError(f"frame range [{start_frame}, {end_frame}) is outside the video's {n} frames: {path}")
+    if not index.sequential:
+        got = yield from _iter_seek(path, index, start_frame, end_frame)
+        if got is not None:
+            return
+    yield from _iter_sequential(path, start_frame, end_frame)
+
+
+def _check(frame: Any, i: int, path: str) -> None:
+    if frame.is_corrupt:
+        raise ValueError(f"frame {i} of {path} does not decode cleanly (the decoder concealed errors in it)")
+
+
+def _iter_seek(path: str, index: FrameIndex, start: int, end: int):
+    """Seek to the keyframe at or before ``start`` and decode forward. Returns None (before yielding anything)
+    when the timestamps turn out not to identify the frames, so the caller falls back to counting."""
+    import av
+
+    keys = np.flatnonzero(index.keyframe[: start + 1])
+    key_frame = int(keys[-1]) if keys.size else 0
+    expected = start
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            if key_frame > 0:
+                container.seek(int(index.pts[key_frame]), stream=stream, backward=True, any_frame=False)
+            for packet in container.demux(stream):
+                for frame in packet.decode():
+                    if frame.pts is None:
+                        if expected == start:
+                            return None
+                        raise ValueError(f"frame after {expected - 1} has no timestamp")
+                    i = int(np.searchsorted(index.pts, frame.pts))
+                    if i >= index.num_frames or index.pts[i] != frame.pts:
+                        if expected == start:
+                            return None
+                        raise ValueError(f"decoded a frame (pts {frame.pts}) that is not in the index")
+                    if i < expected:
+                        continue  # before the range (the GOP's head, or leading frames of an open GOP)
+                    if i > expected:
+                        if expected == start:
+                            return None  # the seek landed past the range start
+                        raise ValueError(f"frames {expected}..{i - 1} did not decode")
+                    _check(frame, i, path)
+                    yield i, frame
+                    expected += 1
+                    if expected >= end:
+                        return True
+            for frame in stream.codec_context.decode(None):  # delayed frames at the end of the stream
+                i = int(np.searchsorted(index.pts, frame.pts)) if frame.pts is not None else -1
+                if i == expected and i < end:
+                    _check(frame, i, path)
+                    yield i, frame
+                    expected += 1
+    except av.FFmpegError as exc:  # (FFmpeg errors are ValueErrors too: wrap them first, with the range)
+        raise ValueError(f"frames {expected}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"frames {expected}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+    if expected < end:
+        if expected == start:
+            return None
+        raise ValueError(f"the video ends after frame {expected - 1}, before the range end {end}: {path}")
+    return True
+
+
+def _iter_sequential(path: str, start: int, end: int):
+    import av
+
+    i = 0
+    try:
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for frame in container.decode(stream):
+                if i >= start:
+                    _check(frame, i, path)
+                    yield i, frame
+                i += 1
+                if i >= end:
+                    return
+    except av.FFmpegError as exc:
+        raise ValueError(f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+    raise ValueError(f"the video ends after {i} frames, before the range end {end}: {path}")
+
+
+# ------------------------------------------------------------------------------------------------ frame sampling
+
+
+def sample_indices(start_frame: int, end_frame: int, num_frames: int) -> list[int]:
+    """``num_frames`` evenly spaced frame numbers in [start, end): the centre of each of ``num_frames`` equal
+    segments (never the very first frame, which may still carry a transition). All frames when the clip is shorter."""
+    n = end_frame - start_frame
+    if n <= 0 or num_frames <= 0:
+        return []
+    if num_frames >= n:
+        return list(range(start_frame, end_frame))
+    return [start_frame + int((k + 0.5) * n / num_frames) for k in range(num_frames)]
+
+
+def _fit(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    if not max_side or max(width, height) <= max_side:
+        return width, height
+    scale = max_side / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def read_clip_frames(
+    src_path: str, start_frame: int, end_frame: int, num_frames: int, max_side: int | None = 448
+) -> list[np.ndarray]:
+    """``num_frames`` evenly spaced RGB frames (H x W x 3 uint8) of the clip [start_frame, end_frame), frame numbers
+    as in ``sample_indices``, each resized so its longer side is at most ``max_side`` (never enlarged).
+
+    One seek per clip; only the sampled frames are converted to RGB. Raises ValueError for an undecodable range.
+    """
+    wanted = sample_indices(start_frame, end_frame, num_frames)
+    if not wanted:
+        raise ValueError(f"empty frame range [{start_frame}, {end_frame}) or num_frames={num_frames}: {src_path}")
+    want = set(wanted)
+    out: list[np.ndarray] = []
+    for i, frame in iter_frames(src_path, wanted[0], wanted[-1] + 1):
+        if i in want:
+            w, h = _fit(frame.width, frame.height, max_side)
+            out.append(frame.to_ndarray(width=w, height=h, format="rgb24"))
+    if len(out) != len(wanted):
+        raise ValueError(f"decoded {len(out)} of the {len(wanted)} sampled frames of [{start_frame}, {end_frame}): {src_path}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ clip files
+
+# codec name -> (PyAV encoder, options builder)
+_ENCODERS: dict[str, tuple[str, Any]] = {
+    "h264": ("libx264", lambda crf, preset: {"crf": str(crf), "preset": preset}),
+    "hevc": ("libx265", lambda crf, preset: {"crf": str(crf), "preset": preset, "x265-params": "log-level=error"}),
+    "vp9": ("libvpx-vp9", lambda crf, preset: {"crf": str(crf), "b": "0", "deadline": "realtime", "cpu-used": "8"}),
+}
+
+
+def cut_clip(
+    src_path: str,
+    start_frame: int,
+    end_frame: int,
+    fps: float,
+    out_path: str,
+    codec: str = "h264",
+    crf: int = 23,
+    preset: str = "veryfast",
+) -> str:
+    """Encode frames [start_frame, end_frame) of ``src_path`` into an MP4 at ``out_path``: exactly end - start
+    frames, the first being source frame ``start_frame`` (decoded with PyAV via ``iter_frames``, re-encoded).
+
+    The clip is video only, at a constant ``fps`` (a variable-frame-rate range is retimed to its average rate), in
+    yuv420p; odd source dimensions are rounded down to even ones (the 4:2:0 encoders need them).
+    """
+    import av
+
+    if codec not in _ENCODERS:
+        raise ValueError(f"unknown clip codec {codec!r}; known: {', '.join(sorted(_ENCODERS))}")
+    if not fps or fps <= 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    encoder, options = _ENCODERS[codec]
+    rate = Fraction(fps).limit_denominator(1001 * 1000)
+    written = 0
+    with av.open(out_path, mode="w", format="mp4") as out:
+        stream = None
+        for _, frame in iter_frames(src_path, start_frame, end_frame):
+            if stream is None:
+                stream = out.add_stream(encoder, rate=rate, options=options(crf, preset))
+                stream.width = max(2, frame.width - frame.width % 2)
+                stream.height = max(2, frame.height - frame.height % 2)
+                stream.pix_fmt = "yuv420p"
+                stream.codec_context.time_base = 1 / rate
+            f = frame.reformat(width=stream.width, height=stream.height, format="yuv420p")
+            f.pts = written
+            f.time_base = 1 / rate
+            out.mux(stream.encode(f))
+            written += 1
+        if stream is not None:
+            out.mux(stream.encode(None))
+    if written != end_frame - start_frame:
+        raise ValueError(f"wrote {written} of {end_frame - start_frame} frames of {src_path}")
+    return out_path
+
+
+def clip_key(video_id: str, start_frame: int, end_frame: int, fps: float, config: ClipConfig) -> str:
+    """Content-addressed key of a clip file: a digest of everything that determines its bytes."""
+    spec = {
+        "v": CLIP_FORMAT_VERSION,
+        "video_id": video_id,
+        "start": int(start_frame),
+        "end": int(end_frame),
+        "fps": round(float(fps), 6),
+        "codec": config.codec,
+        "crf": int(config.crf),
+        "preset": config.preset,
+    }
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    return content_key(config.prefix, digest, ".mp4")
+
+
+def store_clip(
+    store: ObjectStore,
+    src_path: str,
+    video_id: str,
+    start: int,
+    end: int,
+    fps: float,
+    prefix: str = "clips",
+    config: ClipConfig | None = None,
+) -> str:
+    """Encode the clip and upload it under its content-addressed key; returns the object's URI.
+
+    A clip that is already stored is neither encoded nor uploaded again (``put_if_absent``), so task retries and
+    re-runs never duplicate objects. ``prefix`` overrides ``config.prefix``.
+    """
+    config = config or ClipConfig()
+    if prefix != config.prefix:
+        config = ClipConfig(mode=config.mode, codec=config.codec, crf=config.crf, preset=config.preset, prefix=prefix)
+    key = clip_key(video_id, start, end, fps, config)
+    if store.exists(key):
+        return store.uri(key)
+    fd, tmp = tempfile.mkstemp(suffix=".mp4", prefix="videolake-clip-")
+    os.close(fd)
+    try:
+        cut_clip(src_path, start, end, fps, tmp, codec=config.codec, crf=config.crf, preset=config.preset)
+        return store.put_if_absent(key, tmp)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -1,0 +1,421 @@
+"""Quality scores of scene clips, computed from the per-frame statistics of the detector's decode pass.
+
+No decoding happens here: every score is an aggregate over the clip's slice of ``FrameStats`` (numpy, O(frames)).
+Each scorer fills some filtered_clips columns and may name reject rules; a clip passes when no rule fires, else
+``reject_reason`` is the ';'-joined list of the rules that fired, in the fixed order of ``REJECT_RULES``
+(e.g. ``"too_short;black"``). Near-duplicates are a property of a set of clips, not of one clip, so they are
+assigned afterwards across all clips scored together (``assign_duplicates``).
+
+Every score is computed on all frames of the clip: the statistics are already there, so subsampling would only
+make scores depend on a sampling choice.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from videolake.platform.frames import FrameStats
+from videolake.platform.registry import Registry
+from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
+
+log = logging.getLogger(__name__)
+
+# Every reject rule, in the order in which they are joined into reject_reason.
+REJECT_RULES: tuple[str, ...] = (
+    "no_frame_stats",  # the video's frame statistics are missing (set by the caller, see failed_clip_row)
+    "too_few_frames",  # fewer than 2 frames with statistics: nothing can be measured
+    "too_short",  # duration_s < min_clip_s
+    "too_long",  # duration_s > max_clip_s (only when max_clip_s > 0)
+    "low_resolution",  # width < min_width or height < min_height
+    "black",  # black_ratio > max_black_ratio
+    "too_dark",  # brightness < min_brightness
+    "too_bright",  # brightness > max_brightness
+    "frozen",  # frozen_ratio > max_frozen_ratio
+    "low_motion",  # motion < min_motion
+    "high_motion",  # motion > max_motion
+    "blurry",  # sharpness < min_sharpness
+    "text",  # text_area > max_text_area
+    "duplicate",  # a near-duplicate of an earlier (by clip_id) clip that is kept
+)
+_RULE_ORDER = {name: i for i, name in enumerate(REJECT_RULES)}
+
+DEFAULT_SCORERS: tuple[str, ...] = (
+    "frames",
+    "duration",
+    "resolution",
+    "brightness",
+    "black",
+    "frozen",
+    "motion",
+    "sharpness",
+    "text",
+    "dhash",
+)
+
+# The filtered_clips columns of a row, without the partition column (the caller adds it).
+ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in FILTERED_CLIPS if f.name != PARTITION_COLUMN)
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    # Clips shorter than this are rejected too_short; the same 1 s as ProbeConfig.min_duration_s and the split
+    # stage's min_clip_s (short scenes are kept as clips so they are rejected here, with a reason).
+    min_clip_s: float = 1.0
+    # Informational upper bound: 0 disables it; > 0 rejects longer clips as too_long. The split stage already cuts
+    # long scenes into pieces of at most its own max_clip_s.
+    max_clip_s: float = 0.0
+    # Both sides must reach these (so orientation does not matter): 144p (256x144) passes, thumbnails do not.
+    # Below 128 px vision encoders (224-448 px inputs) only see upscaled blur.
+    min_width: int = 128
+    min_height: int = 128
+    # A frame is black when its mean luma (0..255) is below this. 24 rather than 16 so that both luma conventions
+    # count black as black: full-range luma (black = 0) and the raw limited-range Y plane (black = 16); either way
+    # 24 is below 10% grey.
+    black_luma: float = 24.0
+    # Clips with more than this share of black frames are rejected black.
+    max_black_ratio: float = 0.5
+    # Mean luma of the clip below / above which it is too_dark / too_bright (badly exposed, near-solid frames).
+    # frames.py measures the raw Y plane (limited range: black 16, white 235), so white must fire below 235.
+    min_brightness: float = 20.0
+    max_brightness: float = 230.0
+    # A frame is frozen when its mean abs luma difference to the previous frame is below this (encoder noise on a
+    # still image stays under it; the slowest real motion is above).
+    frozen_diff: float = 0.5
+    # Clips with more than this share of frozen frames are rejected frozen (slideshows, paused streams).
+    max_frozen_ratio: float = 0.8
+    # Mean abs luma change between consecutive frames (the clip's first frame excluded: its difference crosses
+    # the cut). Below min_motion: low_motion (nothing happens); above max_motion: high_motion (strobing, flashes,
+    # noise). Measured with frames.py: testsrc2 2.3, mandelbrot zoom 2.6, sierpinski 54, cellauto noise 105.
+    min_motion: float = 0.5
+    max_motion: float = 60.0
+    # Mean variance of the Laplacian of luma below which the clip is blurry. frames.py measures it on a grid
+    # sampled to 64 px wide, so this is a coarse "is there any structure" check rather than a focus measure:
+    # smooth gradients and solid frames score 0-2, a 320 px frame blurred with sigma 8 scores ~90, real scenes 1000+.
+    min_sharpness: float = 50.0
+    # Mean share of the frame on text-like edges above which the clip is mostly text (slides, credits) or
+    # graphics noise. With frames.py's proxy (|dx|+|dy| >= 80 on the sampled grid): natural and synthetic scenes
+    # and a subtitle line score 0.00-0.07, fractal and cellular-automaton patterns 0.27-0.79.
+    max_text_area: float = 0.25
+    # Two clips are near-duplicates when their middle frames' 64-bit dhashes differ in at most this many bits.
+    dup_hamming: int = 6
+    # The scorers to run (names in SCORERS); columns of scorers not run stay null.
+    scorers: tuple[str, ...] = DEFAULT_SCORERS
+
+
+@dataclass(frozen=True)
+class ClipFrames:
+    """What a scorer sees of one clip."""
+
+    clip: dict[str, Any]  # the scene_clips row (clip_id, start_frame, end_frame, duration_s, ...)
+    stats: FrameStats  # the statistics of the clip's frames only (0 frames when none are available)
+    width: int | None  # the video's frame size (raw_videos, else the statistics' decoded size)
+    height: int | None
+
+
+class Scorer(ABC):
+    """One quality aspect of a clip: fills ``columns`` and may fire the rules in ``rules``."""
+
+    registered_name: ClassVar[str]
+    columns: ClassVar[tuple[str, ...]] = ()
+    rules: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: QualityConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        """Column values (None where not measurable) and the names of the rules that fire."""
+
+
+SCORERS: Registry[Scorer] = Registry("quality scorer")
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(np.mean(values, dtype=np.float64)) if values.size else None
+
+
+@SCORERS.register("frames")
+class FramesScorer(Scorer):
+    """Every score needs at least two frames (motion and frozen compare a frame with the previous one)."""
+
+    rules = ("too_few_frames",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        return {}, (["too_few_frames"] if clip.stats.num_frames < 2 else [])
+
+
+@SCORERS.register("duration")
+class DurationScorer(Scorer):
+    columns = ("duration_s",)
+    rules = ("too_short", "too_long")
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        d = float(clip.clip["duration_s"])
+        rules = []
+        if d < self.config.min_clip_s:
+            rules.append("too_short")
+        if self.config.max_clip_s > 0 and d > self.config.max_clip_s:
+            rules.append("too_long")
+        return {"duration_s": d}, rules
+
+
+@SCORERS.register("resolution")
+class ResolutionScorer(Scorer):
+    columns = ("width", "height")
+    rules = ("low_resolution",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        w, h = clip.width, clip.height
+        low = w is None or h is None or w < self.config.min_width or h < self.config.min_height
+        return {"width": w, "height": h}, (["low_resolution"] if low else [])
+
+
+@SCORERS.register("brightness")
+class BrightnessScorer(Scorer):
+    columns = ("brightness",)
+    rules = ("too_dark", "too_bright")
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        b = _mean(clip.stats.luma_mean)
+        rules = []
+        if b is not None and b < self.config.min_brightness:
+            rules.append("too_dark")
+        if b is not None and b > self.config.max_brightness:
+            rules.append("too_bright")
+        return {"brightness": b}, rules
+
+
+@SCORERS.register("black")
+class BlackScorer(Scorer):
+    columns = ("black_ratio",)
+    rules = ("black",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        luma = clip.stats.luma_mean
+        r = _mean(luma < self.config.black_luma)
+        return {"black_ratio": r}, (["black"] if r is not None and r > self.config.max_black_ratio else [])
+
+
+@SCORERS.register("frozen")
+class FrozenScorer(Scorer):
+    """Share of the clip's frames (after its first) that do not differ from their previous frame."""
+
+    columns = ("frozen_ratio",)
+    rules = ("frozen",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        diffs = clip.stats.luma_diff[1:]
+        r = _mean(diffs < self.config.frozen_diff)
+        return {"frozen_ratio": r}, (["frozen"] if r is not None and r > self.config.max_frozen_ratio else [])
+
+
+@SCORERS.register("motion")
+class MotionScorer(Scorer):
+    """Mean abs luma change between consecutive frames, without the clip's first frame (its diff crosses the cut)."""
+
+    columns = ("motion",)
+    rules = ("low_motion", "high_motion")
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        m = _mean(clip.stats.luma_diff[1:])
+        rules = []
+        if m is not None and m < self.config.min_motion:
+            rules.append("low_motion")
+        if m is not None and m > self.config.max_motion:
+            rules.append("high_motion")
+        return {"motion": m}, rules
+
+
+@SCORERS.register("sharpness")
+class SharpnessScorer(Scorer):
+    columns = ("sharpness",)
+    rules = ("blurry",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        s = _mean(clip.stats.sharpness)
+        return {"sharpness": s}, (["blurry"] if s is not None and s < self.config.min_sharpness else [])
+
+
+@SCORERS.register("text")
+class TextScorer(Scorer):
+    columns = ("text_area",)
+    rules = ("text",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        t = _mean(clip.stats.edge_density)
+        return {"text_area": t}, (["text"] if t is not None and t > self.config.max_text_area else [])
+
+
+@SCORERS.register("dhash")
+class DhashScorer(Scorer):
+    """The middle frame's dhash (the duplicate rule itself is applied across clips by ``assign_duplicates``)."""
+
+    columns = ("dhash",)
+
+    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+        n = clip.stats.num_frames
+        return {"dhash": format(int(clip.stats.dhash[n // 2]), "016x") if n else None}, []
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def _join_rules(rules: Iterable[str]) -> str | None:
+    unique = sorted({r for r in rules if r}, key=lambda r: (_RULE_ORDER.get(r, len(_RULE_ORDER)), r))
+    return ";".join(unique) or None
+
+
+def _empty_row(clip: dict[str, Any], video: dict[str, Any] | None) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(ROW_COLUMNS)
+    row["clip_id"] = clip["clip_id"]
+    row["video_id"] = clip["video_id"]
+    row["duration_s"] = float(clip["duration_s"])
+    if video is not None:
+        row["width"], row["height"] = video.get("width"), video.get("height")
+    return row
+
+
+def failed_clip_row(clip: dict[str, Any], video: dict[str, Any] | None, reason: str) -> dict[str, Any]:
+    """A filtered_clips row for a clip that could not be scored (no statistics, detection or scoring failed):
+    rejected with ``reason``, scores null."""
+    row = _empty_row(clip, video)
+    row["passed"] = False
+    row["reject_reason"] = reason
+    return row
+
+
+def _video_size(video: dict[str, Any] | None, stats: FrameStats) -> tuple[int | None, int | None]:
+    w = video.get("width") if video else None
+    h = video.get("height") if video else None
+    if not w or not h:
+        w, h = (stats.width or None), (stats.height or None)
+    return (int(w) if w else None), (int(h) if h else None)
+
+
+def score_video_clips(
+    clips: list[dict[str, Any]], stats: FrameStats, video: dict[str, Any] | None, config: QualityConfig | None = None
+) -> list[dict[str, Any]]:
+    """filtered_clips rows (without partition_date, duplicates not yet assigned) for the clips of ONE video.
+
+    ``clips`` are scene_clips rows, ``stats`` the video's frame statistics, ``video`` its raw_videos row (for the
+    frame size; the statistics' size is used without it). Frames beyond the statistics are not scored.
+    """
+    config = config or QualityConfig()
+    scorers = [SCORERS.get(name)(config) for name in config.scorers]
+    width, height = _video_size(video, stats)
+    rows = []
+    for clip in clips:
+        start, end = int(clip["start_frame"]), int(clip["end_frame"])
+        if end > stats.num_frames:
+            log.warning("clip %s ends at frame %d but the statistics cover %d frames", clip["clip_id"], end, stats.num_frames)
+        frames = stats.slice(max(0, start), max(max(0, start), min(end, stats.num_frames)))
+        view = ClipFrames(clip=clip, stats=frames, width=width, height=height)
+        row = _empty_row(clip, video)
+        row["width"], row["height"] = width, height
+        rules: list[str] = []
+        for scorer in scorers:
+            values, fired = scorer.score(view)
+            row.update(values)
+            rules.extend(fired)
+        row["reject_reason"] = _join_rules(rules)
+        row["passed"] = row["reject_reason"] is None
+        rows.append(row)
+    return rows
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(x)
+
+
+def assign_duplicates(rows: list[dict[str, Any]], config: QualityConfig | None = None) -> list[dict[str, Any]]:
+    """Group near-duplicate clips among ``rows`` and reject all but one clip per group as ``duplicate``.
+
+    Deterministic, in clip_id order: a clip joins the first existing group whose first clip (its leader) is within
+    ``dup_hamming`` bits of its dhash, else it starts a new group. A group's id is its leader's clip_id, which is
+    its smallest. In a group of two or more, ``duplicate_group`` is set on every member and the kept clip is the
+    first member that passes every other rule (the leader when none does); all others get ``duplicate``.
+    Singletons keep ``duplicate_group`` null. Clips without a dhash take no part. Idempotent.
+    Returns new row dicts in the input order.
+    """
+    config = config or QualityConfig()
+    out = [dict(r) for r in rows]
+    for r in out:  # idempotence: forget an earlier assignment
+        reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != "duplicate"]
+        r["reject_reason"] = _join_rules(reasons)
+        r["passed"] = r["reject_reason"] is None
+        r["duplicate_group"] = None
+    order = sorted((i for i, r in enumerate(out) if r.get("dhash")), key=lambda i: out[i]["clip_id"])
+    leader_hash = np.zeros(len(order), dtype=np.uint64)
+    leader_row: list[int] = []
+    members: list[list[int]] = []
+    for i in order:
+        h = np.uint64(int(out[i]["dhash"], 16))
+        g = -1
+        if leader_row:
+            dist = _popcount(leader_hash[: len(leader_row)] ^ h)
+            close = np.flatnonzero(dist <= config.dup_hamming)
+            g = int(close[0]) if close.size else -1
+        if g < 0:
+            leader_hash[len(leader_row)] = h
+            leader_row.append(i)
+            members.append([i])
+        else:
+            members[g].append(i)
+    for group in members:
+        if len(group) < 2:
+            continue
+        gid = out[group[0]]["clip_id"]
+        keep = next((i for i in group if out[i]["passed"]), group[0])
+        for i in group:
+            out[i]["duplicate_group"] = gid
+            if i != keep:
+                out[i]["reject_reason"] = _join_rules((out[i]["reject_reason"] or "").split(";") + ["duplicate"])
+                out[i]["passed"] = False
+    return out
+
+
+def score_clips(
+    clips: pa.Table,
+    stats_by_video: dict[str, FrameStats],
+    videos: pa.Table | None,
+    config: QualityConfig | None = None,
+    partition_date: Any = None,
+) -> pa.Table:
+    """filtered_clips rows for scene_clips rows of one or more videos, duplicates assigned across all of them.
+
+    ``videos`` are the raw_videos rows (frame size); a video missing from ``stats_by_video`` gives rows rejected
+    ``no_frame_stats``. The result has the filtered_clips schema; ``partition_date`` is the given value, else each
+    clip row's own ``partition_date`` when ``clips`` has that column, else the column is left out.
+    Rows come in clip_id order.
+    """
+    config = config or QualityConfig()
+    video_rows = {v["video_id"]: v for v in videos.to_pylist()} if videos is not None else {}
+    by_video: dict[str, list[dict[str, Any]]] = {}
+    for c in clips.to_pylist():
+        by_video.setdefault(c["video_id"], []).append(c)
+    rows: list[dict[str, Any]] = []
+    part: dict[str, Any] = {}
+    for vid, cs in sorted(by_video.items()):
+        cs.sort(key=lambda c: c["start_frame"])
+        for c in cs:
+            part[c["clip_id"]] = c.get(PARTITION_COLUMN)
+        stats = stats_by_video.get(vid)
+        if stats is None:
+            rows.extend(failed_clip_row(c, video_rows.get(vid), "no_frame_stats") for c in cs)
+        else:
+            rows.extend(score_video_clips(cs, stats, video_rows.get(vid), config))
+    rows = sorted(assign_duplicates(rows, config), key=lambda r: r["clip_id"])
+    with_partition = partition_date is not None or PARTITION_COLUMN in clips.column_names
+    if with_partition:
+        for r in rows:
+            r[PARTITION_COLUMN] = partition_date if partition_date is not None else part[r["clip_id"]]
+        schema = FILTERED_CLIPS
+    else:
+        schema = pa.schema([f for f in FILTERED_CLIPS if f.name != PARTITION_COLUMN], metadata=FILTERED_CLIPS.metadata)
+    return pa.Table.from_pylist(rows, schema=schema)
