@@ -22,13 +22,35 @@ def local_resources() -> dict:
 
     data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
     ray_cpus = int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))
+    ray_init = {"num_cpus": ray_cpus, "include_dashboard": False, "ignore_reinit_error": True}
     return {
         "object_store": ObjectStoreResource(kind="local", root=os.path.join(data, "store")),
         "lake": LakeResource(root=os.path.join(data, "lake")),
-        "ray_cluster": LocalRay(
-            ray_init_options={"num_cpus": ray_cpus, "include_dashboard": False, "ignore_reinit_error": True}
-        ),
+        "ray_cluster": LocalRay(ray_init_options=ray_init),
+        # Locally the GPU step gets its own local Ray for the step's lifetime, like the ephemeral KubeRay cluster.
+        "caption_ray": LocalRay(ray_init_options=ray_init),
+        "captioner": captioner_from_env(),
     }
+
+
+def captioner_from_env():
+    """The captioner settings. Model and prompt are plain settings (not secrets), read here so that they also
+    define the caption asset's code_version."""
+    from videolake.resources.captioner import CaptionerResource
+
+    env = os.environ
+    kwargs = {
+        "backend": env.get("VIDEOLAKE_CAPTION_BACKEND", "vllm"),
+        "model": env.get("VIDEOLAKE_CAPTION_MODEL", ""),
+        "model_revision": env.get("VIDEOLAKE_CAPTION_MODEL_REVISION") or None,
+        "prompt_version": env.get("VIDEOLAKE_CAPTION_PROMPT_VERSION", "v1-describe"),
+        "num_actors": int(env.get("VIDEOLAKE_CAPTION_ACTORS", "1")),
+        "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", "0")),
+    }
+    if kwargs["num_gpus_per_actor"] > 0:
+        kwargs["enforce_eager"] = False
+        kwargs["num_cpus_per_actor"] = 1.0
+    return CaptionerResource(**kwargs)
 
 
 def resources_for(profile: str) -> dict:
@@ -42,12 +64,15 @@ def resources_for(profile: str) -> dict:
 
 
 def build_definitions(profile: str = PROFILE) -> dg.Definitions:
-    assets = dg.load_assets_from_modules([cpu_assets])
+    from videolake.assets.captions import build_clip_captions
+
+    resources = resources_for(profile)
+    assets = [*dg.load_assets_from_modules([cpu_assets]), build_clip_captions(resources["captioner"])]
     return dg.Definitions(
         assets=assets,
         jobs=[pipeline_job],
         schedules=[daily_schedule],
-        resources=resources_for(profile),
+        resources=resources,
     )
 
 

@@ -6,39 +6,90 @@ prompt or sampling marks existing partitions stale in the UI.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import dagster as dg
 from pydantic import Field
+
+TINY_MODEL_DIRNAME = "tiny-qwen2_5_vl"
 
 
 class CaptionerResource(dg.ConfigurableResource):
     backend: str = Field(default="vllm", description="Captioner backend: 'vllm' (offline engine) or 'openai'.")
     model: str = Field(
         default="",
-        description="Model directory or object-store URI/prefix (copied once to the node-local cache). Empty: the "
-        "tiny random-weight test model, built offline on first use (its captions are random text).",
+        description="Model directory or object-store URI (copied once to the node-local cache). Empty: the tiny "
+        "random-weight test model, built offline on first use under data/models (its captions are random text).",
     )
+    model_name: Optional[str] = Field(default=None, description="Name recorded in clip_captions.model (default: model).")
     model_revision: Optional[str] = Field(default=None, description="Model revision recorded with every caption.")
     prompt_version: str = Field(default="v1-describe", description="Name of the versioned prompt template.")
-    temperature: float = Field(default=0.0, description="Sampling temperature.")
-    top_p: float = Field(default=1.0, description="Nucleus sampling probability mass.")
+    prompt: Optional[str] = Field(default=None, description="Overrides the template's text (hashed into code_version).")
+    temperature: float = Field(default=0.2, description="Sampling temperature.")
+    top_p: float = Field(default=0.9, description="Nucleus sampling probability mass.")
     max_tokens: int = Field(default=128, description="Maximum generated tokens per caption.")
-    seed: int = Field(default=0, description="Sampling seed (deterministic captions for the same inputs).")
+    seed: int = Field(default=0, description="Base sampling seed (per-clip seeds derive from it).")
     sample_fps: float = Field(default=1.0, description="Frames sampled per second of clip.")
     max_frames: int = Field(default=8, description="At most this many frames per clip.")
-    max_pixels: int = Field(default=224 * 224, description="Frames are resized to at most this many pixels.")
+    max_pixels: int = Field(default=448 * 448, description="Frames are resized to at most this many pixels.")
     input_mode: str = Field(default="video", description="'video' (frames + metadata) or 'images'.")
     batch_size: int = Field(default=8, description="Clips per actor batch.")
     num_actors: int = Field(default=1, description="Captioner actors (model replicas) in the Ray actor pool.")
     num_gpus_per_actor: float = Field(default=0.0, description="GPUs per actor (0 on CPU).")
     num_cpus_per_actor: float = Field(default=0.5, description="CPUs per actor; fractional avoids 2-core deadlocks.")
     max_model_len: int = Field(default=4096, description="vLLM max_model_len.")
-    cache_dir: str = Field(default="data/model-cache", description="Node-local model cache directory.")
+    max_num_seqs: int = Field(default=8, description="vLLM concurrent sequences per engine.")
+    enforce_eager: bool = Field(default=True, description="Skip CUDA graph capture (True on CPU; False on GPUs).")
+    model_cache_dir: Optional[str] = Field(default=None, description="Node-local model cache directory.")
     openai_base_url_env: str = Field(default="VIDEOLAKE_OPENAI_BASE_URL", description="Env var with the endpoint URL.")
     openai_api_key_env: str = Field(default="VIDEOLAKE_OPENAI_API_KEY", description="Env var with the API key.")
 
-    def to_config(self):
-        from videolake.platform.captioning.base import CaptionerConfig
+    def model_path(self) -> str:
+        """The configured model, or the tiny test model (built once, offline) when none is configured."""
+        if self.model:
+            return self.model
+        data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
+        return os.path.join(data, "models", TINY_MODEL_DIRNAME)
 
-        return CaptionerConfig.from_dict(self.model_dump())
+    @property
+    def uses_tiny_model(self) -> bool:
+        return not self.model
+
+    def to_config(self):
+        from videolake.platform.captioning.base import CaptionerConfig, EndpointConfig, FrameConfig, SamplingConfig
+
+        return CaptionerConfig(
+            model=self.model_path(),
+            backend=self.backend,
+            model_name=self.model_name or ("tiny-random-qwen2.5-vl" if self.uses_tiny_model else None),
+            model_revision=self.model_revision,
+            model_cache_dir=self.model_cache_dir,
+            prompt_version=self.prompt_version,
+            prompt=self.prompt,
+            sampling=SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed),
+            frames=FrameConfig(sample_fps=self.sample_fps, max_frames=self.max_frames, max_pixels=self.max_pixels),
+            input_mode=self.input_mode,
+            batch_size=self.batch_size,
+            num_actors=self.num_actors,
+            num_cpus_per_actor=self.num_cpus_per_actor,
+            num_gpus_per_actor=self.num_gpus_per_actor,
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.max_num_seqs,
+            enforce_eager=self.enforce_eager,
+            endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
+        )
+
+    def ensure_model(self, log=None) -> str:
+        """Build the tiny test model on first use (seconds, offline); a configured model is used as given."""
+        path = self.model_path()
+        if self.uses_tiny_model:
+            from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
+
+            if log:
+                log.warning(
+                    "No captioning model configured: using the tiny RANDOM-WEIGHT Qwen2.5-VL test model at "
+                    f"{path}. Its captions are random text; set VIDEOLAKE_CAPTION_MODEL to a real checkpoint."
+                )
+            build_tiny_qwen_vl(path)
+        return path
