@@ -11,6 +11,7 @@ import dagster as dg
 
 from videolake.assets import cpu_assets
 from videolake.assets.automation import daily_schedule, pipeline_job
+from videolake.assets.sensors import landing_sensor
 
 PROFILE = os.environ.get("VIDEOLAKE_PROFILE", "local")
 
@@ -72,6 +73,7 @@ def build_definitions(profile: str = PROFILE) -> dg.Definitions:
         assets=assets,
         jobs=[pipeline_job],
         schedules=[daily_schedule],
+        sensors=[landing_sensor],
         resources=resources,
     )
 

@@ -1,0 +1,47 @@
+"""The landing sensor requests a partition when a date folder appears or changes, and nothing otherwise."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from videolake.assets.sensors import landing_sensor
+from videolake.resources import ObjectStoreResource
+
+
+def _tick(store_root, cursor):
+    ctx = dg.build_sensor_context(cursor=cursor, resources={"object_store": ObjectStoreResource(kind="local", root=str(store_root))})
+    result = landing_sensor(ctx)
+    return [(r.partition_key, r.run_key) for r in result.run_requests], result.cursor
+
+
+def test_new_folder_and_new_objects_request_their_partition(tmp_path):
+    landing = tmp_path / "landing"
+    (landing / "2026-02-01").mkdir(parents=True)
+    (landing / "2026-02-01" / "a.mp4").write_bytes(b"x" * 10)
+    (landing / "not-a-date").mkdir()
+    (landing / "not-a-date" / "b.mp4").write_bytes(b"y")
+
+    reqs, cursor = _tick(tmp_path, None)
+    assert [p for p, _ in reqs] == ["2026-02-01"]
+
+    reqs2, cursor2 = _tick(tmp_path, cursor)  # nothing changed: no request
+    assert reqs2 == [] and cursor2 == cursor
+
+    (landing / "2026-02-02").mkdir()
+    (landing / "2026-02-02" / "c.mp4").write_bytes(b"z")
+    reqs3, cursor3 = _tick(tmp_path, cursor2)
+    assert [p for p, _ in reqs3] == ["2026-02-02"]
+
+    (landing / "2026-02-01" / "d.mp4").write_bytes(b"w")  # a late object in an existing folder
+    reqs4, cursor4 = _tick(tmp_path, cursor3)
+    assert [p for p, _ in reqs4] == ["2026-02-01"]
+    assert reqs4[0][1] != reqs[0][1]  # a new run key: the changed folder runs again
+
+    assert _tick(tmp_path, cursor4)[0] == []
+
+
+def test_folder_without_partition_yet_is_requested_later(tmp_path):
+    (tmp_path / "landing" / "2999-01-01").mkdir(parents=True)
+    (tmp_path / "landing" / "2999-01-01" / "a.mp4").write_bytes(b"x")
+    reqs, cursor = _tick(tmp_path, None)
+    assert reqs == [] and "2999-01-01" not in cursor
