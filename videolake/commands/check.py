@@ -1,0 +1,41 @@
+"""`videolake check --partition DATE`: re-run the quality gates of a partition against the stored tables, without
+re-materializing (after a hand edit of a table, or a threshold change in the gates file)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+TABLES = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--partition", required=True, help="partition date YYYY-MM-DD")
+    p.add_argument("--table", choices=TABLES, action="append", help="only these tables (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per gate instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from videolake.commands._env import prepare_local_instance
+
+    prepare_local_instance()
+    from videolake.definitions import defs, gate_overrides
+    from videolake.platform.gates import check_partition, load_gate_config
+
+    lake = defs.resources["lake"].get_lake()
+    config = load_gate_config(overrides=gate_overrides(defs.resources["captioner"]))
+    blocking = 0
+    for table in args.table or TABLES:
+        if not lake.exists(table):
+            print(f"{table}: no table yet (skipped)")
+            continue
+        for r in check_partition(lake, table, args.partition, config):
+            if args.json:
+                print(json.dumps({"partition": args.partition, **r.to_metadata()}, default=str))
+            else:
+                verdict = "PASS" if r.passed else ("FAIL" if r.blocks else "WARN")
+                print(f"{verdict:4}  {table}.{r.gate}: {r.description}")
+            blocking += int(r.blocks)
+    if not args.json:
+        print(f"{blocking} blocking gate(s) failed for partition {args.partition}")
+    return 1 if blocking else 0

@@ -1,0 +1,136 @@
+"""Quality gates: Great Expectations 1.x suites built in code, evaluated on one partition of one table.
+
+    from videolake.platform.gates import load_gate_config, run_gates
+    results = run_gates("scene_clips", clips, {"raw_videos": videos}, load_gate_config())
+    blocking = [r for r in results if r.blocks]
+
+The caller reads exactly one partition of the table and of each context table; ``run_gates`` refuses rows from more
+than one partition. Every gate of the table gets a result (a disabled one passes with "disabled by config"), in the
+order of ``gate_names(table)``, which is stable and names the Dagster asset checks. No dagster imports here; GX is
+imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from videolake.platform.gates.config import (
+    DEFAULT_REFUSAL_PATTERNS,
+    GATE_DOCS,
+    GATES_FILE_ENV,
+    LENIENT_CAPTION_CONTENT,
+    ClipCaptionsGates,
+    FilteredClipsGates,
+    GateConfig,
+    GateSettings,
+    RawVideosGates,
+    SceneClipsGates,
+    config_from_dict,
+    config_to_dict,
+    gate_names,
+    load_gate_config,
+)
+from videolake.platform.gates.core import GateResult
+from videolake.platform.gates.text import repetition_score
+
+if TYPE_CHECKING:
+    from videolake.platform.lake import Lake
+
+log = logging.getLogger(__name__)
+
+# table -> (module building its gates, context tables it is checked against)
+TABLE_GATES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "raw_videos": ("videolake.platform.gates.raw_videos", ()),
+    "scene_clips": ("videolake.platform.gates.scene_clips", ("raw_videos",)),
+    "filtered_clips": ("videolake.platform.gates.filtered_clips", ("scene_clips",)),
+    "clip_captions": ("videolake.platform.gates.clip_captions", ("filtered_clips",)),
+}
+
+
+def context_tables(table: str) -> tuple[str, ...]:
+    """The tables (same partition) that ``run_gates(table, ...)`` needs in ``context_tables``."""
+    return TABLE_GATES[table][1]
+
+
+def run_gates(
+    table_name: str,
+    tbl: pa.Table,
+    context_tables: Mapping[str, pa.Table] | None = None,
+    config: GateConfig | None = None,
+) -> list[GateResult]:
+    """Evaluate every gate of ``table_name`` on ``tbl`` (one partition) and return one GateResult per gate."""
+    from videolake.platform.gates.gx_runner import evaluate_gates
+    from videolake.platform.lake import conform
+    from videolake.platform.schemas import PARTITION_COLUMN, TABLES
+
+    if table_name not in TABLE_GATES:
+        raise KeyError(f"no gates for table {table_name!r}; known: {', '.join(TABLE_GATES)}")
+    module_name, needed = TABLE_GATES[table_name]
+    context_tables = dict(context_tables or {})
+    missing = [t for t in needed if t not in context_tables]
+    if missing:
+        raise ValueError(f"gates of {table_name} need context tables {missing} (same partition)")
+    config = config if config is not None else load_gate_config()
+    tbl = conform(tbl, TABLES[table_name])
+    ctx = {t: conform(context_tables[t], TABLES[t]) for t in needed}
+    partitions = set()
+    for name, t in {table_name: tbl, **ctx}.items():
+        partitions |= {d for d in t.column(PARTITION_COLUMN).to_pylist()}
+    if len(partitions) > 1:
+        raise ValueError(
+            f"run_gates checks one partition at a time; {table_name} and its context span {sorted(str(p) for p in partitions)}"
+        )
+    table_cfg = config.for_table(table_name)
+    gates, frames = importlib.import_module(module_name).build(tbl, ctx, table_cfg)
+    names = [g.name for g in gates]
+    if tuple(names) != gate_names(table_name):  # the config's gate list and the builders must agree
+        raise RuntimeError(f"{table_name}: built gates {names} != configured {list(gate_names(table_name))}")
+    settings = {name: table_cfg.settings(name) for name in names}
+    results = evaluate_gates(table_name, gates, frames, settings)
+    for r in results:
+        level = logging.INFO if r.passed else (logging.ERROR if r.severity == "error" else logging.WARNING)
+        log.log(level, "gate %s.%s %s: %s", table_name, r.gate, "passed" if r.passed else "FAILED", r.description)
+    return results
+
+
+def check_partition(lake: "Lake", table_name: str, partition_key: str, config: GateConfig | None = None) -> list[GateResult]:
+    """Read exactly one partition of ``table_name`` and of its context tables from ``lake`` and run its gates.
+
+    The read is partition-pruned (Lake.read_partitions): other partitions' files are never opened. Used by the
+    Dagster checks and by ``videolake check --partition DATE``.
+    """
+    from videolake.platform.lake import PartitionRange
+
+    rng = PartitionRange.of([partition_key])
+    tbl = lake.read_partitions(table_name, rng)
+    ctx = {t: lake.read_partitions(t, rng) for t in context_tables(table_name)}
+    return run_gates(table_name, tbl, ctx, config)
+
+
+__all__ = [
+    "check_partition",
+    "DEFAULT_REFUSAL_PATTERNS",
+    "GATE_DOCS",
+    "GATES_FILE_ENV",
+    "LENIENT_CAPTION_CONTENT",
+    "TABLE_GATES",
+    "ClipCaptionsGates",
+    "FilteredClipsGates",
+    "GateConfig",
+    "GateResult",
+    "GateSettings",
+    "RawVideosGates",
+    "SceneClipsGates",
+    "config_from_dict",
+    "config_to_dict",
+    "context_tables",
+    "gate_names",
+    "load_gate_config",
+    "repetition_score",
+    "run_gates",
+]
