@@ -1,0 +1,50 @@
+"""The code location loads: four assets, their edges, checks, schedule, sensor; no heavy imports at load time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("ray", "vllm", "torch", "great_expectations", "cv2", "scenedetect", "kubernetes")
+
+
+def test_definitions_load_with_the_expected_graph():
+    from videolake.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert keys == {"raw_videos", "scene_clips", "filtered_clips", "clip_captions"}
+    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    assert parents == {
+        "raw_videos": set(),
+        "scene_clips": {"raw_videos"},
+        "filtered_clips": {"scene_clips"},
+        "clip_captions": {"filtered_clips"},
+    }
+    checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
+    assert {a for a, _ in checks} == keys
+    assert ("scene_clips", "clips_ordered_non_overlapping") in checks
+    assert defs.resolve_job_def("videolake_daily") is not None
+    assert [s.name for s in defs.schedules] == ["videolake_daily_schedule"]
+    assert [s.name for s in defs.sensors] == ["landing_sensor"]
+    captions = next(a for a in defs.assets if a.key.to_user_string() == "clip_captions")
+    assert captions.op.pool == "gpu"
+
+
+def test_code_location_imports_no_heavy_module():
+    code = "import sys, videolake.definitions; print(','.join(m for m in %r if m in sys.modules))" % (HEAVY,)
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_platform_never_imports_dagster():
+    from pathlib import Path
+
+    import videolake.platform as platform
+
+    offenders = [
+        str(p)
+        for p in Path(platform.__file__).parent.rglob("*.py")
+        if any(line.strip().startswith(("import dagster", "from dagster")) for line in p.read_text().splitlines())
+    ]
+    assert offenders == []
