@@ -107,12 +107,14 @@ def test_two_partition_single_run_backfill(resources, landing):
     raw = _table(resources, "raw_videos", [DAY1, DAY2])
     assert len(raw) == len({(r["partition_date"], r["video_id"]) for r in raw})
     day2 = [r for r in raw if str(r["partition_date"]) == DAY2]
-    # two objects with the same bytes: one row, the other object recorded in duplicate_uris
+    # two objects with the same bytes: one row (the first key wins), the other object recorded in duplicate_uris
     assert len(day2) == 1 and len(day2[0]["duplicate_uris"]) == 1
-    assert Path(day2[0]["duplicate_uris"][0]).name == "copy_of_day2.mp4"
+    assert Path(day2[0]["source_uri"]).name == "copy_of_day2.mp4"
+    assert Path(day2[0]["duplicate_uris"][0]).name == "day2.mp4"
     assert len([r for r in raw if str(r["partition_date"]) == DAY1]) == len(landing["truths"][DAY1])
     clips2 = [c for c in _table(resources, "scene_clips", [DAY2])]
     assert sorted(c["start_frame"] for c in clips2) == [0] + landing["truths"][DAY2]["day2.mp4"]["cuts"]
+    assert len(_table(resources, "filtered_clips", [DAY1, DAY2])) == len(_table(resources, "scene_clips", [DAY1, DAY2]))
     # one run covered both partitions
     mats = result.get_asset_materialization_events()
     assert {(e.asset_key.path[-1], e.partition) for e in mats} >= {("raw_videos", DAY1), ("raw_videos", DAY2)}
