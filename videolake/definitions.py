@@ -34,7 +34,7 @@ def local_resources() -> dict:
     }
 
 
-def captioner_from_env():
+def captioner_from_env(default_gpus: float = 0.0):
     """The captioner settings. Model and prompt are plain settings (not secrets), read here so that they also
     define the caption asset's code_version."""
     from videolake.resources.captioner import CaptionerResource
@@ -46,7 +46,7 @@ def captioner_from_env():
         "model_revision": env.get("VIDEOLAKE_CAPTION_MODEL_REVISION") or None,
         "prompt_version": env.get("VIDEOLAKE_CAPTION_PROMPT_VERSION", "v1-describe"),
         "num_actors": int(env.get("VIDEOLAKE_CAPTION_ACTORS", "1")),
-        "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", "0")),
+        "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", str(default_gpus))),
     }
     if kwargs["num_gpus_per_actor"] > 0:
         kwargs["enforce_eager"] = False

@@ -77,15 +77,20 @@ class Lake:
         outside = {d for d in data.column(PARTITION_COLUMN).to_pylist() if d not in days}
         if outside:
             raise ValueError(f"{table}: rows for partitions {sorted(outside)} outside the run's range {partitions}")
+        from videolake.platform.lake_storage import retry_on_commit_conflict
+
         uri = self.table_uri(table)
-        write_deltalake(
-            uri,
-            data,
-            mode="overwrite",
-            partition_by=[PARTITION_COLUMN],
-            predicate=partitions.predicate(),
-            storage_options=self._options(),
-            schema_mode=None,
+        # Concurrent runs of other partitions may win the commit race; the overwrite is safe to repeat.
+        retry_on_commit_conflict(
+            lambda: write_deltalake(
+                uri,
+                data,
+                mode="overwrite",
+                partition_by=[PARTITION_COLUMN],
+                predicate=partitions.predicate(),
+                storage_options=self._options(),
+            ),
+            what=f"overwrite of {table} {partitions}",
         )
         version = DeltaTable(uri, storage_options=self._options()).version()
         log.info("wrote %d rows to %s partitions %s (version %d)", data.num_rows, table, partitions, version)
