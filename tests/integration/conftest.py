@@ -1,0 +1,89 @@
+"""Session fixtures for the integration tests: a tiny random-weight Qwen2.5-VL (built once per session, offline),
+a small partition of clip rows cut from ffmpeg-generated videos (with one corrupt source and one range beyond the
+end of its video), and a local Ray cluster. Nothing here is committed: everything is generated into session tmp dirs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+
+import pyarrow as pa
+import pytest
+
+# vLLM on CPU in the test process and in anything it starts (STACK-NOTES).
+for _key, _value in {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+FPS = 24
+VIDEO_FRAMES = 72  # 3 s at 24 fps
+PARTITION = dt.date(2024, 1, 2)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> str:
+    """The tiny checkpoint, built once per session (~20 s, mostly importing transformers)."""
+    from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
+
+    return build_tiny_qwen_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl")
+
+
+def _make_video(ffmpeg: str, path, source: str) -> None:
+    subprocess.run(
+        [ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", f"{source}=size=320x240:rate={FPS}",
+         "-frames:v", str(VIDEO_FRAMES), "-pix_fmt", "yuv420p", "-c:v", "libx264", "-g", str(FPS), str(path)],
+        check=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def caption_videos(tmp_path_factory, ffmpeg) -> dict[str, str]:
+    """Two 72-frame 320x240 videos and a corrupt one (the first 4 KB of a real video): name -> file:// URI."""
+    d = tmp_path_factory.mktemp("caption-videos")
+    _make_video(ffmpeg, d / "a.mp4", "testsrc2")
+    _make_video(ffmpeg, d / "b.mp4", "mandelbrot")
+    (d / "corrupt.mp4").write_bytes((d / "a.mp4").read_bytes()[:4096])
+    return {name: (d / f"{name}.mp4").resolve().as_uri() for name in ("a", "b", "corrupt")}
+
+
+# (clip_id, video, start, end): 4 good clips, one undecodable source, one range beyond the end of its video.
+GOOD_CLIPS = [("va_00000000_00000036", "a", 0, 36), ("va_00000036_00000072", "a", 36, 72),
+              ("vb_00000000_00000030", "b", 0, 30), ("vb_00000030_00000072", "b", 30, 72)]
+BAD_CLIPS = [("vc_00000000_00000030", "corrupt", 0, 30), ("va_00000060_00000200", "a", 60, 200)]
+
+
+@pytest.fixture(scope="session")
+def clip_partition(caption_videos) -> pa.Table:
+    """One day's clip rows, as the caption asset hands them to the engine (scene_clips joined with raw fps)."""
+    rows = GOOD_CLIPS + BAD_CLIPS
+    return pa.table({
+        "clip_id": [r[0] for r in rows],
+        "video_id": [f"v{r[1][0]}" for r in rows],
+        "source_uri": [caption_videos[r[1]] for r in rows],
+        "start_frame": pa.array([r[2] for r in rows], pa.int64()),
+        "end_frame": pa.array([r[3] for r in rows], pa.int64()),
+        "fps": [float(FPS)] * len(rows),
+        "clip_uri": pa.nulls(len(rows), pa.string()),
+        "partition_date": pa.array([PARTITION] * len(rows), pa.date32()),
+    })
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray cluster for the session (the Dagster RayResource's role in production); shut down at the end."""
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        started = True
+    yield ray
+    if started:
+        ray.shutdown()

@@ -1,0 +1,255 @@
+"""The ``openai`` backend against a real OpenAI-compatible server: vLLM's own API server with the tiny model on CPU,
+started by this module on a free loopback port (with an API key) and killed by pid at the end.
+
+Retries are exercised against the same server through a small forwarding proxy that answers 503 to the first
+chat requests: the backend must back off, retry and then get the real server's answer.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from conftest import BAD_CLIPS, GOOD_CLIPS
+
+from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
+from videolake.platform.captioning.bench import tiny_bench_config
+from videolake.platform.captioning.frames import extract_frames
+
+pytestmark = pytest.mark.slow
+
+API_KEY = "test-key-not-a-secret"
+SERVED_NAME = "tiny-vl"
+BASE_ENV, KEY_ENV = "VIDEOLAKE_TEST_OPENAI_BASE_URL", "VIDEOLAKE_TEST_OPENAI_API_KEY"
+GOOD_IDS = sorted(c[0] for c in GOOD_CLIPS)
+ALL_IDS = sorted(c[0] for c in GOOD_CLIPS + BAD_CLIPS)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL if it does not exit (background processes may ignore TERM)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_model_dir, tmp_path_factory):
+    """``python -m vllm.entrypoints.openai.api_server`` on CPU; yields its /v1 base URL once /health answers."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", tiny_model_dir,
+           "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY,
+           "--enforce-eager", "--max-model-len", "4096", "--max-num-seqs", "8",
+           "--limit-mm-per-prompt", json.dumps({"image": 4, "video": 0}), "--uvicorn-log-level", "warning"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 420
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM server not healthy after 420 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        _stop(proc)
+
+
+class _Flaky503Proxy(http.server.ThreadingHTTPServer):
+    """Forwards to ``upstream``; the first ``failures`` POSTs get 503 with Retry-After: 0."""
+
+    def __init__(self, upstream: str, failures: int) -> None:
+        self.upstream, self.failures, self.posts, self.lock = upstream, failures, 0, threading.Lock()
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    server: _Flaky503Proxy
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _forward(self, body: bytes | None) -> None:
+        req = urllib.request.Request(self.server.upstream + self.path, data=body, method=self.command,
+                                     headers={k: v for k, v in self.headers.items() if k.lower() in
+                                              ("authorization", "content-type")})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                status, data = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, data = e.code, e.read()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._forward(None)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with self.server.lock:
+            self.server.posts += 1
+            fail = self.server.posts <= self.server.failures
+        if fail:
+            data = b'{"error": "overloaded"}'
+            self.send_response(503)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self._forward(body)
+
+
+def _config(tiny_model_dir: str, **endpoint) -> CaptionerConfig:
+    ep = EndpointConfig(base_url_env=BASE_ENV, api_key_env=KEY_ENV, served_model_name=SERVED_NAME,
+                        max_concurrency=2, timeout_s=120, max_retries=3, backoff_s=0.05, **endpoint)
+    return tiny_bench_config(tiny_model_dir, backend="openai", input_mode="images", endpoint=ep,
+                             model_name="tiny-qwen2.5-vl-random")
+
+
+@pytest.fixture
+def endpoint_env(monkeypatch, vllm_server):
+    monkeypatch.setenv(BASE_ENV, vllm_server)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    return monkeypatch
+
+
+def _batch(clip_partition, config: CaptionerConfig):
+    cols = {c: clip_partition.column(c).to_numpy(zero_copy_only=False) for c in clip_partition.column_names}
+    return extract_frames(cols, frame_config=config.frames, input_mode=config.input_mode)
+
+
+def test_openai_backend_captions_through_a_real_vllm_server(endpoint_env, tiny_model_dir, clip_partition):
+    config = _config(tiny_model_dir)
+    backend = get_captioner(config)
+    backend.setup()
+    try:
+        out = backend(_batch(clip_partition, config))
+    finally:
+        backend.teardown()
+    rows = {cid: i for i, cid in enumerate(out["clip_id"])}
+    for cid in GOOD_IDS:
+        i = rows[cid]
+        assert out["status"][i] == "ok", out["error"][i]
+        assert out["caption"][i].strip() and out["error"][i] is None
+        assert out["prompt_tokens"][i] > 0 and 0 < out["output_tokens"][i] <= 16
+        assert out["num_frames"][i] == 4 and out["latency_s"][i] > 0
+    # 4 images of the same size + the same text: the server counts the same prompt length for every clip
+    assert len({int(out["prompt_tokens"][rows[c]]) for c in GOOD_IDS}) == 1
+    for cid, _, _, _ in BAD_CLIPS:
+        assert out["status"][rows[cid]] == "failed"
+        assert out["error"][rows[cid]].startswith("frame extraction failed: ")
+    assert set(out["model"]) == {"tiny-qwen2.5-vl-random"} and set(out["prompt_version"]) == {"v1-describe"}
+
+
+def _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures: int):
+    """Caption ``batch`` via a forwarding proxy that fails the first ``failures`` POSTs; returns (rows, POSTs seen)."""
+    proxy = _Flaky503Proxy(vllm_server, failures=failures)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint_env.setenv(BASE_ENV, f"http://127.0.0.1:{proxy.server_address[1]}")
+        backend = get_captioner(_config(tiny_model_dir))
+        backend.setup()
+        try:
+            return backend(batch), proxy.posts
+        finally:
+            backend.teardown()
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_wrong_api_key_fails_each_clip_once_with_the_servers_reason(endpoint_env, vllm_server, tiny_model_dir,
+                                                                     clip_partition):
+    endpoint_env.setenv(KEY_ENV, "wrong-key")
+    batch = _batch(clip_partition.slice(0, 2), _config(tiny_model_dir))
+    out, posts = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=0)
+    assert list(out["status"]) == ["failed", "failed"]
+    for err in out["error"]:
+        assert err.startswith("endpoint error: HTTP 401")
+    assert posts == 2  # not retried: a 401 will not get better
+
+
+def test_503s_are_retried_with_backoff_then_succeed(endpoint_env, vllm_server, tiny_model_dir, clip_partition):
+    batch = _batch(clip_partition.slice(0, 2), _config(tiny_model_dir))
+    out, posts = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=3)
+    assert list(out["status"]) == ["ok", "ok"], list(out["error"])
+    assert posts == 2 + 3  # two clips, three 503s absorbed by retries
+
+
+def test_missing_base_url_is_a_setup_error(monkeypatch, tiny_model_dir):
+    monkeypatch.delenv(BASE_ENV, raising=False)
+    with pytest.raises(RuntimeError, match=BASE_ENV):
+        get_captioner(_config(tiny_model_dir)).setup()
+
+
+def test_openai_backend_in_ray_actors_gets_the_endpoint_env(endpoint_env, ray_local, tiny_model_dir, clip_partition):
+    """Through the whole stage: the endpoint variables reach the actors via runtime_env, not the driver's env."""
+    table, metrics = caption_clips(clip_partition, _config(tiny_model_dir))
+    assert table.column("clip_id").to_pylist() == ALL_IDS
+    status = dict(zip(table.column("clip_id").to_pylist(), table.column("status").to_pylist()))
+    assert [c for c in ALL_IDS if status[c] == "ok"] == GOOD_IDS
+    assert metrics.captions == 4 and metrics.failed == 2 and metrics.actors == 1
+    assert metrics.output_tokens_per_s > 0
+
+
+def test_structured_prompt_sends_a_json_schema(endpoint_env, tiny_model_dir, clip_partition):
+    """v1-json: the server constrains decoding to the schema; random weights rarely finish the object inside 16
+    tokens, so a row is ok only with valid JSON and failed with the parse error otherwise - never ok with junk."""
+    config = _config(tiny_model_dir).replace(prompt_version="v1-json")
+    backend = get_captioner(config)
+    backend.setup()
+    try:
+        batch = _batch(clip_partition.slice(0, 2), config)
+        body = backend.request_body({"clip_id": "x", "frames": batch["frames"][0]})
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["schema"]["required"] == ["caption", "objects", "motion", "camera"]
+        assert len([p for p in body["messages"][-1]["content"] if p["type"] == "image_url"]) == 4
+        out = backend(batch)
+    finally:
+        backend.teardown()
+    for status, caption, err in zip(out["status"], out["caption"], out["error"]):
+        if status == "ok":
+            assert isinstance(json.loads(caption), dict)
+        else:
+            assert err.startswith("invalid JSON output") and "finish_reason=length" in err
+            assert caption is None
+    assert np.all(out["output_tokens"] > 0)

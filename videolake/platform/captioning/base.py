@@ -1,0 +1,357 @@
+"""The captioner contract: one frozen config, one abstract backend, a registry of backends by name.
+
+A GPU worker follows one contract (DESIGN.md): it declares its resources (CPUs, GPUs per replica), ``setup()`` loads
+the model once per actor, ``__call__(batch)`` captions a Ray Data numpy batch, ``teardown()`` frees it. The same
+class runs inside a Ray Data ``ActorPoolStrategy`` (see pipeline.py) and in-process (bench.py, tests).
+
+Batch in (one row per clip; produced by frames.extract_frames):
+    clip_id, video_id, source_uri      str
+    frames                             uint8 (T, H, W, 3) per row; an empty (0, 0, 0, 3) array when extraction failed
+    frame_error                        str, "" when the frames were extracted, else the reason
+    video_meta                         str, JSON: fps, duration, total_num_frames, frames_indices (clip-relative)
+    num_frames                         int32, frames extracted (0 on failure)
+Batch out: the CLIP_CAPTIONS columns except partition_date (status ok|failed, caption, error, model, model_revision,
+prompt_version, num_frames, prompt_tokens, output_tokens, latency_s, captioned_at) plus the metrics columns in
+``METRIC_COLUMNS``. Every input row gives exactly one output row: a clip that fails is a ``failed`` row with its
+reason, never a missing row and never a crashed batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from videolake.platform.registry import Registry
+
+log = logging.getLogger(__name__)
+
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+
+# Environment for vLLM inside a Ray actor (STACK-NOTES): passed through runtime_env because a KubeRay worker does
+# not inherit the driver's environment.
+DEFAULT_VLLM_ENV: Mapping[str, str] = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # engine core in the actor process: starts in seconds, not ~30 s
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU platform; without it the CPU actor dies at start
+    "HF_HUB_OFFLINE": "1",  # weights come from a local dir or the node cache, never from a hub
+    "TOKENIZERS_PARALLELISM": "false",  # no tokenizer thread pools fighting the engine for cores
+    "OMP_NUM_THREADS": "2",  # Ray sets 1 per fractional-CPU actor; the CPU engine wants the node's cores
+}
+
+# Per-row columns the backend adds for CaptionMetrics (dropped from the returned clip_captions table).
+METRIC_COLUMNS = (
+    "actor_id",  # str, the Ray actor (or process) that captioned the row
+    "generate_s",  # float, this row's share of the generate call's wall time (batch seconds / rows in the batch)
+    "actor_load_s",  # float, the actor's model load seconds (setup), repeated on each of its rows
+    "actor_started_at",  # float, epoch seconds when the actor began setup()
+    "actor_ready_at",  # float, epoch seconds when setup() finished
+    "batch_finished_at",  # float, epoch seconds when this row's batch finished
+)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Decoding settings; part of code_version (they change the captions)."""
+
+    temperature: float = 0.2  # 0 = greedy; low values keep captions factual
+    top_p: float = 0.9  # nucleus sampling mass
+    max_tokens: int = 128  # output budget per caption; a caption cut at this length is still ok (finish: length)
+    seed: int = 0  # base seed; each clip samples with a seed derived from (seed, clip_id), so re-runs repeat
+
+
+@dataclass(frozen=True)
+class FrameConfig:
+    """How a clip becomes model input; part of code_version (it changes what the model sees)."""
+
+    sample_fps: float = 1.0  # frames sampled per second of clip
+    min_frames: int = 2  # at least this many frames (Qwen-VL's temporal patch is 2 frames)
+    max_frames: int = 8  # at most this many frames per clip
+    max_pixels: int = 448 * 448  # each frame is downscaled (aspect kept) to at most this many pixels
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """The ``openai`` backend's endpoint. Secrets never live here: only the NAMES of environment variables."""
+
+    base_url_env: str = "VIDEOLAKE_OPENAI_BASE_URL"  # env var holding e.g. http://vllm:8000/v1
+    api_key_env: str = "VIDEOLAKE_OPENAI_API_KEY"  # env var holding the API key (may be unset for an open server)
+    served_model_name: str | None = None  # the endpoint's model name; None = CaptionerConfig.model
+    max_concurrency: int = 8  # requests in flight per actor (a thread pool of this size)
+    timeout_s: float = 120.0  # per-request timeout
+    max_retries: int = 4  # retries on 429, 5xx, timeouts and connection errors (exponential backoff)
+    backoff_s: float = 0.5  # first backoff; doubles each retry (with jitter), Retry-After wins when sent
+    image_format: str = "jpeg"  # frames are sent as base64 data URLs: jpeg (small) or png (lossless)
+    forward_env: bool = True  # pass the two env vars to the actors via runtime_env (off: workers must have them)
+
+
+@dataclass(frozen=True)
+class CaptionerConfig:
+    """Everything that decides how clips are captioned. Frozen; ``code_version`` hashes the output-relevant part."""
+
+    model: str  # local checkpoint dir, or an object-store URI/prefix (copied once to the node cache)
+    backend: str = "vllm"  # "vllm" (offline engine in each actor) | "openai" (an OpenAI-compatible endpoint)
+    model_name: str | None = None  # recorded in clip_captions.model; None = ``model`` as given
+    model_revision: str | None = None  # recorded in clip_captions.model_revision and in code_version
+    model_cache_dir: str | None = None  # node-local cache for object-store models; None = $VIDEOLAKE_MODEL_CACHE or ~/.cache/videolake/models
+    prompt_version: str = "v1-describe"  # a name in prompts.PROMPTS; recorded in clip_captions.prompt_version
+    prompt: str | None = None  # overrides the registered prompt text (still hashed into code_version)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)  # decoding settings
+    frames: FrameConfig = field(default_factory=FrameConfig)  # frame sampling settings
+    input_mode: str = "video"  # "video": frames as one video with metadata | "images": frames as separate images
+    batch_size: int = 8  # clips per actor call (and per vLLM generate call)
+    num_actors: int = 1  # captioner actors (one model replica each)
+    num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (STACK-NOTES)
+    num_gpus_per_actor: float = 0.0  # GPUs per replica; 0 on CPU
+    extract_num_cpus: float = 0.25  # CPUs per frame-extraction task (fractional so decoding overlaps the actors)
+    extract_batch_size: int = 2  # clips per frame-extraction task
+    max_model_len: int = 4096  # vLLM context length (prompt + video tokens + output)
+    max_num_seqs: int = 8  # vLLM's concurrent sequences per engine
+    enforce_eager: bool = False  # True skips CUDA graph capture (faster start; use on CPU and in tests)
+    dtype: str = "auto"  # vLLM weight dtype
+    gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may take
+    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) keyword arguments
+    env: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VLLM_ENV))  # actor env via runtime_env
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # openai backend only
+
+    def __post_init__(self) -> None:
+        if self.input_mode not in ("video", "images"):
+            raise ValueError(f"input_mode must be 'video' or 'images', got {self.input_mode!r}")
+        if self.batch_size < 1 or self.num_actors < 1:
+            raise ValueError("batch_size and num_actors must be >= 1")
+        if self.frames.max_frames < 1 or self.frames.min_frames < 1 or self.frames.min_frames > self.frames.max_frames:
+            raise ValueError(f"need 1 <= min_frames <= max_frames, got {self.frames}")
+
+    @property
+    def model_label(self) -> str:
+        """What clip_captions.model records."""
+        return self.model_name or self.model
+
+    def prompt_template(self):
+        """The resolved prompt (registered template, text overridden by ``prompt`` when set)."""
+        from videolake.platform.captioning.prompts import get_prompt
+
+        return get_prompt(self.prompt_version, override_text=self.prompt)
+
+    def replace(self, **changes: Any) -> "CaptionerConfig":
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
+
+def code_version(config: CaptionerConfig) -> str:
+    """A short hash of everything that changes the captions: model, revision, prompt (version, text, schema),
+    sampling, frame settings and input mode. Resources, batch sizes and the backend choice are left out: they
+    change how fast captions come, not what they say. The asset uses it as its Dagster code_version."""
+    prompt = config.prompt_template()
+    spec = {
+        "model": config.model_label,
+        "model_revision": config.model_revision,
+        "prompt_version": prompt.version,
+        "prompt_text": prompt.text,
+        "prompt_system": prompt.system,
+        "prompt_json_schema": prompt.json_schema,
+        "sampling": asdict(config.sampling),
+        "frames": asdict(config.frames),
+        "input_mode": config.input_mode,
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def clip_seed(base_seed: int, clip_id: str) -> int:
+    """A per-clip sampling seed: deterministic, independent of batching and actor placement."""
+    digest = hashlib.sha256(f"{base_seed}:{clip_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+@dataclass
+class CaptionResult:
+    """One clip's outcome inside a backend, before it becomes an output row."""
+
+    caption: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class CaptionerBackend(ABC):
+    """A captioner replica. Subclasses register with ``@CAPTIONERS.register(name)`` and implement ``load`` and
+    ``caption``; the base class turns batches into rows, isolates failures and records timings.
+
+    Declared resources (per replica) come from the config: ``num_cpus`` and ``num_gpus``.
+    """
+
+    registered_name: ClassVar[str]
+
+    def __init__(self, config: CaptionerConfig, store: Any | None = None) -> None:
+        self.config = config
+        self.store = store  # ObjectStore holding an object-store model (None: file:// models only)
+        self.prompt = config.prompt_template()
+        self.actor_id = _actor_id()
+        self.load_s = 0.0
+        self.started_at = 0.0
+        self.ready_at = 0.0
+        self._loaded = False
+
+    # -- declared resources ------------------------------------------------------------------------------------
+
+    @property
+    def num_cpus(self) -> float:
+        return float(self.config.num_cpus_per_actor)
+
+    @property
+    def num_gpus(self) -> float:
+        return float(self.config.num_gpus_per_actor)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Load the model once per actor (idempotent). The seconds it takes are reported as model load time."""
+        if self._loaded:
+            return
+        self.started_at = time.time()
+        t0 = time.perf_counter()
+        self.load()
+        self.load_s = time.perf_counter() - t0
+        self.ready_at = time.time()
+        self._loaded = True
+        log.info("captioner %s ready on %s in %.1fs", self.registered_name, self.actor_id, self.load_s)
+
+    def teardown(self) -> None:
+        """Free the model. Safe to call twice."""
+        if self._loaded:
+            self.unload()
+            self._loaded = False
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load weights / open clients."""
+
+    def unload(self) -> None:
+        """Release what ``load`` took."""
+
+    @abstractmethod
+    def caption(self, items: list[dict[str, Any]]) -> list[CaptionResult]:
+        """Caption decodable clips; one result per item, in order. Per-item errors go into the result; raise
+        only when the whole call failed (the base class then retries item by item to isolate the bad one)."""
+
+    # -- the Ray Data entry point -------------------------------------------------------------------------------
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.setup()
+        n = len(batch["clip_id"])
+        items = [_row(batch, i) for i in range(n)]
+        results: list[CaptionResult | None] = [None] * n
+        todo: list[int] = []
+        for i, item in enumerate(items):
+            if item["frame_error"]:
+                results[i] = CaptionResult(error=f"frame extraction failed: {item['frame_error']}")
+            else:
+                todo.append(i)
+        t0 = time.perf_counter()
+        if todo:
+            for i, res in zip(todo, self._caption_isolated([items[i] for i in todo])):
+                results[i] = res
+        generate_s = time.perf_counter() - t0
+        finished = time.time()
+        return self._rows(items, results, generate_s, finished)
+
+    def _caption_isolated(self, items: list[dict[str, Any]]) -> list[CaptionResult]:
+        try:
+            out = self.caption(items)
+            if len(out) != len(items):
+                raise RuntimeError(f"backend returned {len(out)} results for {len(items)} clips")
+            return out
+        except Exception as exc:  # noqa: BLE001 - isolate the bad clip instead of failing the batch
+            if len(items) == 1:
+                return [CaptionResult(error=f"model error: {type(exc).__name__}: {exc}")]
+            log.warning("batch of %d failed (%s: %s); retrying clip by clip", len(items), type(exc).__name__, exc)
+            return [self._caption_isolated([item])[0] for item in items]
+
+    def _rows(self, items, results, generate_s: float, finished: float) -> dict[str, np.ndarray]:
+        n = len(items)
+        now = np.datetime64(int(finished * 1e6), "us")
+        ok = [r is not None and r.ok and bool(r.caption and r.caption.strip()) for r in results]
+        errors = []
+        for r, good in zip(results, ok):
+            if good:
+                errors.append(None)
+            elif r is not None and r.error:
+                errors.append(r.error)
+            else:
+                errors.append("empty output: the model returned no caption text")
+        return {
+            "clip_id": np.array([it["clip_id"] for it in items], dtype=object),
+            "video_id": np.array([it["video_id"] for it in items], dtype=object),
+            "source_uri": np.array([it["source_uri"] for it in items], dtype=object),
+            "status": np.array([STATUS_OK if g else STATUS_FAILED for g in ok], dtype=object),
+            "caption": np.array([r.caption if g else None for r, g in zip(results, ok)], dtype=object),
+            "error": np.array(errors, dtype=object),
+            "model": np.array([self.config.model_label] * n, dtype=object),
+            "model_revision": np.array([self.config.model_revision] * n, dtype=object),
+            "prompt_version": np.array([self.prompt.version] * n, dtype=object),
+            "num_frames": np.array([it["num_frames"] for it in items], dtype=np.int32),
+            "prompt_tokens": np.array([r.prompt_tokens if r else 0 for r in results], dtype=np.int64),
+            "output_tokens": np.array([r.output_tokens if r else 0 for r in results], dtype=np.int64),
+            "latency_s": np.array([r.latency_s if r else 0.0 for r in results], dtype=np.float64),
+            "captioned_at": np.full(n, now, dtype="datetime64[us]"),
+            "actor_id": np.array([self.actor_id] * n, dtype=object),
+            "generate_s": np.full(n, generate_s / max(n, 1), dtype=np.float64),
+            "actor_load_s": np.full(n, self.load_s, dtype=np.float64),
+            "actor_started_at": np.full(n, self.started_at, dtype=np.float64),
+            "actor_ready_at": np.full(n, self.ready_at, dtype=np.float64),
+            "batch_finished_at": np.full(n, finished, dtype=np.float64),
+        }
+
+
+def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    frames = batch["frames"][i]
+    meta = batch["video_meta"][i]
+    return {
+        "clip_id": str(batch["clip_id"][i]),
+        "video_id": str(batch["video_id"][i]),
+        "source_uri": str(batch["source_uri"][i]),
+        "frames": np.asarray(frames, dtype=np.uint8),
+        "frame_error": str(batch["frame_error"][i] or ""),
+        "video_meta": json.loads(meta) if meta else {},
+        "num_frames": int(batch["num_frames"][i]),
+    }
+
+
+def _actor_id() -> str:
+    """The Ray actor id when inside an actor, else host:pid (bench and tests call backends in-process)."""
+    ray = sys.modules.get("ray")  # never import ray just to ask: in-process callers should not pay for it
+    try:
+        if ray is not None and ray.is_initialized():
+            actor = ray.get_runtime_context().get_actor_id()
+            if actor:
+                return str(actor)[:16]
+    except Exception:  # noqa: BLE001 - only a label
+        pass
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+CAPTIONERS: Registry[CaptionerBackend] = Registry("captioner backend")
+
+
+def get_captioner(config: CaptionerConfig, store: Any | None = None) -> CaptionerBackend:
+    """An (unloaded) backend for ``config``; imports the implementations so they register (no heavy imports).
+
+    ``store``: the ObjectStore an object-store model URI (``config.model``) lives in, e.g. the S3 store.
+    """
+    from videolake.platform.captioning import openai_backend, vllm_backend  # noqa: F401
+
+    return CAPTIONERS.get(config.backend)(config, store=store)

@@ -1,0 +1,197 @@
+"""Frame extraction for captioning: the CPU half of the caption stage (Ray Data tasks ahead of the GPU actors).
+
+A clip row names its frames as a range of its source (``source_uri``, ``start_frame``, ``end_frame``, ``fps``) or,
+when it was materialised, its own file (``clip_uri``, frames 0..end-start). Frames are sampled at ``sample_fps``
+(between ``min_frames`` and ``max_frames``), decoded frame-exactly by ``videolake.platform.clips.read_clip_frames``
+(one seek per clip, numbering by the decode-order frame index the scene detector used) and downscaled to at most
+``max_pixels`` each, aspect kept. The video metadata that vLLM's Qwen-VL processors need travels with them.
+
+A clip that cannot be decoded (corrupt file, range beyond the end, missing object) is not an exception: its row
+carries ``frame_error`` and an empty frames array, and the captioner turns it into a ``failed`` caption row.
+
+Sources are URIs. ``open_source(uri)`` returns a local path, or a context manager yielding one (e.g.
+``ObjectStore.open_local`` for S3, which downloads to a temporary file and removes it afterwards). The default
+opener resolves ``file://`` URIs and plain paths; any other scheme needs an injected opener (``store_opener``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Iterator
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+
+from videolake.platform.captioning.base import FrameConfig
+
+log = logging.getLogger(__name__)
+
+SourceOpener = Callable[[str], "str | ContextManager[str]"]
+
+EMPTY_FRAMES = np.zeros((0, 0, 0, 3), dtype=np.uint8)
+
+REQUIRED_COLUMNS = ("clip_id", "video_id", "source_uri", "start_frame", "end_frame", "fps")
+
+
+@dataclass(frozen=True)
+class ClipFrames:
+    """The sampled frames of one clip and the metadata a video-input model needs."""
+
+    frames: np.ndarray  # uint8 (T, H, W, 3)
+    frame_indices: list[int]  # clip-relative frame numbers of the T frames
+    fps: float  # the clip's frame rate (source fps)
+    clip_num_frames: int  # frames in the clip (end - start)
+
+    @property
+    def duration_s(self) -> float:
+        return self.clip_num_frames / self.fps if self.fps > 0 else 0.0
+
+    def video_metadata(self) -> dict[str, Any]:
+        """The HF VideoMetadata fields vLLM's Qwen-VL path requires (else: "Video metadata is required").
+
+        do_sample_frames=False: the frames are already sampled; the processor must not sample again.
+        """
+        return {
+            "fps": float(self.fps),
+            "duration": float(self.duration_s),
+            "total_num_frames": int(self.clip_num_frames),
+            "frames_indices": [int(i) for i in self.frame_indices],
+            "video_backend": "pyav",
+            "do_sample_frames": False,
+        }
+
+
+def default_open_source(uri: str) -> str:
+    """A local path for ``file://`` URIs and plain paths; other schemes need an injected opener."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return unquote(parsed.path) if parsed.scheme == "file" else uri
+    raise ValueError(f"no opener for {parsed.scheme}:// sources: pass open_source= (e.g. store_opener(factory))")
+
+
+def store_opener(store_factory: Callable[[str], Any]) -> SourceOpener:
+    """An opener over object stores: ``store_factory(uri)`` returns the ObjectStore holding ``uri``; the object is
+    read through ``store.open_local`` (the file itself for a local store, a temporary download otherwise)."""
+
+    def open_source(uri: str) -> ContextManager[str]:
+        store = store_factory(uri)
+        return store.open_local(store.key_from_uri(uri))
+
+    return open_source
+
+
+@contextlib.contextmanager
+def _opened(open_source: SourceOpener | None, uri: str) -> Iterator[str]:
+    got = (open_source or default_open_source)(uri)
+    if hasattr(got, "__enter__"):
+        with got as path:  # type: ignore[union-attr]
+            yield path
+    else:
+        yield got  # type: ignore[misc]
+
+
+def frames_to_sample(num_clip_frames: int, fps: float, config: FrameConfig, even: bool = False) -> int:
+    """How many frames to sample from a clip: ``sample_fps`` x duration, clamped to [min_frames, max_frames] and to
+    the clip's length; rounded to an even count when ``even`` (Qwen-VL's temporal patch pairs frames)."""
+    if num_clip_frames <= 0:
+        return 0
+    duration = num_clip_frames / fps if fps and fps > 0 else 0.0
+    n = int(round(duration * config.sample_fps))
+    n = max(config.min_frames, min(config.max_frames, n))
+    n = min(n, num_clip_frames)
+    if even and n % 2 == 1:
+        if n + 1 <= min(config.max_frames, num_clip_frames):
+            n += 1
+        elif n > 1:
+            n -= 1
+    return max(n, 1)
+
+
+def max_side_for(width: int, height: int, max_pixels: int) -> int | None:
+    """The longer-side limit that keeps width x height within ``max_pixels`` at the same aspect ratio."""
+    if width <= 0 or height <= 0 or width * height <= max_pixels:
+        return None
+    long, short = max(width, height), min(width, height)
+    return max(1, int(math.floor(math.sqrt(max_pixels * long / short))))
+
+
+def _video_size(path: str) -> tuple[int, int]:
+    import av
+
+    with av.open(path) as container:
+        ctx = container.streams.video[0].codec_context
+        return int(ctx.width or 0), int(ctx.height or 0)
+
+
+def read_frames(path: str, start_frame: int, end_frame: int, fps: float, config: FrameConfig,
+                even: bool = False) -> ClipFrames:
+    """Sample and decode the frames of [start_frame, end_frame) of a local video. Raises ValueError with a reason."""
+    from videolake.platform.clips import frame_index, read_clip_frames, sample_indices
+
+    if end_frame <= start_frame:
+        raise ValueError(f"empty frame range [{start_frame}, {end_frame})")
+    n_clip = int(end_frame - start_frame)
+    n = frames_to_sample(n_clip, fps, config, even=even)
+    try:
+        width, height = _video_size(path)
+    except Exception as exc:  # noqa: BLE001 - reported as the clip's reason
+        raise ValueError(f"cannot open video {path}: {type(exc).__name__}: {exc}") from exc
+    total = frame_index(path).num_frames
+    if start_frame < 0 or end_frame > total:
+        raise ValueError(f"frame range [{start_frame}, {end_frame}) is beyond the video's {total} frames: {path}")
+    max_side = max_side_for(width, height, config.max_pixels)
+    frames = read_clip_frames(path, int(start_frame), int(end_frame), n, max_side)
+    indices = [i - int(start_frame) for i in sample_indices(int(start_frame), int(end_frame), n)]
+    arr = np.stack(frames).astype(np.uint8, copy=False)
+    return ClipFrames(frames=arr, frame_indices=indices, fps=float(fps), clip_num_frames=n_clip)
+
+
+def extract_clip(row: dict[str, Any], config: FrameConfig, open_source: SourceOpener | None = None,
+                 even: bool = False) -> ClipFrames:
+    """The frames of one clip row (from its clip file when ``clip_uri`` is set, else from its source range)."""
+    start, end = int(row["start_frame"]), int(row["end_frame"])
+    fps = float(row["fps"] or 0.0)
+    clip_uri = row.get("clip_uri")
+    if clip_uri:
+        uri, start, end = clip_uri, 0, end - start
+    else:
+        uri = row["source_uri"]
+    with _opened(open_source, uri) as path:
+        return read_frames(path, start, end, fps, config, even=even)
+
+
+def extract_frames(batch: dict[str, np.ndarray], *, frame_config: FrameConfig, input_mode: str = "video",
+                   open_source: SourceOpener | None = None) -> dict[str, np.ndarray]:
+    """Ray Data ``map_batches`` function (numpy format): clip rows in, captioner input rows out (see base.py).
+
+    Never raises for a bad clip: the reason goes into ``frame_error``.
+    """
+    n = len(batch["clip_id"])
+    frames = np.empty(n, dtype=object)
+    errors = np.empty(n, dtype=object)
+    metas = np.empty(n, dtype=object)
+    counts = np.zeros(n, dtype=np.int32)
+    clip_uris = batch.get("clip_uri")
+    for i in range(n):
+        row = {k: batch[k][i] for k in REQUIRED_COLUMNS}
+        row["clip_uri"] = clip_uris[i] if clip_uris is not None else None
+        try:
+            clip = extract_clip(row, frame_config, open_source, even=(input_mode == "video"))
+            frames[i], errors[i], metas[i] = clip.frames, "", json.dumps(clip.video_metadata())
+            counts[i] = clip.frames.shape[0]
+        except Exception as exc:  # noqa: BLE001 - a bad clip becomes a failed row, not a crashed stage
+            log.warning("clip %s: frame extraction failed: %s", row["clip_id"], exc)
+            frames[i], errors[i], metas[i] = EMPTY_FRAMES, f"{type(exc).__name__}: {exc}", ""
+    return {
+        "clip_id": np.asarray(batch["clip_id"], dtype=object),
+        "video_id": np.asarray(batch["video_id"], dtype=object),
+        "source_uri": np.asarray(batch["source_uri"], dtype=object),
+        "frames": frames,
+        "frame_error": errors,
+        "video_meta": metas,
+        "num_frames": counts,
+    }

@@ -1,0 +1,141 @@
+"""What a caption run cost and how well it used its actors, as flat numbers Dagster plots over partitions.
+
+Computed from the per-row metric columns the backends emit (base.METRIC_COLUMNS), so nothing needs to be collected
+from the actors separately:
+- throughput: captions/s over the run's wall time, prompt and output tokens/s;
+- per actor: rows, generate seconds, captions per generate-second, model load seconds; an actor below 50 % of the
+  median per-actor throughput is a straggler;
+- accelerator-seconds: num_gpus x actor lifetime (first setup to its last batch), summed over actors. On CPU
+  (num_gpus = 0) it is reported as actor-seconds instead (``accelerator`` = "cpu" says so);
+- goodput: the share of actor lifetime spent inside generate (the rest is model load, waiting for frames, idle).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+STRAGGLER_FRACTION = 0.5  # an actor slower than this share of the median throughput is flagged
+
+
+@dataclass(frozen=True)
+class ActorStats:
+    actor_id: str
+    captions: int  # rows this actor produced (ok + failed)
+    generate_s: float  # seconds inside generate
+    load_s: float  # model load seconds (setup)
+    lifetime_s: float  # first setup to last batch
+    captions_per_s: float  # captions per generate-second
+    straggler: bool
+
+
+@dataclass(frozen=True)
+class CaptionMetrics:
+    captions: int  # ok rows
+    failed: int  # failed rows
+    wall_s: float  # the whole caption stage (extraction + actors), driver wall clock
+    captions_per_s: float  # all rows / wall_s
+    prompt_tokens_per_s: float
+    output_tokens_per_s: float
+    model_load_s_mean: float  # per actor
+    model_load_s_max: float
+    actors: int
+    accelerator: str  # "gpu" or "cpu" (then accelerator_s counts actor-seconds)
+    accelerator_s: float  # num_gpus x actor lifetime, summed (on CPU: actor-seconds)
+    goodput: float  # share of actor lifetime spent inside generate, 0..1
+    stragglers: int
+    steady_captions_per_s: float  # rows / (first actor ready -> last batch): throughput without model load
+    per_actor: list[ActorStats] = field(default_factory=list)
+
+    def to_metadata(self) -> dict[str, float | int]:
+        """Flat numbers for Dagster metadata (plotted over partitions); per-actor values as actor_<i>_* keys."""
+        out: dict[str, float | int] = {
+            "captions": self.captions,
+            "captions_failed": self.failed,
+            "caption_wall_s": round(self.wall_s, 3),
+            "captions_per_s": round(self.captions_per_s, 4),
+            "steady_captions_per_s": round(self.steady_captions_per_s, 4),
+            "prompt_tokens_per_s": round(self.prompt_tokens_per_s, 2),
+            "output_tokens_per_s": round(self.output_tokens_per_s, 2),
+            "model_load_s_mean": round(self.model_load_s_mean, 3),
+            "model_load_s_max": round(self.model_load_s_max, 3),
+            "actors": self.actors,
+            "accelerator_is_gpu": int(self.accelerator == "gpu"),
+            ("accelerator_s" if self.accelerator == "gpu" else "actor_s"): round(self.accelerator_s, 3),
+            "goodput": round(self.goodput, 4),
+            "stragglers": self.stragglers,
+        }
+        for i, a in enumerate(self.per_actor):
+            out[f"actor_{i}_captions"] = a.captions
+            out[f"actor_{i}_captions_per_s"] = round(a.captions_per_s, 4)
+            out[f"actor_{i}_load_s"] = round(a.load_s, 3)
+            out[f"actor_{i}_straggler"] = int(a.straggler)
+        return out
+
+
+def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float) -> CaptionMetrics:
+    """Metrics from the captioner's output rows (clip_captions columns + METRIC_COLUMNS)."""
+    n = rows.num_rows
+    status = rows.column("status").to_numpy(zero_copy_only=False) if n else np.array([], dtype=object)
+    ok = int(np.sum(status == "ok"))
+    prompt_tokens = int(pc.sum(rows.column("prompt_tokens")).as_py() or 0) if n else 0
+    output_tokens = int(pc.sum(rows.column("output_tokens")).as_py() or 0) if n else 0
+    per_actor = _per_actor(rows) if n and "actor_id" in rows.column_names else []
+    rates = [a.captions_per_s for a in per_actor if a.generate_s > 0]
+    median = statistics.median(rates) if rates else 0.0
+    per_actor = [
+        ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
+        for a in per_actor
+    ]
+    lifetime = sum(a.lifetime_s for a in per_actor)
+    generate = sum(a.generate_s for a in per_actor)
+    loads = [a.load_s for a in per_actor]
+    steady = 0.0
+    if per_actor:
+        ready = float(np.min(rows.column("actor_ready_at").to_numpy()))
+        last = float(np.max(rows.column("batch_finished_at").to_numpy()))
+        steady = n / (last - ready) if last > ready else 0.0
+    gpu = num_gpus_per_actor > 0
+    return CaptionMetrics(
+        captions=ok,
+        failed=n - ok,
+        wall_s=wall_s,
+        captions_per_s=n / wall_s if wall_s > 0 else 0.0,
+        prompt_tokens_per_s=prompt_tokens / wall_s if wall_s > 0 else 0.0,
+        output_tokens_per_s=output_tokens / wall_s if wall_s > 0 else 0.0,
+        model_load_s_mean=float(np.mean(loads)) if loads else 0.0,
+        model_load_s_max=float(np.max(loads)) if loads else 0.0,
+        actors=len(per_actor),
+        accelerator="gpu" if gpu else "cpu",
+        accelerator_s=lifetime * (num_gpus_per_actor if gpu else 1.0),
+        goodput=generate / lifetime if lifetime > 0 else 0.0,
+        stragglers=sum(a.straggler for a in per_actor),
+        steady_captions_per_s=steady,
+        per_actor=per_actor,
+    )
+
+
+def _per_actor(rows: pa.Table) -> list[ActorStats]:
+    cols: dict[str, Any] = {c: rows.column(c).to_numpy(zero_copy_only=False) for c in
+                            ("actor_id", "generate_s", "actor_load_s", "actor_started_at", "batch_finished_at")}
+    out = []
+    for actor in sorted(set(cols["actor_id"].tolist())):
+        m = cols["actor_id"] == actor
+        gen = float(np.sum(cols["generate_s"][m]))
+        count = int(np.sum(m))
+        lifetime = float(np.max(cols["batch_finished_at"][m]) - np.min(cols["actor_started_at"][m]))
+        out.append(ActorStats(
+            actor_id=str(actor),
+            captions=count,
+            generate_s=gen,
+            load_s=float(np.max(cols["actor_load_s"][m])),
+            lifetime_s=max(lifetime, 0.0),
+            captions_per_s=count / gen if gen > 0 else 0.0,
+            straggler=False,
+        ))
+    return out

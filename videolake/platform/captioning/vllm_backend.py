@@ -1,0 +1,187 @@
+"""The ``vllm`` backend: vLLM's offline engine inside each captioner actor (Qwen2.5-VL / Qwen3-VL family).
+
+One ``vllm.LLM`` per actor, loaded once in ``setup()``; each batch is one ``LLM.generate`` call so the engine
+schedules all of the batch's clips together. Frames go in as a video with its metadata (fps, duration,
+total_num_frames, frames_indices, do_sample_frames=False: the frames are already sampled, and without metadata
+vLLM raises "Video metadata is required") or as separate images. The prompt is the model's own chat template
+applied to the versioned prompt. A prompt with a JSON schema gets vLLM structured outputs.
+
+vllm is imported in ``load()`` only: this module is imported by the Dagster code location.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from typing import Any
+
+from videolake.platform.captioning.base import CAPTIONERS, CaptionerBackend, CaptionerConfig, CaptionResult, clip_seed
+from videolake.platform.captioning.prompts import check_structured_output
+
+log = logging.getLogger(__name__)
+
+
+def apply_env(env: dict[str, str] | Any) -> None:
+    """Set the config's vLLM environment in this process where not already set (in-process use: bench, tests;
+    inside Ray actors the same values arrive through runtime_env)."""
+    for key, value in dict(env).items():
+        os.environ.setdefault(key, str(value))
+
+
+@CAPTIONERS.register("vllm")
+class VLLMCaptioner(CaptionerBackend):
+    def __init__(self, config: CaptionerConfig, store: Any | None = None) -> None:
+        super().__init__(config, store=store)
+        self.llm = None
+        self.model_dir: str | None = None
+        self.model_copy_s = 0.0
+        self.model_copied = False
+        self._prompt_cache: dict[tuple[str, int], str] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        from videolake.platform.captioning.model_cache import resolve_model
+
+        apply_env(self.config.env)
+        local = resolve_model(self.config.model, cache_dir=self.config.model_cache_dir,
+                              store_factory=store_factory_for(self.store))
+        self.model_dir, self.model_copy_s, self.model_copied = local.path, local.seconds, local.copied
+        self.llm = create_llm(self.config, self.model_dir)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """A full batch of the largest configured input (max_frames at max_pixels) through the whole path before the
+        first real batch: lazy initialisation (processor, per-shape kernels) is paid here, inside model load time,
+        and a max_model_len too small for the configured frames fails at setup instead of on every clip."""
+        import math
+
+        import numpy as np
+        from vllm import SamplingParams
+
+        fc = self.config.frames
+        side = max(28, int(math.isqrt(fc.max_pixels)))
+        n = fc.max_frames + (fc.max_frames % 2 if self.config.input_mode == "video" else 0)
+        frames = np.zeros((n, side, side, 3), dtype=np.uint8)
+        meta = {"fps": 2.0, "duration": n / 2.0, "total_num_frames": n, "frames_indices": list(range(n)),
+                "video_backend": "pyav", "do_sample_frames": False}
+        count = max(1, min(self.config.batch_size, self.config.max_num_seqs))
+        prompts, _ = self.build_requests([{"clip_id": "warm-up", "frames": frames, "video_meta": meta}] * count)
+        t0 = time.perf_counter()
+        self.llm.generate(prompts, SamplingParams(max_tokens=2, temperature=0.0), use_tqdm=False)
+        log.info("warm-up: %d requests of %d frames %dx%d in %.1fs", count, n, side, side, time.perf_counter() - t0)
+
+    def unload(self) -> None:
+        self.llm = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+    # -- requests -------------------------------------------------------------------------------------------------
+
+    def chat_prompt(self, num_frames: int) -> str:
+        """The model's chat template applied to the prompt with one video (or ``num_frames`` images)."""
+        key = (self.config.input_mode, num_frames if self.config.input_mode == "images" else 1)
+        if key not in self._prompt_cache:
+            media = [{"type": "video"}] if self.config.input_mode == "video" else [{"type": "image"}] * num_frames
+            tokenizer = self.llm.get_tokenizer()
+            self._prompt_cache[key] = tokenizer.apply_chat_template(
+                self.prompt.messages(media), tokenize=False, add_generation_prompt=True
+            )
+        return self._prompt_cache[key]
+
+    def sampling_params(self, clip_id: str):
+        from vllm import SamplingParams
+
+        s = self.config.sampling
+        kwargs: dict[str, Any] = dict(
+            temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=clip_seed(s.seed, clip_id)
+        )
+        if self.prompt.structured:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            kwargs["structured_outputs"] = StructuredOutputsParams(json=self.prompt.json_schema_str(), disable_any_whitespace=True)
+        return SamplingParams(**kwargs)
+
+    def build_requests(self, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
+        """vLLM prompts and sampling params for decoded clips (also used by bench.py for the raw baseline)."""
+        prompts, params = [], []
+        for item in items:
+            frames = item["frames"]
+            if self.config.input_mode == "video":
+                mm = {"video": (frames, item["video_meta"])}
+            else:
+                mm = {"image": [frames[t] for t in range(frames.shape[0])]}
+            prompts.append({"prompt": self.chat_prompt(frames.shape[0]), "multi_modal_data": mm})
+            params.append(self.sampling_params(item["clip_id"]))
+        return prompts, params
+
+    def caption(self, items: list[dict[str, Any]]) -> list[CaptionResult]:
+        prompts, params = self.build_requests(items)
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        # Offline generate returns the whole batch at once: each clip's latency is the batch's wall time.
+        latency = time.perf_counter() - t0
+        return [self._result(out, latency) for out in outputs]
+
+    def _result(self, out: Any, latency: float) -> CaptionResult:
+        prompt_tokens = len(out.prompt_token_ids or [])
+        if not out.outputs:
+            return CaptionResult(error="model error: no completion returned", prompt_tokens=prompt_tokens, latency_s=latency)
+        completion = out.outputs[0]
+        text = (completion.text or "").strip()
+        res = CaptionResult(caption=text or None, prompt_tokens=prompt_tokens,
+                            output_tokens=len(completion.token_ids or []), latency_s=latency)
+        if not text:
+            res.error = f"empty output (finish_reason={completion.finish_reason})"
+        elif (reason := check_structured_output(self.prompt, text)) is not None:
+            res.error = f"{reason} (finish_reason={completion.finish_reason})"
+        return res
+
+
+def store_factory_for(store: Any | None):
+    """A model-store factory: the given store for URIs inside it, the default (file://) resolution otherwise."""
+    if store is None:
+        return None
+    from videolake.platform.captioning.model_cache import default_store_factory
+
+    def factory(uri: str):
+        try:
+            store.key_from_uri(uri.rstrip("/"))
+            return store
+        except ValueError:
+            return default_store_factory(uri)
+
+    return factory
+
+
+def create_llm(config: CaptionerConfig, model_dir: str):
+    """``vllm.LLM`` for a captioner config (shared by the backend and the bench's raw baseline)."""
+    from vllm import LLM
+
+    if config.input_mode == "video":
+        limit = {"video": 1, "image": 0}
+    else:
+        limit = {"image": config.frames.max_frames, "video": 0}
+    kwargs: dict[str, Any] = dict(
+        model=model_dir,
+        enforce_eager=config.enforce_eager,
+        max_model_len=config.max_model_len,
+        max_num_seqs=config.max_num_seqs,
+        limit_mm_per_prompt=limit,
+        dtype=config.dtype,
+        seed=config.sampling.seed,
+    )
+    if config.num_gpus_per_actor > 0:
+        kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
+    if config.model_revision and "://" not in config.model and not os.path.isdir(config.model):
+        kwargs["revision"] = config.model_revision  # only meaningful for hub ids (offline here: HF_HUB_OFFLINE=1)
+    kwargs.update(dict(config.engine_kwargs))
+    return LLM(**kwargs)

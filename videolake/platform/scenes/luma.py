@@ -1,0 +1,411 @@
+"""``luma``: our own scene detector, the default of the pipeline and of ``videolake scenes``.
+
+Why our own: PySceneDetect converts every frame to HSV at a downscaled size (an RGB conversion plus a resize per
+frame, several times the cost of decoding a 360p frame) and scores only consecutive frames, so it misses dissolves,
+cuts twice on fades and fires on flashes and fast pans. This detector makes one decode pass
+(``frames.SampledDecoder``: Y/U/V samples read straight from the decoder's planes, no conversion), keeps a few
+hundred numbers per frame and decides on whole-video signals afterwards, all vectorised.
+
+Per frame: a block-mean grid of Y, U and V (16x9 blocks for 16:9 video; chroma at half weight) and cumulative Y/U/V
+histograms (their L1 distance is the earth mover's distance of the colours, which ignores the small brightness
+drifts that move flat areas across a bin edge). The content distance ``D(i, j)`` = mean abs grid difference (0..255)
++ ``hist_weight`` x histogram EMD.
+
+1. Scales k = 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32 frames. Boundary b (first frame of a new scene) is a candidate
+   at scale k when the change across it, ``N = D(b - k, b + k - 1)``, beats the motion inside the shots around it:
+   ``S`` = the largest change over ``motion_gap`` frames found just before b - k and just after b + k - 1, scaled
+   to the span (an upper bound of what motion alone would do over it). A hard cut wins at k = 1 (where S is the
+   neighbouring frame differences, as in an adaptive threshold); a dissolve/wipe/fade of L frames at k ~ L/2, where
+   both ends of the pair lie in the shots. Fast motion changes the content inside the shots at least as much, so
+   its ratio stays low. Gradual candidates must also move the colour histograms (a pan mostly keeps them).
+2. Flashes: a candidate whose content returns to what it was before within ``flash_frames`` is dropped (frames
+   after the flash compared with frames before it).
+3. Scales go from fine to coarse; a coarse candidate whose span already holds a cut is dropped: one cut per
+   transition. Its frame: the first frame past the midpoint of the change (projection onto the pre->post feature
+   direction), which for a hard cut is exactly the first frame of the new shot.
+4. Fades through black: a short run of dark flat frames between two brighter shots replaces whatever was found
+   inside the fade by one cut at its darkest frame (a fade out and the fade in that follows are often found as two
+   changes); a fade in at the start or out at the end of the video is no cut, nor is a dip back to the same shot.
+5. Cuts closer than ``min_scene_len`` frames keep the stronger; none within ``min_scene_len`` of either end.
+
+Accuracy and speed are measured by ``scenes.evaluate`` and ``scenes.bench``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledChunk, SampledDecoder, grid_sums, luma_grid
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+
+log = logging.getLogger(__name__)
+
+HIST_BINS_Y, HIST_BINS_C = 17, 9  # (y + 8) >> 4 and (c + 16) >> 5
+
+
+@dataclass(frozen=True)
+class CutSignals:
+    """Per-frame features the decision works on (index = frame number)."""
+
+    grid: np.ndarray  # (n, 3 * rows * cols) float32: Y grid, 0.5 * U grid, 0.5 * V grid (0..255 scale)
+    hist: np.ndarray  # (n, 32) float32: weighted cumulative Y, U, V histograms (L1 distance = colour EMD)
+    luma_mean: np.ndarray  # (n,) float32
+    contrast: np.ndarray  # (n,) float32: std of the Y grid (0 for a flat frame: black, white, solid colour)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.luma_mean.shape[0])
+
+
+class CutSignalsAccumulator:
+    def __init__(self) -> None:
+        self._grid: list[np.ndarray] = []
+        self._hist: list[np.ndarray] = []
+        # Luma EMD counts fully, each chroma EMD half; the sum over 8 (a hard cut between unrelated shots: ~0.4-1).
+        self._weights = np.concatenate(
+            [np.full(HIST_BINS_Y - 1, 1 / 8), np.full(2 * (HIST_BINS_C - 1), 0.5 / 8)]
+        ).astype(np.float32)
+
+    def add(self, chunk: SampledChunk, grid: np.ndarray | None = None) -> None:
+        """Add a chunk; ``grid`` is its ``frames.luma_grid`` when the caller has computed it already."""
+        y, uv = chunk.y, chunk.uv
+        n = y.shape[0]
+        gy = (luma_grid(y) if grid is None else grid).reshape(n, -1)
+        guv = grid_sums(uv, 2).reshape(n, -1).astype(np.float32) * np.float32(0.5 / 4)  # chroma at half weight
+        self._grid.append(np.concatenate([gy, guv], axis=1))
+        # Histograms of every frame of the chunk with one bincount each: bin index offset by frame. Every other
+        # row of samples is plenty for 16 bins.
+        hy = _histograms(y[:, ::2].reshape(n, -1), 4, 8, HIST_BINS_Y)
+        hu = _histograms(uv[:, 0].reshape(n, -1), 5, 16, HIST_BINS_C)
+        hv = _histograms(uv[:, 1].reshape(n, -1), 5, 16, HIST_BINS_C)
+        # Cumulative histograms: the L1 distance between them is the earth mover's distance (in bins), which a
+        # small brightness drift moving flat areas across a bin edge barely changes (plain bin-wise L1 jumps).
+        cdf = np.concatenate([np.cumsum(h, axis=1)[:, :-1] for h in (hy, hu, hv)], axis=1)
+        cdf *= self._weights
+        self._hist.append(cdf)
+
+    def result(self) -> CutSignals:
+        grid = np.concatenate(self._grid) if self._grid else np.zeros((0, 3), np.float32)
+        hist = np.concatenate(self._hist) if self._hist else np.zeros((0, HIST_BINS_Y + 2 * HIST_BINS_C - 3), np.float32)
+        gy = grid[:, : grid.shape[1] // 3]
+        return CutSignals(grid=grid, hist=hist, luma_mean=gy.mean(axis=1), contrast=gy.std(axis=1))
+
+
+def _histograms(values: np.ndarray, shift: int, offset: int, bins: int) -> np.ndarray:
+    """Per-row histograms of ``(values + offset) >> shift``.
+
+    The offset centres a bin on the values flat content sits at (video black 16, white 235, neutral chroma 128):
+    on a bin edge, noise would move a black frame's whole mass between two bins.
+    """
+    n, m = values.shape
+    idx = values.astype(np.uint16 if n * bins < 65536 else np.uint32)
+    idx += offset
+    idx >>= shift
+    idx += (np.arange(n, dtype=idx.dtype) * bins)[:, None]
+    return np.bincount(idx.ravel(), minlength=n * bins).reshape(n, bins).astype(np.float32) * np.float32(1 / m)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The decision.
+# ---------------------------------------------------------------------------------------------------------------------
+
+SCALES = (1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32)
+# A flat frame (std of the luma grid below FLAT_CONTRAST) darker than DARK_LUMA is black: the middle of a fade
+# through black, or a black shot when there are many (limited-range black decodes as luma 16).
+FLAT_CONTRAST, DARK_LUMA = 4.0, 30.0
+# Per-frame rise of mean luma that still counts as fading (the fade's extent ends where it stops), with plateaus of
+# up to FADE_PLATEAU frames allowed (low-quality encodes fade in steps).
+FADE_STEP, FADE_PLATEAU = 0.3, 3
+# Frames within this much mean luma of the darkest one form the bottom of a dip: a black shot if long.
+FADE_BOTTOM = 2.0
+# A fade's bottom is at least this much darker than the shots on both sides (mean luma); dark content that
+# flickers (e.g. a strobing pattern on black) does not reach it, or dips again too soon.
+FADE_DEPTH = 24.0
+
+
+@dataclass(frozen=True)
+class LumaConfig:
+    # Minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block grids (0..255 scale) plus
+    # hist_weight x histogram distance (0..1). Lower finds cuts between similar shots, higher ignores more motion.
+    threshold: float = 12.0
+    # The change across a boundary must be this many times the change over the same span inside the shots around
+    # it (the adaptive part: fast motion raises both, so it does not cut).
+    ratio: float = 3.0
+    # Weight of the histogram distance (0..1) in the content distance.
+    hist_weight: float = 60.0
+    # The same for gradual candidates (spans of more than one frame), whose motion estimate is an upper bound; they
+    # must also exceed it by ``threshold``.
+    gradual_ratio: float = 2.0
+    # Gradual transitions (longer than one frame) must change the colour histograms at least this much (0..1):
+    # a pan or zoom moves the picture but keeps its colours.
+    min_hist_change: float = 0.12
+    # Longest gradual transition detected, in frames (the largest scale is half of it).
+    max_transition: int = 64
+    # Frames within which the content may return to what it was before a change for that change to be a flash.
+    flash_frames: int = 4
+    # A change that returns to within this share of its size is a flash, not a cut.
+    flash_return: float = 0.5
+    # Minimum frames between two cuts (the weaker one is dropped).
+    min_scene_len: int = 8
+    # Sampled luma width (see frames.DecodeOptions.sample_width).
+    sample_width: int = 64
+    # Skip the deblocking filter while decoding (see frames.DecodeOptions.fast_decode).
+    fast_decode: bool = True
+    # Decoder threads (1 = least CPU; 0 = FFmpeg automatic).
+    threads: int = 1
+    # Motion inside the shots is measured over this many frames (and scaled to the span of a candidate change).
+    motion_gap: int = 4
+    # Frames on each side of a candidate change over which motion inside the shots is measured.
+    motion_window: int = 6
+    # Noise floor of the content distance, so a perfectly static shot does not make every tiny change a cut.
+    noise_floor: float = 1.0
+
+
+def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(a - b).mean(axis=1)
+
+
+def _gap_distance(sig: CutSignals, m: int, hist_weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """D(t - m, t) and the histogram part alone, for t in [m, n) (index t - m)."""
+    dg = _l1(sig.grid[m:], sig.grid[:-m])
+    dh = np.abs(sig.hist[m:] - sig.hist[:-m]).sum(axis=1)
+    return dg + np.float32(hist_weight) * dh, dh
+
+
+def distance(sig: CutSignals, i: int, j: int, hist_weight: float) -> float:
+    dg = float(np.abs(sig.grid[i] - sig.grid[j]).mean())
+    dh = float(np.abs(sig.hist[i] - sig.hist[j]).sum())
+    return dg + hist_weight * dh
+
+
+def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | None = None) -> list[int]:
+    """Cut frames (first frame of each new scene) from the per-frame signals."""
+    n = sig.num_frames
+    if n < 2:
+        return []
+    cuts: list[tuple[int, float]] = []  # (frame, strength)
+    scales = [k for k in SCALES if 2 * k - 1 <= max(1, cfg.max_transition)]
+    short: dict[int, np.ndarray] = {}  # g -> Dend[t] = D(t - g, t) (nan for t < g)
+    for k in scales:
+        m = 2 * k - 1
+        if m + 1 > n:
+            break
+        g = min(m, cfg.motion_gap)
+        for gg in range(1, g + 1):
+            if gg not in short:
+                Dg = np.full(n, np.nan, np.float32)
+                Dg[gg:] = _gap_distance(sig, gg, cfg.hist_weight)[0]
+                short[gg] = Dg
+        G, H = _gap_distance(sig, m, cfg.hist_weight)  # G[t - m] = D(t - m, t)
+        # Boundary b in [k, n - k]: the pair (b - k, b + k - 1) = G at t = b + k - 1.
+        b = np.arange(k, n - k + 1)
+        N = G[b - k]
+        Hc = H[b - k]
+        # Motion inside the shots on either side: the largest change over g frames among the pairs within ``w``
+        # frames before b - k and after b + k - 1, scaled to the span m (the triangle inequality makes this an
+        # upper bound of the change over m frames; it saturates for fast motion, so it over-estimates: safe side).
+        w = 2 if k == 1 else max(m, cfg.motion_window) if m <= cfg.motion_window else cfg.motion_window
+        S_pre = np.full(len(b), np.nan, np.float32)
+        S_post = np.full(len(b), np.nan, np.float32)
+        for o in range(max(1, w - g + 1)):
+            t = b - k - o  # pairs (t - g, t) ending before the span
+            S_pre = np.fmax(S_pre, _scaled_motion(short, t, g, m, n, before=True))
+            t = b + k - 1 + o  # pairs (t, t + g) starting after it
+            S_post = np.fmax(S_post, _scaled_motion(short, t, g, m, n, before=False))
+        S = np.fmax(S_pre, S_post)  # one side may be missing at the ends of the video
+        S = np.where(np.isnan(S), 0.0, S)
+        floor = np.maximum(S, cfg.noise_floor)
+        if k == 1:
+            ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
+            # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
+            # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
+            S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
+            S_mean = np.where(np.isnan(S_mean), 0.0, S_mean)
+            ok |= (N >= 2 * cfg.threshold) & (N >= cfg.ratio * np.maximum(S_mean, cfg.noise_floor)) & (Hc >= cfg.min_hist_change)
+        else:
+            # A gradual change needs a stretch of shot on both sides (no fade-in at the start is a cut).
+            ok = (b - k >= g) & (b + k - 1 + g <= n - 1)
+            ok &= (N >= cfg.threshold + S) & (N >= cfg.gradual_ratio * floor) & (Hc >= cfg.min_hist_change)
+        if not ok.any():
+            continue
+        # Local maxima of N / S among candidates (one per run of consecutive candidate boundaries).
+        score = N / np.maximum(S, cfg.noise_floor)
+        idx = np.flatnonzero(ok)
+        runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
+        for run in runs:
+            best = run[np.argmax(score[run])]
+            bb = int(b[best])
+            a, e = bb - k, bb + k - 1
+            if any(a < c <= e for c, _ in cuts):
+                continue  # this span already holds a cut found at a finer scale
+            if _is_flash(sig, a, e, float(N[best]), cfg):
+                if debug is not None:
+                    debug.append(("flash", k, bb, float(N[best]), float(score[best])))
+                continue
+            c = _locate(sig, a, e, cfg)
+            if debug is not None:
+                debug.append(("cut", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
+            cuts.append((c, float(N[best])))
+    cuts = _apply_fades(sig, sorted(cuts), cfg)
+    out: list[tuple[int, float]] = []
+    for c, s in cuts:
+        if out and c - out[-1][0] < cfg.min_scene_len:
+            if s > out[-1][1]:
+                out[-1] = (c, s)
+            continue
+        out.append((c, s))
+    return [c for c, _ in out if cfg.min_scene_len <= c <= n - cfg.min_scene_len]
+
+
+def _scaled_motion(short: dict[int, np.ndarray], t: np.ndarray, g: int, m: int, n: int, before: bool) -> np.ndarray:
+    """(m / g') x D over g' frames ending at t (before) or starting at t (after), g' = g or what the video holds."""
+    avail = t if before else (n - 1 - t)
+    gg = np.minimum(g, avail)
+    out = np.full(t.shape, np.nan, np.float32)
+    for x in range(1, g + 1):
+        sel = gg == x
+        if sel.any():
+            end = t[sel] if before else t[sel] + x
+            out[sel] = short[x][end] * np.float32(m / x)
+    return out
+
+
+def _is_flash(sig: CutSignals, a: int, e: int, change: float, cfg: LumaConfig) -> bool:
+    """True when the content after the change returns to the content before it within ``flash_frames``."""
+    n = sig.num_frames
+    lim = cfg.flash_return * change
+    f = cfg.flash_frames
+    for i in range(max(0, a - f), a + 1):
+        for j in range(e, min(n, e + f + 1)):
+            if j - i <= 2 * f + 1 and distance(sig, i, j, cfg.hist_weight) <= lim:
+                return True
+    return False
+
+
+def _black_frames(sig: CutSignals) -> np.ndarray:
+    """Frames that are near-black and flat."""
+    return (sig.contrast < FLAT_CONTRAST) & (sig.luma_mean < DARK_LUMA)
+
+
+def _fades(sig: CutSignals, cfg: LumaConfig) -> list[tuple[int, int, int]]:
+    """Fades through black: (first, last, darkest) frame of each, found from short runs of black frames.
+
+    A run of black frames shorter than ``min_scene_len`` is not a shot but the middle of a fade; the fade extends
+    outwards as long as the mean luma keeps rising, up to ``max_transition`` frames.
+    """
+    flat = _black_frames(sig)
+    n = sig.num_frames
+    if not flat.any():
+        return []
+    idx = np.flatnonzero(flat)
+    runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
+    lm = sig.luma_mean
+    starts = np.array([int(r[0]) for r in runs])
+    ends = np.array([int(r[-1]) for r in runs])
+    out = []
+    for i, run in enumerate(runs):
+        # Dips that recur within two minimum scene lengths are flicker (strobing content), not fades.
+        gap_before = starts[i] - ends[i - 1] if i > 0 else n
+        gap_after = starts[i + 1] - ends[i] if i + 1 < len(runs) else n
+        if min(gap_before, gap_after) <= 2 * cfg.min_scene_len:
+            continue
+        lo, hi = int(run[0]), int(run[-1])
+        mid = lo + int(np.argmin(lm[lo : hi + 1]))  # the darkest frame
+        away = lm - lm[mid]
+        bottom = np.flatnonzero(away[lo : hi + 1] <= FADE_BOTTOM)
+        if len(bottom) >= cfg.min_scene_len:
+            continue  # a black shot, not the middle of a fade
+        lo, hi = lo + int(bottom[0]), lo + int(bottom[-1])
+        a, e = _fade_edge(away, lo, -1, cfg.max_transition), _fade_edge(away, hi, 1, cfg.max_transition)
+        if (a > 0 and away[a] < FADE_DEPTH) or (e < n - 1 and away[e] < FADE_DEPTH):
+            continue  # not much darker than the content around it: dark content, not a fade
+        out.append((a, e, mid))
+    return out
+
+
+def _fade_edge(away: np.ndarray, start: int, step: int, limit: int) -> int:
+    """Walk from ``start`` (by ``step``) while the luma keeps rising above the fade's bottom, plateaus of up to
+    FADE_PLATEAU frames allowed; the last frame still rising."""
+    n = len(away)
+    pos = start
+    while abs(pos - start) < limit:
+        nxt = None
+        for j in range(1, FADE_PLATEAU + 2):
+            q = pos + step * j
+            if not 0 <= q < n:
+                break
+            if away[q] > away[pos] + FADE_STEP:
+                nxt = q
+                break
+        if nxt is None:
+            break
+        pos = nxt
+    return pos
+
+
+def _apply_fades(sig: CutSignals, cuts: list[tuple[int, float]], cfg: LumaConfig) -> list[tuple[int, float]]:
+    """One cut per fade through black, at its darkest frames; none for a fade in at the start or out at the end.
+
+    The fade out and the fade in are often found as two changes (the fade out is usually much quicker); a fade
+    that returns to the same shot (a blink) is no cut.
+    """
+    fades = _fades(sig, cfg)
+    if not fades:
+        return cuts
+    n = sig.num_frames
+    out = list(cuts)
+    for a, e, mid in fades:
+        inside = [s for c, s in out if a - 1 <= c <= e + 1]
+        out = [(c, s) for c, s in out if not a - 1 <= c <= e + 1]
+        if a <= cfg.min_scene_len or e >= n - 1 - cfg.min_scene_len:
+            continue  # fade in from black at the start, fade out at the end
+        change = distance(sig, max(0, a - 1), min(n - 1, e + 1), cfg.hist_weight)
+        if change >= cfg.threshold:
+            out.append((mid, max(inside, default=change)))
+    return sorted(out)
+
+
+def _locate(sig: CutSignals, a: int, e: int, cfg: LumaConfig) -> int:
+    """The cut frame inside the change from frame a (before) to frame e (after)."""
+    if e - a <= 1:
+        return e
+    span = np.arange(a + 1, e)
+    # A transition through a flat frame (fade through black or white, found at a fine scale): its flattest frame.
+    flat = sig.contrast[span]
+    ref = min(float(sig.contrast[a]), float(sig.contrast[e]))
+    if ref > 4.0 and float(flat.min()) < 0.3 * ref:
+        low = span[flat <= float(flat.min()) + 0.1 * ref]
+        return int(low[len(low) // 2])
+    P = sig.grid[a]
+    Q = sig.grid[e]
+    d = Q - P
+    denom = float(d @ d)
+    if denom <= 0:
+        return int(span[len(span) // 2])
+    alpha = (sig.grid[a + 1 : e + 1] - P) @ d / denom
+    past = np.flatnonzero(alpha >= 0.5)
+    return int(a + 1 + past[0]) if len(past) else e
+
+
+@DETECTORS.register("luma")
+class LumaDetector(SceneDetector):
+    """One sampled decode pass, cuts from multi-scale content change; returns FrameStats too."""
+
+    Config = LumaConfig
+
+    def detect(self, path: str) -> SceneResult:
+        cfg: LumaConfig = self.config
+        opts = DecodeOptions(sample_width=cfg.sample_width, fast_decode=cfg.fast_decode, threads=cfg.threads)
+        stats = FrameStatsAccumulator()
+        signals = CutSignalsAccumulator()
+        with SampledDecoder(path, opts) as dec:
+            for chunk in dec.chunks():
+                grid = luma_grid(chunk.y)
+                stats.add(chunk, grid)
+                signals.add(chunk, grid)
+            info, n = dec.info, dec.num_frames
+        cuts = find_cuts(signals.result(), cfg)
+        return SceneResult(cuts=cuts, fps=info.fps, num_frames=n, stats=stats.result(info.width, info.height))

@@ -1,0 +1,135 @@
+"""``adaptive`` and ``content``: PySceneDetect 0.7.2's AdaptiveDetector / ContentDetector behind our contract.
+
+Kept as reference detectors (the accuracy harness compares ``luma`` against them) and for users who want the
+well-known tool's behaviour. Decoding uses the PyAV backend: its OpenCV backend mis-numbers frames on variable
+frame rate files. Cut frames are mapped back to decoded-frame indices through the presentation time of every frame
+in the file (one demux pass, no decoding), so they are frame-exact even when timestamps are irregular.
+``scenedetect`` (and cv2) are imported inside ``detect``: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass
+
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    # Ratio of a frame's content score to the average of its neighbours' needed for a cut (adaptive_threshold).
+    adaptive_threshold: float = 3.0
+    # Minimum scene length in frames: no cut closer than this to the previous one.
+    min_scene_len: int = 15
+    # Frames on each side whose scores form the rolling average.
+    window_width: int = 2
+    # Minimum raw content score (ContentDetector scale, 0..255) for a cut, whatever the ratio.
+    min_content_val: float = 15.0
+    # Score on luma only (ignore hue and saturation).
+    luma_only: bool = False
+    # Downscale frames automatically before scoring (SceneManager.auto_downscale), as the PySceneDetect CLI does.
+    auto_downscale: bool = True
+
+
+@dataclass(frozen=True)
+class ContentConfig:
+    # Content score (weighted HSV + edges difference of consecutive frames, 0..255) above which a frame is a cut.
+    threshold: float = 27.0
+    # Minimum scene length in frames (also the flash filter's window).
+    min_scene_len: int = 15
+    # Flash filter: "merge" joins cuts closer than min_scene_len, "suppress" drops the later ones.
+    filter_mode: str = "merge"
+    # Score on luma only (ignore hue and saturation).
+    luma_only: bool = False
+    # Downscale frames automatically before scoring (SceneManager.auto_downscale).
+    auto_downscale: bool = True
+
+
+def _presentation_pts(path: str) -> tuple[list[int], object]:
+    """Sorted packet timestamps of the first video stream (one packet per frame): frame index -> pts."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
+        return pts, stream.time_base
+
+
+def _run(path: str, detector, auto_downscale: bool) -> SceneResult:
+    from scenedetect import SceneManager, open_video
+
+    try:
+        video = open_video(str(path), backend="pyav")
+    except Exception as exc:  # PySceneDetect wraps FFmpeg errors in several exception types
+        raise ValueError(f"cannot open {path}: {exc}") from exc
+    manager = SceneManager()
+    manager.auto_downscale = auto_downscale
+    manager.add_detector(detector)
+    try:
+        manager.detect_scenes(video=video, show_progress=False)
+    except Exception as exc:
+        raise ValueError(f"cannot decode {path}: {exc}") from exc
+    num_frames = int(video.frame_number)
+    if num_frames <= 0:
+        raise ValueError(f"cannot decode {path}: no decodable video frame")
+    cut_tcs = [scene[0] for scene in manager.get_scene_list()[1:]]
+    # Frame numbers from timestamps: PySceneDetect numbers frames by time x nominal rate, which is off on variable
+    # frame rate files; the rank of the cut's timestamp among all frame timestamps is the decoded frame index.
+    pts, time_base = _presentation_pts(path)
+    cuts = []
+    for tc in cut_tcs:
+        if len(pts) == num_frames and tc.pts is not None and tc.time_base:
+            target = float(tc.pts * tc.time_base / time_base)
+            i = bisect.bisect_left(pts, target - 0.5)
+        else:
+            i = int(tc.frame_num)
+        if 0 < i < num_frames:
+            cuts.append(i)
+    fps = float(video.frame_rate) if video.frame_rate else 0.0
+    return SceneResult(cuts=sorted(set(cuts)), fps=fps, num_frames=num_frames, stats=None)
+
+
+@DETECTORS.register("adaptive")
+class AdaptivePySceneDetect(SceneDetector):
+    """PySceneDetect AdaptiveDetector: consecutive-frame HSV score divided by its rolling neighbourhood average."""
+
+    Config = AdaptiveConfig
+
+    def detect(self, path: str) -> SceneResult:
+        from scenedetect import AdaptiveDetector
+
+        c: AdaptiveConfig = self.config
+        det = AdaptiveDetector(
+            adaptive_threshold=c.adaptive_threshold,
+            min_scene_len=c.min_scene_len,
+            window_width=c.window_width,
+            min_content_val=c.min_content_val,
+            luma_only=c.luma_only,
+        )
+        return _run(path, det, c.auto_downscale)
+
+
+@DETECTORS.register("content")
+class ContentPySceneDetect(SceneDetector):
+    """PySceneDetect ContentDetector: consecutive-frame HSV score against a fixed threshold, with a flash filter."""
+
+    Config = ContentConfig
+
+    def detect(self, path: str) -> SceneResult:
+        from scenedetect import ContentDetector
+        from scenedetect.detector import FlashFilter
+
+        c: ContentConfig = self.config
+        modes = {"merge": FlashFilter.Mode.MERGE, "suppress": FlashFilter.Mode.SUPPRESS}
+        if c.filter_mode not in modes:
+            raise ValueError(f"filter_mode must be one of {sorted(modes)}, not {c.filter_mode!r}")
+        det = ContentDetector(
+            threshold=c.threshold,
+            min_scene_len=c.min_scene_len,
+            luma_only=c.luma_only,
+            filter_mode=modes[c.filter_mode],
+        )
+        return _run(path, det, c.auto_downscale)
