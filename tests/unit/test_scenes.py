@@ -64,7 +64,11 @@ SPECS = {
 @pytest.fixture(scope="session")
 def videos(tmp_path_factory, ffmpeg) -> dict[str, tuple[str, dict]]:
     out = tmp_path_factory.mktemp("scenes")
-    return {name: tuple(map(lambda x: x, (str(p), t))) for name, (p, t) in ((n, render(s, out)) for n, s in SPECS.items())}
+    rendered = {}
+    for name, spec in SPECS.items():
+        path, truth = render(spec, out)
+        rendered[name] = (str(path), truth)
+    return rendered
 
 
 @pytest.fixture(scope="session")

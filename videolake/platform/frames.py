@@ -2,6 +2,16 @@
 
 Why one pass: decoding dominates the CPU stage. The detector that decodes every frame also records these cheap
 statistics, so quality scores need no second decode (see ``videolake bench cpu``).
+
+The pass itself: ``SampledDecoder`` reads a sparse grid of Y/U/V samples (~64 luma samples per row) straight from
+each decoded frame's planes and hands them on in chunks; ``FrameStatsAccumulator`` turns chunks into ``FrameStats``
+with a few vectorised numpy operations per chunk. ``compute_frame_stats(path)`` does both for detectors that return
+no statistics of their own (the PySceneDetect wrappers).
+
+Units (for the quality scorer): luma is the raw decoded Y value (limited range: black 16, white 235);
+``sharpness`` is the variance of the 4-neighbour Laplacian of the sampled luma (0 for a flat frame, ~1e3-1e4 for
+detailed content); ``edge_density`` the share of samples with |dx| + |dy| >= EDGE_THRESHOLD; ``luma_diff`` is
+never exactly 0 on a lossy "frozen" video (encoder noise, ~0.02): compare with a tolerance or use ``dhash``.
 """
 
 from __future__ import annotations
@@ -209,10 +219,25 @@ class SampledDecoder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def chunks(self):
-        """Yield ``SampledChunk``s covering every decoded frame. Raises ``ValueError`` if no frame decodes."""
+    def _frames(self):
+        """Decoded frames in output order; an exception object in place of each packet that fails to decode."""
         import av
 
+        stream = self._stream
+        try:
+            packets = self._container.demux(stream)
+            for packet in packets:
+                try:
+                    frames = stream.decode(packet)
+                except (av.FFmpegError, ValueError) as exc:
+                    yield exc
+                    continue
+                yield from frames
+        except (av.FFmpegError, ValueError) as exc:  # the container itself is broken from here on
+            yield exc
+
+    def chunks(self):
+        """Yield ``SampledChunk``s covering every decoded frame. Raises ``ValueError`` if no frame decodes."""
         log = logging.getLogger(__name__)
         width, height = self.info.width, self.info.height
         step = max(1, int(round(width / max(8, self.options.sample_width))))
@@ -239,17 +264,13 @@ class SampledDecoder:
         start = 0
         count = 0
         fps = self.info.fps or 25.0
-        frames = self._container.decode(self._stream)
-        while True:
-            try:
-                frame = next(frames)
-            except StopIteration:
-                break
-            except (av.FFmpegError, ValueError) as exc:
-                if count == 0:
-                    raise ValueError(f"cannot decode {self.path}: {exc}") from exc
-                log.warning("%s: decoding stopped after %d frames: %s", self.path, count, exc)
-                break
+        errors = 0
+        for frame in self._frames():
+            if isinstance(frame, Exception):  # a packet that does not decode: skipped, like FFmpeg does
+                errors += 1
+                if errors <= 3:
+                    log.warning("%s: skipping undecodable data after frame %d: %s", self.path, count, frame)
+                continue
             mode, ysl, usl, vsl = plane_slicer(frame)
             if mode == "convert":
                 frame = frame.reformat(format="yuv420p", width=width, height=height)
@@ -281,7 +302,9 @@ class SampledDecoder:
             yield SampledChunk(start, ybuf[:i].copy(), uvbuf[:i].copy(), pts[:i].copy())
         self.num_frames = count
         if count == 0:
-            raise ValueError(f"cannot decode {self.path}: no decodable video frame")
+            raise ValueError(f"cannot decode {self.path}: no decodable video frame" + (f" ({errors} bad packets)" if errors else ""))
+        if errors:
+            log.warning("%s: %d undecodable packets skipped, %d frames decoded", self.path, errors, count)
 
 
 def _plane_geometry(frame, step: int, ox: int, oy: int, ws: int, hs: int, wc: int, hc: int, width: int, height: int):

@@ -204,6 +204,35 @@ CASES: tuple[Case, ...] = (
 )
 
 
+def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | None, verbose: bool) -> dict:
+    """Run detector ``name`` on (label, path, truth) items; totals and per-item rows."""
+    from videolake.platform.scenes.base import get_detector
+
+    det = get_detector(name, **(params or {}))
+    tot = [0, 0, 0]
+    cpu = 0.0
+    rows = {}
+    for label, path, truth in items:
+        t0 = time.process_time()
+        try:
+            cuts = list(det.detect(path).cuts)
+        except ValueError as exc:
+            if truth.get("num_frames"):
+                raise
+            log.info("%s: undecodable, as expected (%s)", label, exc)
+            continue
+        cpu += time.process_time() - t0
+        tp, fp, fn = score_cuts(cuts, truth["cut_ranges"])
+        tot = [tot[0] + tp, tot[1] + fp, tot[2] + fn]
+        rows[label] = {"tp": tp, "fp": fp, "fn": fn, "cuts": cuts, "truth": truth["cut_ranges"]}
+        if verbose and (fp or fn):
+            print(f"  {name:9s} {label:36s} tp={tp} fp={fp} fn={fn} pred={cuts} truth={truth['cut_ranges']}")
+    p = tot[0] / max(1, tot[0] + tot[1])
+    r = tot[0] / max(1, tot[0] + tot[2])
+    print(f"{name:9s} precision={p:.3f} recall={r:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} files={len(rows)} cpu={cpu:.1f}s")
+    return {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "cpu_s": cpu, "files": rows}
+
+
 def run_suite(
     detectors: Sequence[str] = ("luma", "adaptive", "content"),
     out_dir: str = "/tmp/videolake-scenes-suite",
@@ -211,11 +240,9 @@ def run_suite(
     params: dict[str, dict] | None = None,
     verbose: bool = True,
 ) -> dict[str, dict]:
-    """Build every case (cached in ``out_dir``), run each detector, print and return precision/recall figures."""
-    from videolake.platform.scenes.base import get_detector
-
+    """Build every case of ``cases`` (cached in ``out_dir``), run each detector, print precision/recall."""
     os.makedirs(out_dir, exist_ok=True)
-    built = []
+    items = []
     for case in cases:
         path = next((os.path.join(out_dir, f"{case.name}.{e}") for e in ("mp4", "webm", "avi") if os.path.exists(os.path.join(out_dir, f"{case.name}.{e}.json"))), None)
         if path is None:
@@ -223,25 +250,44 @@ def run_suite(
         else:
             with open(path + ".json") as fh:
                 truth = json.load(fh)
-        built.append((case, path, truth))
-    report: dict[str, dict] = {}
-    for name in detectors:
-        det = get_detector(name, **(params or {}).get(name, {}))
-        tot = [0, 0, 0]
-        cpu = 0.0
-        rows = {}
-        for case, path, truth in built:
-            t0 = time.process_time()
-            res = det.detect(path)
-            cpu += time.process_time() - t0
-            tp, fp, fn = score_cuts(res.cuts, truth["cut_ranges"])
-            tot = [tot[0] + tp, tot[1] + fp, tot[2] + fn]
-            rows[case.name] = {"tp": tp, "fp": fp, "fn": fn, "cuts": list(res.cuts), "truth": truth["cut_ranges"]}
-            if verbose and (fp or fn):
-                print(f"  {name:9s} {case.name:24s} tp={tp} fp={fp} fn={fn} pred={list(res.cuts)} truth={truth['cut_ranges']}")
-        p = tot[0] / max(1, tot[0] + tot[1])
-        r = tot[0] / max(1, tot[0] + tot[2])
-        report[name] = {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "cpu_s": cpu, "cases": rows}
-        if verbose:
-            print(f"{name:9s} precision={p:.3f} recall={r:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} cpu={cpu:.1f}s")
-    return report
+        items.append((case.name, path, truth))
+    return {name: _score(name, items, (params or {}).get(name), verbose) for name in detectors}
+
+
+def evaluate_dir(
+    directory: str,
+    detectors: Sequence[str] = ("luma", "adaptive", "content"),
+    params: dict[str, dict] | None = None,
+    verbose: bool = True,
+) -> dict[str, dict]:
+    """Score detectors on every video of ``directory`` that has a ``<stem>.json`` truth beside it (the layout
+    ``videolake synth`` / ``synth.generate`` writes). Files without video (num_frames 0) must fail to decode."""
+    items = []
+    for name in sorted(os.listdir(directory)):
+        stem, ext = os.path.splitext(name)
+        truth_path = os.path.join(directory, stem + ".json")
+        if ext == ".json" or not os.path.exists(truth_path):
+            continue
+        with open(truth_path) as fh:
+            truth = json.load(fh)
+        if "cut_ranges" in truth:
+            items.append((name, os.path.join(directory, name), truth))
+    return {name: _score(name, items, (params or {}).get(name), verbose) for name in detectors}
+
+
+if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [DIR ...] [--detectors luma,adaptive]
+    import argparse
+
+    ap = argparse.ArgumentParser(description="precision/recall of scene detectors on the lavfi suite or truth dirs")
+    ap.add_argument("dirs", nargs="*", help="directories of videos with <stem>.json truth (default: the built-in suite)")
+    ap.add_argument("--detectors", default="luma,adaptive,content")
+    ap.add_argument("--suite-dir", default="/tmp/videolake-scenes-suite", help="where the built-in suite is built")
+    ap.add_argument("-q", "--quiet", action="store_true", help="totals only")
+    a = ap.parse_args()
+    names = [d for d in a.detectors.split(",") if d]
+    if a.dirs:
+        for d in a.dirs:
+            print(f"== {d}")
+            evaluate_dir(d, names, verbose=not a.quiet)
+    else:
+        run_suite(names, a.suite_dir, verbose=not a.quiet)

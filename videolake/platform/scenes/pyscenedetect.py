@@ -48,14 +48,14 @@ class ContentConfig:
     auto_downscale: bool = True
 
 
-def _presentation_pts(path: str) -> tuple[list[int], object]:
-    """Sorted packet timestamps of the first video stream (one packet per frame): frame index -> pts."""
+def _frame_times(path: str) -> list[float]:
+    """Sorted presentation times (s) of the first video stream's packets (one per frame): frame index -> time."""
     import av
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None and p.size)
-        return pts, stream.time_base
+        tb = float(stream.time_base)
+        return sorted(p.pts * tb for p in container.demux(stream) if p.pts is not None and p.size)
 
 
 def _run(path: str, detector, auto_downscale: bool) -> SceneResult:
@@ -72,20 +72,24 @@ def _run(path: str, detector, auto_downscale: bool) -> SceneResult:
         manager.detect_scenes(video=video, show_progress=False)
     except Exception as exc:
         raise ValueError(f"cannot decode {path}: {exc}") from exc
-    num_frames = int(video.frame_number)
-    if num_frames <= 0:
+    if int(video.frame_number) <= 0:
         raise ValueError(f"cannot decode {path}: no decodable video frame")
-    cut_tcs = [scene[0] for scene in manager.get_scene_list()[1:]]
-    # Frame numbers from timestamps: PySceneDetect numbers frames by time x nominal rate, which is off on variable
-    # frame rate files; the rank of the cut's timestamp among all frame timestamps is the decoded frame index.
-    pts, time_base = _presentation_pts(path)
+    cut_times = [scene[0].seconds for scene in manager.get_scene_list()[1:]]
+    # PySceneDetect numbers frames by time x nominal rate (on a variable frame rate file that is not the decoded
+    # frame index, and its frame count is not the number of frames): each cut becomes the frame whose presentation
+    # time is nearest to the cut's time, counted among the file's own frame timestamps.
+    times = _frame_times(path)
+    num_frames = len(times) or int(video.frame_number)
+    origin = times[0] if times else 0.0
     cuts = []
-    for tc in cut_tcs:
-        if len(pts) == num_frames and tc.pts is not None and tc.time_base:
-            target = float(tc.pts * tc.time_base / time_base)
-            i = bisect.bisect_left(pts, target - 0.5)
+    for t in cut_times:
+        if times:
+            target = origin + float(t)
+            i = bisect.bisect_left(times, target)
+            if i == len(times) or (i > 0 and target - times[i - 1] < times[i] - target):
+                i -= 1
         else:
-            i = int(tc.frame_num)
+            i = int(round(float(t) * float(video.frame_rate)))
         if 0 < i < num_frames:
             cuts.append(i)
     fps = float(video.frame_rate) if video.frame_rate else 0.0
