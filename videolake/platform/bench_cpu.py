@@ -59,7 +59,7 @@ def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
 
     det = get_detector(detector)
     before = _self_cpu()
-    outcome = probe_video(path, ProbeConfig())
+    outcome = probe_video(path, ProbeConfig(full_decode=False))  # as raw_videos runs it (RawVideosConfig)
     result = det.detect(path)
     ranges = cuts_to_ranges(result.cuts, result.num_frames, result.fps, 1.0, 20.0)
     _score_stats_for_bench(path, outcome.probe, result, ranges)
