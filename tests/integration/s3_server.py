@@ -283,7 +283,7 @@ class SeaweedS3:
                     f.seek(self._log_offset)
                     this_start = f.read().decode(errors="replace")
                 if "Port allocation failed" in this_start or "address already in use" in this_start:
-                    raise _PortClash(tail)
+                    raise _PortClash(this_start[-2000:])
                 raise RuntimeError(f"weed mini exited early (code {self.process and self.process.returncode}); "
                                    f"log tail:\n{self.log_tail()}")
             try:

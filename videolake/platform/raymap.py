@@ -78,6 +78,18 @@ def ray_map(
     return results
 
 
-def local_map(fn: Callable[..., Any], items: Iterable[Any], *, kwargs: dict[str, Any] | None = None) -> list[Any]:
+def local_map(
+    fn: Callable[..., Any],
+    items: Sequence[Any],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **_ray_options: Any,
+) -> list[Any]:
     """The same contract as ray_map, in-process (benchmarks' baseline and debugging)."""
-    return [_guarded(fn, item, kwargs or {}) for item in items]
+    out = []
+    for i, item in enumerate(items, 1):
+        out.append(_guarded(fn, item, kwargs or {}))
+        if progress:
+            progress(i, len(items))
+    return out

@@ -6,6 +6,10 @@ KubeRayCluster's create -> wait -> connect -> delete path does not patch, and th
 adds (it drives Ray Data from the step as a Ray client). Sharing stays off: one cluster per step, deleted after it
 (``cleanup="always"``), also on failure; dagster-ray's reaper sensor catches clusters a killed pod leaked.
 
+Run with Dagster's per-step (multiprocess or k8s_job) executor, the default of the K8sRunLauncher: each step then
+initializes only its own resources. An in-process run would set up `ray_cluster` (a local Ray) and `caption_ray`
+(a ray:// client) in one process, and Ray allows one connection per process.
+
 Non-secret settings come from the videolake-config ConfigMap (k8s/configmap.yaml), read at load time; credentials
 only through dg.EnvVar (resolved at run time from the videolake-s3 Secret), never stored in code or config.
 """
