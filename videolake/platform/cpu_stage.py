@@ -65,9 +65,7 @@ def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dic
         size = os.path.getsize(path)
         video_id = sha256_file(path)
         outcome = probe_video(path, probe_config)
-    row = raw_video_row(video_id, obj.uri, size, outcome)
-    row["reject_detail"] = outcome.detail if outcome.reject_reason else None
-    return row
+    return raw_video_row(video_id, obj.uri, size, outcome)
 
 
 def ingest_partition(

@@ -380,8 +380,8 @@ def raw_video_row(
     """A raw_videos row from a probe outcome, without ``partition_date`` and ``ingested_at`` (the caller adds them).
 
     Header facts are filled whenever the probe read them, also for rejected videos (a too_short video keeps its
-    size and codec); ``reject_reason`` holds the reason constant only (the detail goes to the log), so rejections
-    can be counted by reason.
+    size and codec); ``reject_reason`` holds the reason constant only (the explanation goes to ``reject_detail``), so
+    rejections can be counted by reason.
     """
     p = outcome.probe
     return {
@@ -399,4 +399,5 @@ def raw_video_row(
         "has_audio": p.has_audio if p else None,
         "status": "ok" if outcome.reject_reason is None else "rejected",
         "reject_reason": outcome.reject_reason,
+        "reject_detail": outcome.detail if outcome.reject_reason else None,
     }
