@@ -23,6 +23,14 @@ OWNERS = ["team:ml-data"]
 BACKFILL = dg.BackfillPolicy.single_run()
 # A lost Ray worker or a storage hiccup is transient; the partition overwrite makes a retried step idempotent.
 RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
+COMMON = dict(
+    partitions_def=daily_partitions,
+    backfill_policy=BACKFILL,
+    retry_policy=RETRY,
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"delta", "ray"},
+)
 
 
 def _progress(context: dg.AssetExecutionContext, what: str):
@@ -38,12 +46,7 @@ def _progress(context: dg.AssetExecutionContext, what: str):
 
 
 @dg.asset(
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL,
-    retry_policy=RETRY,
-    group_name=GROUP,
-    owners=OWNERS,
-    kinds={"delta", "ray"},
+    **COMMON,
     code_version="raw_videos-1",
     description="One row per distinct video landed in <landing>/<date>/: content hash id, probe fields, ok or "
     "rejected with its reason.",
@@ -82,12 +85,7 @@ def raw_videos(
 
 
 @dg.asset(
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL,
-    retry_policy=RETRY,
-    group_name=GROUP,
-    owners=OWNERS,
-    kinds={"delta", "ray"},
+    **COMMON,
     deps=[raw_videos],
     code_version="scene_clips-1",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
@@ -128,12 +126,7 @@ def scene_clips(
 
 
 @dg.asset(
-    partitions_def=daily_partitions,
-    backfill_policy=BACKFILL,
-    retry_policy=RETRY,
-    group_name=GROUP,
-    owners=OWNERS,
-    kinds={"delta", "ray"},
+    **COMMON,
     deps=[scene_clips],
     code_version="filtered_clips-1",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
