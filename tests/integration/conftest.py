@@ -1,6 +1,9 @@
 """Session fixtures for the integration tests: a tiny random-weight Qwen2.5-VL (built once per session, offline),
 a small partition of clip rows cut from ffmpeg-generated videos (with one corrupt source and one range beyond the
 end of its video), and a local Ray cluster. Nothing here is committed: everything is generated into session tmp dirs.
+
+Test modules get the partition's ids from the ``clip_ids`` fixture, never by importing this file (several conftest.py
+files share the module name "conftest").
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ def caption_videos(tmp_path_factory, ffmpeg) -> dict[str, str]:
 GOOD_CLIPS = [("va_00000000_00000036", "a", 0, 36), ("va_00000036_00000072", "a", 36, 72),
               ("vb_00000000_00000030", "b", 0, 30), ("vb_00000030_00000072", "b", 30, 72)]
 BAD_CLIPS = [("vc_00000000_00000030", "corrupt", 0, 30), ("va_00000060_00000200", "a", 60, 200)]
+
+
+@pytest.fixture(scope="session")
+def clip_ids() -> dict[str, list[str]]:
+    """The partition's clip ids (sorted): "good" decode, "bad" do not, "all" both."""
+    good, bad = sorted(c[0] for c in GOOD_CLIPS), sorted(c[0] for c in BAD_CLIPS)
+    return {"good": good, "bad": bad, "all": sorted(good + bad), "corrupt": BAD_CLIPS[0][0], "beyond": BAD_CLIPS[1][0]}
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import BAD_CLIPS, GOOD_CLIPS, PARTITION
 
 from videolake.platform.captioning import (
     CaptionerConfig,
@@ -25,13 +24,12 @@ from videolake.platform.captioning import (
 from videolake.platform.captioning.base import CaptionerBackend, CaptionResult
 from videolake.platform.captioning.bench import tiny_bench_config
 from videolake.platform.captioning.frames import extract_frames, read_frames
+from videolake.platform.captioning.metrics import compute_metrics
 from videolake.platform.captioning.model_cache import MANIFEST, ensure_cached, resolve_model
 from videolake.platform.captioning.tiny_model import COMPLETE_MARKER, build_tiny_qwen_vl
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.schemas import CLIP_CAPTIONS
 
-GOOD_IDS = sorted(c[0] for c in GOOD_CLIPS)
-ALL_IDS = sorted(c[0] for c in GOOD_CLIPS + BAD_CLIPS)
 MODEL_NAME = "tiny-qwen2.5-vl-random"
 
 
@@ -46,13 +44,13 @@ def first_run(ray_local, tiny_model_dir, clip_partition):
 
 
 @pytest.mark.slow
-def test_one_caption_row_per_clip_with_model_prompt_and_tokens(first_run):
+def test_one_caption_row_per_clip_with_model_prompt_and_tokens(first_run, clip_ids, clip_partition):
     table, metrics = first_run
     assert table.schema == CLIP_CAPTIONS
-    assert table.column("clip_id").to_pylist() == ALL_IDS
-    assert set(table.column("partition_date").to_pylist()) == {PARTITION}
+    assert table.column("clip_id").to_pylist() == clip_ids["all"]
+    assert set(table.column("partition_date").to_pylist()) == set(clip_partition.column("partition_date").to_pylist())
     rows = {r["clip_id"]: r for r in table.to_pylist()}
-    for cid in GOOD_IDS:
+    for cid in clip_ids["good"]:
         r = rows[cid]
         assert r["status"] == "ok", r["error"]
         assert r["error"] is None
@@ -63,7 +61,7 @@ def test_one_caption_row_per_clip_with_model_prompt_and_tokens(first_run):
         assert r["output_tokens"] <= 16  # sampling.max_tokens
         assert r["latency_s"] > 0
     # The four video clips have the same frame size and frame count: their prompts are the same length.
-    assert len({rows[c]["prompt_tokens"] for c in GOOD_IDS}) == 1
+    assert len({rows[c]["prompt_tokens"] for c in clip_ids["good"]}) == 1
     assert metrics.captions == 4 and metrics.failed == 2
     assert metrics.actors == 1 and metrics.accelerator == "cpu"
     assert metrics.model_load_s_max > 0 and 0 < metrics.goodput < 1
@@ -75,10 +73,10 @@ def test_one_caption_row_per_clip_with_model_prompt_and_tokens(first_run):
 
 
 @pytest.mark.slow
-def test_undecodable_clips_are_failed_rows_with_reasons(first_run):
+def test_undecodable_clips_are_failed_rows_with_reasons(first_run, clip_ids):
     table, _ = first_run
     rows = {r["clip_id"]: r for r in table.to_pylist()}
-    corrupt, beyond = rows["vc_00000000_00000030"], rows["va_00000060_00000200"]
+    corrupt, beyond = rows[clip_ids["corrupt"]], rows[clip_ids["beyond"]]
     for r in (corrupt, beyond):
         assert r["status"] == "failed" and r["caption"] is None
         assert r["error"].startswith("frame extraction failed: ")
@@ -90,7 +88,7 @@ def test_undecodable_clips_are_failed_rows_with_reasons(first_run):
 
 @pytest.mark.slow
 def test_rerun_from_an_object_store_gives_the_same_rows_and_caches_the_model(
-    first_run, ray_local, tiny_model_dir, clip_partition, tmp_path
+    first_run, ray_local, tiny_model_dir, clip_partition, clip_ids, tmp_path
 ):
     """The second run reads model and videos from an object store: the actor copies the model once into its node
     cache, the extraction tasks open the sources through the store."""
@@ -110,9 +108,9 @@ def test_rerun_from_an_object_store_gives_the_same_rows_and_caches_the_model(
     table2, metrics2 = caption_clips(clips, config, store=store)
     table1, _ = first_run
     ids = table2.column("clip_id").to_pylist()
-    assert ids == ALL_IDS and len(set(ids)) == len(ids)
+    assert ids == clip_ids["all"] and len(set(ids)) == len(ids)
     assert table2.column("status").to_pylist() == table1.column("status").to_pylist()
-    assert table2.column("model").to_pylist() == [MODEL_NAME] * len(ALL_IDS)
+    assert table2.column("model").to_pylist() == [MODEL_NAME] * len(ids)
     assert table2.column("source_uri").to_pylist()[0].startswith(store.uri("landing/"))
     assert metrics2.captions == 4 and metrics2.failed == 2
     # One cache entry, complete (manifest written last), holding every file of the model.
@@ -142,7 +140,8 @@ def test_code_version_changes_with_prompt_and_sampling_only():
 
 def test_frames_sampled_at_the_configured_rate_and_size(caption_videos):
     path = caption_videos["a"].removeprefix("file://")
-    clip = read_frames(path, 10, 58, 24.0, FrameConfig(sample_fps=2.0, min_frames=2, max_frames=8, max_pixels=112 * 112))
+    config = FrameConfig(sample_fps=2.0, min_frames=2, max_frames=8, max_pixels=112 * 112)
+    clip = read_frames(path, 10, 58, 24.0, config)
     # 48 frames = 2 s at 2 fps -> 4 frames, the centres of 4 equal segments, clip-relative
     assert clip.frames.shape == (4, 97, 129, 3) and clip.frames.dtype == np.uint8
     assert 97 * 129 <= 112 * 112
@@ -155,11 +154,11 @@ def test_frames_sampled_at_the_configured_rate_and_size(caption_videos):
     assert odd.frames.shape[0] == 4  # 1.5 s x 2 fps = 3 -> 4
 
 
-def test_extract_frames_never_raises_for_bad_clips(clip_partition):
+def test_extract_frames_never_raises_for_bad_clips(clip_partition, clip_ids):
     cols = {c: clip_partition.column(c).to_numpy(zero_copy_only=False) for c in clip_partition.column_names}
     out = extract_frames(cols, frame_config=FrameConfig(max_frames=4, min_frames=4, max_pixels=112 * 112))
     errors = dict(zip(out["clip_id"], out["frame_error"]))
-    assert [cid for cid, e in errors.items() if e] == [c[0] for c in BAD_CLIPS]
+    assert sorted(cid for cid, e in errors.items() if e) == clip_ids["bad"]
     assert list(out["num_frames"]) == [4, 4, 4, 4, 0, 0]
 
 
@@ -253,6 +252,37 @@ def test_tiny_model_build_is_cached(tiny_model_dir):
     assert config["text_config"]["hidden_size"] == 128 and config["text_config"]["num_hidden_layers"] == 2
     assert config["text_config"]["rope_parameters"]["mrope_section"] == [8, 12, 12]
     assert config["vision_config"]["depth"] == 2 and config["vision_config"]["patch_size"] == 14
+
+
+def test_metrics_flag_a_slow_actor_and_count_what_the_pool_held():
+    # Three actors captioned 4 clips each; C is 4x slower (a straggler); a fourth actor never got a batch.
+    actors = ["A"] * 4 + ["B"] * 4 + ["C"] * 4
+    rows = pa.table({
+        "clip_id": [f"c{i}" for i in range(12)],
+        "status": ["ok"] * 11 + ["failed"],
+        "prompt_tokens": [100] * 12,
+        "output_tokens": [10] * 12,
+        "actor_id": actors,
+        "generate_s": [0.25] * 8 + [1.0] * 4,
+        "actor_load_s": [10.0] * 4 + [12.0] * 4 + [20.0] * 4,
+        "actor_started_at": [100.0] * 4 + [101.0] * 4 + [102.0] * 4,
+        "actor_ready_at": [110.0] * 4 + [113.0] * 4 + [122.0] * 4,
+        "batch_finished_at": [120.0] * 4 + [125.0] * 4 + [130.0] * 4,
+    })
+    m = compute_metrics(rows, wall_s=40.0, num_gpus_per_actor=1.0, num_actors=4, ended_at=132.0)
+    assert (m.captions, m.failed, m.actors, m.idle_actors) == (11, 1, 4, 1)
+    assert m.captions_per_s == 12 / 40 and m.prompt_tokens_per_s == 1200 / 40 and m.output_tokens_per_s == 120 / 40
+    assert [(a.actor_id, a.captions_per_s, a.straggler) for a in m.per_actor] == [
+        ("A", 4.0, False), ("B", 4.0, False), ("C", 1.0, True)]
+    assert m.stragglers == 1 and m.model_load_s_max == 20.0 and m.model_load_s_mean == 14.0
+    assert m.accelerator == "gpu" and m.accelerator_s == 4 * (132.0 - 100.0)
+    assert m.goodput == 6.0 / 128.0
+    assert m.steady_captions_per_s == 12 / (130.0 - 110.0)
+    meta = m.to_metadata()
+    assert meta["accelerator_s"] == 128.0 and meta["actor_2_straggler"] == 1 and meta["idle_actors"] == 1
+    assert "actor_s" not in meta and meta["accelerator_is_gpu"] == 1
+    cpu = compute_metrics(rows, wall_s=40.0, num_gpus_per_actor=0.0, num_actors=3, ended_at=132.0).to_metadata()
+    assert cpu["actor_s"] == 3 * 32.0 and "accelerator_s" not in cpu and cpu["accelerator_is_gpu"] == 0
 
 
 def test_empty_partition_needs_no_ray(clip_partition):

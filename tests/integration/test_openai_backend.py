@@ -20,7 +20,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-from conftest import BAD_CLIPS, GOOD_CLIPS
 
 from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
 from videolake.platform.captioning.bench import tiny_bench_config
@@ -31,8 +30,6 @@ pytestmark = pytest.mark.slow
 API_KEY = "test-key-not-a-secret"
 SERVED_NAME = "tiny-vl"
 BASE_ENV, KEY_ENV = "VIDEOLAKE_TEST_OPENAI_BASE_URL", "VIDEOLAKE_TEST_OPENAI_API_KEY"
-GOOD_IDS = sorted(c[0] for c in GOOD_CLIPS)
-ALL_IDS = sorted(c[0] for c in GOOD_CLIPS + BAD_CLIPS)
 
 
 def _free_port() -> int:
@@ -156,7 +153,7 @@ def _batch(clip_partition, config: CaptionerConfig):
     return extract_frames(cols, frame_config=config.frames, input_mode=config.input_mode)
 
 
-def test_openai_backend_captions_through_a_real_vllm_server(endpoint_env, tiny_model_dir, clip_partition):
+def test_openai_backend_captions_through_a_real_vllm_server(endpoint_env, tiny_model_dir, clip_partition, clip_ids):
     config = _config(tiny_model_dir)
     backend = get_captioner(config)
     backend.setup()
@@ -165,15 +162,15 @@ def test_openai_backend_captions_through_a_real_vllm_server(endpoint_env, tiny_m
     finally:
         backend.teardown()
     rows = {cid: i for i, cid in enumerate(out["clip_id"])}
-    for cid in GOOD_IDS:
+    for cid in clip_ids["good"]:
         i = rows[cid]
         assert out["status"][i] == "ok", out["error"][i]
         assert out["caption"][i].strip() and out["error"][i] is None
         assert out["prompt_tokens"][i] > 0 and 0 < out["output_tokens"][i] <= 16
         assert out["num_frames"][i] == 4 and out["latency_s"][i] > 0
     # 4 images of the same size + the same text: the server counts the same prompt length for every clip
-    assert len({int(out["prompt_tokens"][rows[c]]) for c in GOOD_IDS}) == 1
-    for cid, _, _, _ in BAD_CLIPS:
+    assert len({int(out["prompt_tokens"][rows[c]]) for c in clip_ids["good"]}) == 1
+    for cid in clip_ids["bad"]:
         assert out["status"][rows[cid]] == "failed"
         assert out["error"][rows[cid]].startswith("frame extraction failed: ")
     assert set(out["model"]) == {"tiny-qwen2.5-vl-random"} and set(out["prompt_version"]) == {"v1-describe"}
@@ -221,12 +218,13 @@ def test_missing_base_url_is_a_setup_error(monkeypatch, tiny_model_dir):
         get_captioner(_config(tiny_model_dir)).setup()
 
 
-def test_openai_backend_in_ray_actors_gets_the_endpoint_env(endpoint_env, ray_local, tiny_model_dir, clip_partition):
+def test_openai_backend_in_ray_actors_gets_the_endpoint_env(endpoint_env, ray_local, tiny_model_dir, clip_partition,
+                                                            clip_ids):
     """Through the whole stage: the endpoint variables reach the actors via runtime_env, not the driver's env."""
     table, metrics = caption_clips(clip_partition, _config(tiny_model_dir))
-    assert table.column("clip_id").to_pylist() == ALL_IDS
+    assert table.column("clip_id").to_pylist() == clip_ids["all"]
     status = dict(zip(table.column("clip_id").to_pylist(), table.column("status").to_pylist()))
-    assert [c for c in ALL_IDS if status[c] == "ok"] == GOOD_IDS
+    assert [c for c in clip_ids["all"] if status[c] == "ok"] == clip_ids["good"]
     assert metrics.captions == 4 and metrics.failed == 2 and metrics.actors == 1
     assert metrics.output_tokens_per_s > 0
 
@@ -241,7 +239,8 @@ def test_structured_prompt_sends_a_json_schema(endpoint_env, tiny_model_dir, cli
         batch = _batch(clip_partition.slice(0, 2), config)
         body = backend.request_body({"clip_id": "x", "frames": batch["frames"][0]})
         assert body["response_format"]["type"] == "json_schema"
-        assert body["response_format"]["json_schema"]["schema"]["required"] == ["caption", "objects", "motion", "camera"]
+        schema = body["response_format"]["json_schema"]["schema"]
+        assert schema["required"] == ["caption", "objects", "motion", "camera"]
         assert len([p for p in body["messages"][-1]["content"] if p["type"] == "image_url"]) == 4
         out = backend(batch)
     finally:

@@ -101,20 +101,22 @@ class CaptionerConfig:
     backend: str = "vllm"  # "vllm" (offline engine in each actor) | "openai" (an OpenAI-compatible endpoint)
     model_name: str | None = None  # recorded in clip_captions.model; None = ``model`` as given
     model_revision: str | None = None  # recorded in clip_captions.model_revision and in code_version
-    model_cache_dir: str | None = None  # node-local cache for object-store models; None = $VIDEOLAKE_MODEL_CACHE or ~/.cache/videolake/models
+    # node-local cache for object-store models; None = $VIDEOLAKE_MODEL_CACHE or ~/.cache/videolake/models
+    model_cache_dir: str | None = None
     prompt_version: str = "v1-describe"  # a name in prompts.PROMPTS; recorded in clip_captions.prompt_version
     prompt: str | None = None  # overrides the registered prompt text (still hashed into code_version)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)  # decoding settings
     frames: FrameConfig = field(default_factory=FrameConfig)  # frame sampling settings
     input_mode: str = "video"  # "video": frames as one video with metadata | "images": frames as separate images
-    batch_size: int = 8  # clips per actor call (and per vLLM generate call)
+    batch_size: int = 32  # clips per actor call = per generate call; >= max_num_seqs keeps the engine full and
+    # amortises Ray Data's per-batch cost (~0.1 s on a 2-core CPU node)
     num_actors: int = 1  # captioner actors (one model replica each)
     num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (STACK-NOTES)
     num_gpus_per_actor: float = 0.0  # GPUs per replica; 0 on CPU
     extract_num_cpus: float = 0.25  # CPUs per frame-extraction task (fractional so decoding overlaps the actors)
     extract_batch_size: int = 2  # clips per frame-extraction task
     max_model_len: int = 4096  # vLLM context length (prompt + video tokens + output)
-    max_num_seqs: int = 8  # vLLM's concurrent sequences per engine
+    max_num_seqs: int = 32  # vLLM's concurrent sequences per engine
     enforce_eager: bool = False  # True skips CUDA graph capture (faster start; use on CPU and in tests)
     dtype: str = "auto"  # vLLM weight dtype
     gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may take

@@ -5,9 +5,10 @@ from the actors separately:
 - throughput: captions/s over the run's wall time, prompt and output tokens/s;
 - per actor: rows, generate seconds, captions per generate-second, model load seconds; an actor below 50 % of the
   median per-actor throughput is a straggler;
-- accelerator-seconds: num_gpus x actor lifetime (first setup to its last batch), summed over actors. On CPU
-  (num_gpus = 0) it is reported as actor-seconds instead (``accelerator`` = "cpu" says so);
-- goodput: the share of actor lifetime spent inside generate (the rest is model load, waiting for frames, idle).
+- accelerator-seconds: what the actor pool held: num_actors x num_gpus x (first actor setup -> end of the stage).
+  Every actor of the pool holds its GPUs until Ray Data releases the pool at the end, including one that got no
+  batch (counted in ``idle_actors``). On CPU (num_gpus = 0) it is reported as actor-seconds instead;
+- goodput: the share of that pool time spent inside generate (the rest is model load, waiting for frames, idle).
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ class CaptionMetrics:
     output_tokens_per_s: float
     model_load_s_mean: float  # per actor
     model_load_s_max: float
-    actors: int
+    actors: int  # the pool's size
+    idle_actors: int  # actors that captioned nothing (a tiny partition, or an actor that never became ready)
     accelerator: str  # "gpu" or "cpu" (then accelerator_s counts actor-seconds)
-    accelerator_s: float  # num_gpus x actor lifetime, summed (on CPU: actor-seconds)
-    goodput: float  # share of actor lifetime spent inside generate, 0..1
+    accelerator_s: float  # num_actors x num_gpus x pool lifetime (on CPU: actor-seconds)
+    goodput: float  # share of the pool's actor time spent inside generate, 0..1
     stragglers: int
     steady_captions_per_s: float  # rows / (first actor ready -> last batch): throughput without model load
     per_actor: list[ActorStats] = field(default_factory=list)
@@ -65,6 +67,7 @@ class CaptionMetrics:
             "model_load_s_mean": round(self.model_load_s_mean, 3),
             "model_load_s_max": round(self.model_load_s_max, 3),
             "actors": self.actors,
+            "idle_actors": self.idle_actors,
             "accelerator_is_gpu": int(self.accelerator == "gpu"),
             ("accelerator_s" if self.accelerator == "gpu" else "actor_s"): round(self.accelerator_s, 3),
             "goodput": round(self.goodput, 4),
@@ -78,8 +81,13 @@ class CaptionMetrics:
         return out
 
 
-def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float) -> CaptionMetrics:
-    """Metrics from the captioner's output rows (clip_captions columns + METRIC_COLUMNS)."""
+def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float, num_actors: int | None = None,
+                    ended_at: float | None = None) -> CaptionMetrics:
+    """Metrics from the captioner's output rows (clip_captions columns + METRIC_COLUMNS).
+
+    ``num_actors``: the pool size (default: actors seen in the rows); ``ended_at``: epoch seconds when the stage
+    ended (default: the last batch), the end of the pool's lifetime.
+    """
     n = rows.num_rows
     status = rows.column("status").to_numpy(zero_copy_only=False) if n else np.array([], dtype=object)
     ok = int(np.sum(status == "ok"))
@@ -92,8 +100,14 @@ def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float)
         ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
         for a in per_actor
     ]
-    lifetime = sum(a.lifetime_s for a in per_actor)
     generate = sum(a.generate_s for a in per_actor)
+    pool_size = max(num_actors or 0, len(per_actor))
+    pool_s = 0.0
+    if per_actor:
+        first_start = float(np.min(rows.column("actor_started_at").to_numpy()))
+        last_batch = float(np.max(rows.column("batch_finished_at").to_numpy()))
+        end = max(ended_at or last_batch, last_batch)
+        pool_s = pool_size * max(end - first_start, 0.0)
     loads = [a.load_s for a in per_actor]
     steady = 0.0
     if per_actor:
@@ -110,10 +124,11 @@ def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float)
         output_tokens_per_s=output_tokens / wall_s if wall_s > 0 else 0.0,
         model_load_s_mean=float(np.mean(loads)) if loads else 0.0,
         model_load_s_max=float(np.max(loads)) if loads else 0.0,
-        actors=len(per_actor),
+        actors=pool_size,
+        idle_actors=pool_size - len(per_actor),
         accelerator="gpu" if gpu else "cpu",
-        accelerator_s=lifetime * (num_gpus_per_actor if gpu else 1.0),
-        goodput=generate / lifetime if lifetime > 0 else 0.0,
+        accelerator_s=pool_s * (num_gpus_per_actor if gpu else 1.0),
+        goodput=min(generate / pool_s, 1.0) if pool_s > 0 else 0.0,
         stragglers=sum(a.straggler for a in per_actor),
         steady_captions_per_s=steady,
         per_actor=per_actor,

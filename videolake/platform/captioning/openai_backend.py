@@ -92,7 +92,8 @@ class OpenAICaptioner(CaptionerBackend):
     def request_body(self, item: dict[str, Any]) -> dict[str, Any]:
         fmt = self.config.endpoint.image_format
         frames = item["frames"]
-        media = [{"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}} for t in range(frames.shape[0])]
+        media = [{"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}}
+                 for t in range(frames.shape[0])]
         s = self.config.sampling
         body: dict[str, Any] = {
             "model": self.model,

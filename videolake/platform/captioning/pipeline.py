@@ -22,7 +22,6 @@ import time
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, get_captioner
 from videolake.platform.captioning.frames import REQUIRED_COLUMNS, SourceOpener, extract_frames, store_opener
@@ -134,9 +133,14 @@ def caption_clips(
         progress(f"captioning {clips.num_rows} clips with {config.num_actors} {config.backend} actor(s)")
     parts = [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
     wall = time.perf_counter() - t0
-    raw = pa.concat_tables(parts, promote_options="permissive") if parts else _with_metric_columns(CAPTION_SCHEMA.empty_table())
+    ended_at = time.time()
+    if parts:
+        raw = pa.concat_tables(parts, promote_options="permissive")
+    else:
+        raw = _with_metric_columns(CAPTION_SCHEMA.empty_table())
     rows = _complete(raw, clips, config)
-    metrics = compute_metrics(rows, wall_s=wall, num_gpus_per_actor=config.num_gpus_per_actor)
+    metrics = compute_metrics(rows, wall_s=wall, num_gpus_per_actor=config.num_gpus_per_actor,
+                              num_actors=config.num_actors, ended_at=ended_at)
     table = _with_partition(rows.select(CAPTION_SCHEMA.names).cast(CAPTION_SCHEMA), clips)
     log.info("captioned %d clips (%d failed) in %.1fs", metrics.captions, metrics.failed, wall)
     return table, metrics

@@ -42,7 +42,8 @@ SPECIAL_TOKENS = [
 CHAT_TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
     "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
     "<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
     "{% else %}{% for content in message['content'] %}"
@@ -101,6 +102,7 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
                         "pad_token_id": ids["<|endoftext|>"]}, indent=2)
         )
         (tmp / COMPLETE_MARKER).write_text(json.dumps({"family": family, "seed": seed, "random_weights": True}))
+        os.chmod(tmp, 0o755)
         if out.exists():  # an incomplete earlier build
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -139,15 +141,7 @@ def _build_tokenizer(out: Path):
         additional_special_tokens=SPECIAL_TOKENS[1:],
         model_max_length=32768,
     )
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out)
-    # Qwen's tokenizer class name, so AutoTokenizer and vLLM treat it as the Qwen tokenizer it imitates.
-    cfg_path = out / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["tokenizer_class"] = "Qwen2Tokenizer"
-    cfg["chat_template"] = CHAT_TEMPLATE
-    cfg_path.write_text(json.dumps(cfg, indent=2))
-    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    fast.chat_template = CHAT_TEMPLATE  # saved as chat_template.jinja, where tokenizer and processor find it
     return fast
 
 

@@ -107,7 +107,9 @@ class VLLMCaptioner(CaptionerBackend):
         if self.prompt.structured:
             from vllm.sampling_params import StructuredOutputsParams
 
-            kwargs["structured_outputs"] = StructuredOutputsParams(json=self.prompt.json_schema_str(), disable_any_whitespace=True)
+            kwargs["structured_outputs"] = StructuredOutputsParams(
+                json=self.prompt.json_schema_str(), disable_any_whitespace=True
+            )
         return SamplingParams(**kwargs)
 
     def build_requests(self, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -126,15 +128,32 @@ class VLLMCaptioner(CaptionerBackend):
     def caption(self, items: list[dict[str, Any]]) -> list[CaptionResult]:
         prompts, params = self.build_requests(items)
         t0 = time.perf_counter()
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        try:
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        except BaseException:
+            self.abort_unfinished()
+            raise
         # Offline generate returns the whole batch at once: each clip's latency is the batch's wall time.
         latency = time.perf_counter() - t0
         return [self._result(out, latency) for out in outputs]
 
+    def abort_unfinished(self) -> None:
+        """Drop the requests a failed generate left in the engine. Without this the next generate call steps them
+        again (and fails again, or never finishes): the per-clip retry would inherit the whole broken batch."""
+        engine = self.llm.llm_engine
+        try:
+            ids = list(engine.output_processor.request_states)
+            if ids:
+                engine.abort_request(ids, internal=True)
+                log.warning("aborted %d unfinished requests after a failed generate", len(ids))
+        except Exception as exc:  # noqa: BLE001 - vLLM internals moved: say so, the retry will tell
+            log.error("could not abort unfinished requests: %s: %s", type(exc).__name__, exc)
+
     def _result(self, out: Any, latency: float) -> CaptionResult:
         prompt_tokens = len(out.prompt_token_ids or [])
         if not out.outputs:
-            return CaptionResult(error="model error: no completion returned", prompt_tokens=prompt_tokens, latency_s=latency)
+            return CaptionResult(error="model error: no completion returned", prompt_tokens=prompt_tokens,
+                                 latency_s=latency)
         completion = out.outputs[0]
         text = (completion.text or "").strip()
         res = CaptionResult(caption=text or None, prompt_tokens=prompt_tokens,
@@ -181,6 +200,12 @@ def create_llm(config: CaptionerConfig, model_dir: str):
     )
     if config.num_gpus_per_actor > 0:
         kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
+    else:
+        # CPU platform: with chunked prefill, vLLM (0.32) rewinds the seeded generator of a request whose partial-
+        # prefill token it discards, which CPU generators cannot do ("CPU Generator does not use offset": the whole
+        # batch fails as soon as a batch's prompts exceed max_num_batched_tokens). Whole prefills avoid it.
+        kwargs["enable_chunked_prefill"] = False
+        kwargs["max_num_batched_tokens"] = max(config.max_model_len, 4096)
     if config.model_revision and "://" not in config.model and not os.path.isdir(config.model):
         kwargs["revision"] = config.model_revision  # only meaningful for hub ids (offline here: HF_HUB_OFFLINE=1)
     kwargs.update(dict(config.engine_kwargs))
