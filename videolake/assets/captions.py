@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster_ray import RayResource
 
-from videolake.assets.metadata import column_schema, preview, reason_counts, write_metadata
+from videolake.assets.metadata import column_schema, reason_counts, write_metadata
 from videolake.assets.partitions import daily_partitions, partition_keys
+from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -87,9 +88,11 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         result = lk.write_partitions("clip_captions", table, rng)
         status = table.column("status").to_pylist()
         m = metrics.to_metadata()
+        add_partition_metadata(context, table, keys, _captions_partition_metadata)
         return dg.MaterializeResult(
             metadata={
                 **write_metadata(result, keys),
+                "dagster/column_lineage": column_lineage("clip_captions"),
                 # numeric, so the UI plots them over partitions
                 **{k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
                    for k, v in m.items()},
@@ -100,8 +103,24 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
                 "model": dg.MetadataValue.text(config.model_label),
                 "prompt_version": dg.MetadataValue.text(config.prompt_version),
                 "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-                "preview": preview(table, ["clip_id", "status", "caption", "error", "output_tokens"]),
+                "preview": record_preview(table, CAPTIONS_PREVIEW),
             }
         )
 
     return clip_captions
+
+
+# The caption row's way back to its clip, video and source object, then the caption itself.
+CAPTIONS_PREVIEW = ["clip_id", "video_id", "source_uri", "status", "caption", "error", "output_tokens"]
+
+
+def _captions_partition_metadata(part: pa.Table) -> dict:
+    status = part.column("status").to_pylist()
+    return {
+        "captions": dg.MetadataValue.int(status.count("ok")),
+        "captions_failed": dg.MetadataValue.int(status.count("failed")),
+        "failures_by_reason": dg.MetadataValue.json(
+            reason_counts([e.split(":")[0] if e else None for e in part.column("error").to_pylist()])
+        ),
+        "preview": record_preview(part, CAPTIONS_PREVIEW),
+    }

@@ -270,7 +270,12 @@ def score_partition(
     part = {c["clip_id"]: c["partition_date"] for c in clips.to_pylist()}
     for r in rows:
         r["partition_date"] = part[r["clip_id"]]
-    rows = assign_duplicates(rows, quality_config)
+    # Near-duplicates are grouped within each partition, so a partition's rows never depend on which other days a
+    # backfill run happened to cover.
+    by_day: dict[Any, list[dict]] = {}
+    for r in rows:
+        by_day.setdefault(r["partition_date"], []).append(r)
+    rows = [r for day in sorted(by_day) for r in assign_duplicates(by_day[day], quality_config)]
     return rows_to_table(rows, FILTERED_CLIPS)
 
 

@@ -38,7 +38,7 @@ RAW_VIDEOS = pa.schema(
 
 SCENE_CLIPS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "<video_id>_<start_frame>_<end_frame>"}),
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "`<video_id>_<start_frame>_<end_frame>`"}),
         pa.field("video_id", pa.string(), nullable=False),
         pa.field("source_uri", pa.string(), nullable=False),
         pa.field("clip_index", pa.int32(), nullable=False),

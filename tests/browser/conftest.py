@@ -1,0 +1,330 @@
+"""Fixtures of the browser test: sample landing data, a Dagster UI (webserver + daemon) over a throw-away instance,
+and a headless Chromium driven by Playwright.
+
+Why `dagster dev`: it starts the webserver, the daemon (which runs backfills) and ONE shared code server, so the
+code location is imported once instead of twice on this small box. Everything it starts lives in its own process
+group; teardown kills that group and every descendant found by walking the process tree (Ray starts its own
+sessions), SIGKILL after a grace period, because background processes here may ignore SIGTERM.
+
+Nothing is committed: videos, lake, Dagster storage and the tiny model are written into session tmp dirs;
+screenshots go to test-artifacts/browser/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Sample dates: three and two days ago (UTC). Recent on purpose: the asset page plots metadata by partition for the
+# newest partitions of the definition only, so old sample dates would leave the plots empty.
+_TODAY = dt.datetime.now(dt.timezone.utc).date()
+DAY1, DAY2 = (_TODAY - dt.timedelta(days=3)).isoformat(), (_TODAY - dt.timedelta(days=2)).isoformat()
+PARTITIONS_START = (_TODAY - dt.timedelta(days=30)).isoformat()
+SERVER_START_TIMEOUT_S = 240
+
+
+@dataclass(frozen=True)
+class SampleData:
+    """Landing data written for the test, with what the pipeline must find in it."""
+
+    data_dir: Path  # VIDEOLAKE_DATA_DIR: store/ (landing/<day>/), lake/, models/
+    days: tuple[str, str]  # the two partition keys with landed data (DAY1, DAY2)
+    files: dict[str, list[str]]  # day -> landed file names
+    expected_clips: dict[str, int]  # day -> scene_clips rows (cuts + 1 per ok video)
+    expected_videos: dict[str, int]  # day -> raw_videos rows
+
+
+def _sample_specs():
+    from videolake.platform.synth import Segment, Transition, VideoSpec
+
+    def two_shots(name: str, a: str, b: str, frames: int, fps: str) -> VideoSpec:
+        return VideoSpec(name=name, width=320, height=240, fps=fps, codec="h264",
+                         segments=(Segment(a, frames), Segment(b, frames)), transitions=(Transition("cut"),))
+
+    # Two short 240p videos per day with one hard cut each (shots of 1.5-1.6 s, above the 1 s minimum clip), and one
+    # special per day: a text file named .mp4 (rejected at ingest) and an all-black video (filtered as black).
+    return {
+        DAY1: ([two_shots("d1_testsrc_mandel", "testsrc2", "mandelbrot", 45, "30"),
+                two_shots("d1_sierp_testsrc", "sierpinski", "testsrc2", 40, "25")], "not_video"),
+        DAY2: ([two_shots("d2_gradients_white", "gradients", "color:white", 40, "25"),
+                two_shots("d2_mandel_sierp", "mandelbrot", "sierpinski", 45, "30")], "black"),
+    }
+
+
+def make_sample_data(data_dir: Path, work: Path) -> SampleData:
+    """Render the sample videos into ``work`` and land them under ``data_dir``/store/landing/<day>/."""
+    from videolake.platform.synth import render, render_special
+
+    files: dict[str, list[str]] = {}
+    clips: dict[str, int] = {}
+    videos: dict[str, int] = {}
+    for day, (specs, special) in _sample_specs().items():
+        folder = data_dir / "store" / "landing" / day
+        folder.mkdir(parents=True)
+        n_clips = 0
+        for spec in specs:
+            path, truth = render(spec, work)  # truth JSON stays in work/: only videos land
+            shutil.copy(path, folder / path.name)
+            n_clips += len(truth["cuts"]) + 1
+        path, truth = render_special(special, work, name=f"{day}_{special}")
+        shutil.copy(path, folder / path.name)
+        if truth["num_frames"]:  # a decodable special (black) is one scene
+            n_clips += 1
+        files[day] = sorted(p.name for p in folder.iterdir())
+        clips[day] = n_clips
+        videos[day] = len(files[day])
+    return SampleData(data_dir=Path(data_dir), days=(DAY1, DAY2), files=files, expected_clips=clips, expected_videos=videos)
+
+
+@pytest.fixture(scope="session")
+def sample_data(tmp_path_factory) -> SampleData:
+    if shutil.which("ffmpeg") is None:
+        pytest.fail("ffmpeg is not installed: run `make test` (it installs system packages)")
+    return make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# A process is identified by (pid, create_time): a pid seen earlier is only signalled if it is still that process,
+# never a later process that reused the number.
+Proc = tuple[int, float]
+
+
+def _descendants(pid: int) -> set[Proc]:
+    import psutil
+
+    try:
+        return {(p.pid, p.create_time()) for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def _same(proc: Proc):
+    """The live psutil.Process for ``proc``, or None when it exited (or its pid now names another process)."""
+    import psutil
+
+    try:
+        p = psutil.Process(proc[0])
+        if p.create_time() != proc[1] or p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p
+    except psutil.Error:
+        return None
+
+
+def stop_process_tree(proc: subprocess.Popen, extra: set[Proc] = frozenset(), grace_s: float = 5.0) -> None:
+    """SIGTERM the process group of ``proc`` and every process of its tree (plus ``extra``: descendants seen
+    earlier, e.g. Ray daemons that outlived their parent), then SIGKILL whatever is left after ``grace_s``."""
+    import psutil
+
+    try:
+        me: set[Proc] = {(proc.pid, psutil.Process(proc.pid).create_time())}
+    except psutil.Error:
+        me = set()
+    procs = me | _descendants(proc.pid) | set(extra)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        procs |= {d for p in list(procs) if _same(p) for d in _descendants(p[0])}
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            live = _same(p)
+            if live is not None:
+                try:
+                    live.send_signal(sig)
+                except psutil.Error:
+                    pass
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 10.0)
+        while time.monotonic() < deadline and any(_same(p) for p in procs):
+            proc.poll()
+            time.sleep(0.2)
+        if not any(_same(p) for p in procs):
+            break
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class DagsterUI:
+    """A running `dagster dev` over a temporary instance."""
+
+    url: str  # http://127.0.0.1:<port>
+    home: Path  # DAGSTER_HOME
+    data_dir: Path  # VIDEOLAKE_DATA_DIR
+    log_path: Path  # stdout + stderr of dagster dev
+    proc: subprocess.Popen
+    seen: set[Proc] = field(default_factory=set)  # descendants seen while running (for teardown)
+
+    def remember_children(self) -> None:
+        """Record the current process tree (run workers, Ray daemons), so teardown finds orphans too."""
+        self.seen |= _descendants(self.proc.pid)
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def server_env(home: Path, data_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DAGSTER_HOME": str(home),
+        "VIDEOLAKE_DATA_DIR": str(data_dir),
+        "VIDEOLAKE_PROFILE": "local",
+        "VIDEOLAKE_PARTITIONS_START": PARTITIONS_START,
+        "VIDEOLAKE_RAY_CPUS": "2",
+        "GX_ANALYTICS_ENABLED": "false",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "DAGSTER_DISABLE_TELEMETRY": "true",
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    })
+    env.pop("RAY_ADDRESS", None)  # never attach to another session's Ray cluster
+    env.pop("VIDEOLAKE_GATES_FILE", None)
+    return env
+
+
+def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
+    """Until /server_info answers and the code location has loaded (the GraphQL workspace reports it)."""
+    import json
+
+    deadline = time.monotonic() + timeout_s
+    info_ok = False
+    query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+                                 "locationOrLoadError { __typename } } } } }"}).encode()
+    last = ""
+    while time.monotonic() < deadline:
+        if ui.proc.poll() is not None:
+            raise RuntimeError(f"dagster dev exited with {ui.proc.returncode}:\n{ui.log_tail()}")
+        try:
+            if not info_ok:
+                with urllib.request.urlopen(f"{ui.url}/server_info", timeout=5) as r:
+                    info_ok = r.status == 200
+            if info_ok:
+                req = urllib.request.Request(f"{ui.url}/graphql", data=query,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    body = json.loads(r.read())
+                entries = body["data"]["workspaceOrError"]["locationEntries"]
+                last = json.dumps(entries)
+                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+                    kinds = {e["locationOrLoadError"]["__typename"] for e in entries}
+                    if kinds != {"RepositoryLocation"}:
+                        raise RuntimeError(f"code location failed to load: {last}\n{ui.log_tail()}")
+                    ui.remember_children()
+                    return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(1.0)
+    raise RuntimeError(f"the Dagster UI did not come up in {timeout_s}s (last: {last}):\n{ui.log_tail()}")
+
+
+def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
+    """Start `dagster dev` on a free loopback port; returns (ui, its open log file) once the location is loaded."""
+    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log_path = ARTIFACTS / "dagster-dev.log"
+    log = open(log_path, "wb")
+    # No -m: like `make ui`, dagster dev reads [tool.dagster] of pyproject.toml (code location "videolake").
+    cmd = [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port),
+           "--live-data-poll-rate", "1000"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=server_env(home, data_dir), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    ui = DagsterUI(url=f"http://127.0.0.1:{port}", home=Path(home), data_dir=Path(data_dir),
+                   log_path=log_path, proc=proc)
+    try:
+        wait_for_server(ui)
+    except BaseException:
+        stop_ui(ui, log)
+        raise
+    return ui, log
+
+
+def stop_ui(ui: DagsterUI, log) -> None:
+    ui.remember_children()
+    stop_process_tree(ui.proc, ui.seen)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def dagster_ui(sample_data, tmp_path_factory):
+    ui, log = start_dagster_ui(tmp_path_factory.mktemp("dagster-home"), sample_data.data_dir)
+    try:
+        yield ui
+    finally:
+        stop_ui(ui, log)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `make test` (it installs Debian's chromium)")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A 1600x1000 page; on a failed test its screenshot and HTML are saved to test-artifacts/browser/."""
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    yield pg
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = request.node.name
+        try:
+            pg.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
+            (ARTIFACTS / f"FAILED-{name}.html").write_text(pg.content())
+        except Exception as exc:  # a crashed page must not hide the test's own failure
+            print(f"could not save the failure artifacts: {exc}")
+    ctx.close()
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
