@@ -82,7 +82,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         store = object_store.get_store()
         t0 = time.monotonic()
         table, metrics = caption_clips(
-            clips, config, open_source=store_opener(lambda _uri, _s=store: _s), progress=context.log.info
+            clips, config, open_source=store_opener(lambda _uri, _s=store: _s), store=store, progress=context.log.info
         )
         elapsed = time.monotonic() - t0
         result = lk.write_partitions("clip_captions", table, rng)

@@ -10,7 +10,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=int, default=20, help="cpu: length of each synthetic file")
     p.add_argument("--repeats", type=int, default=2, help="cpu: measurements per side (best kept)")
     p.add_argument("--files", nargs="*", help="cpu: benchmark these files instead of synthetic 360p/1080p ones")
-    p.add_argument("--clips", type=int, default=16, help="caption: clips to caption")
+    p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
 
 
