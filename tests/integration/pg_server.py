@@ -12,7 +12,6 @@ used by nobody in the tests, trusts). Plain module, no pytest fixtures: test mod
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import pwd
@@ -23,6 +22,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from procs import stop_process
 
 
 class PostgresNotInstalled(RuntimeError):
@@ -161,18 +162,7 @@ class LocalPostgres:
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """Fast shutdown (SIGINT: roll back and exit), SIGKILL after ``timeout_s``; waits for the process."""
-        proc = self.process
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+        stop_process(self.process, signal.SIGINT, timeout_s)
         self.process = None
         if self._log_file is not None:
             self._log_file.close()

@@ -13,7 +13,6 @@ Plain module (no pytest fixtures) so that any test module or conftest can build 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -26,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from procs import stop_process
 
 # The admin server's worker dials "admin port + 10000" whatever -admin.port.grpc says (seen with weed 4.48), so the
 # admin gRPC port is left at that default and both ports are checked free.
@@ -215,18 +216,7 @@ class SeaweedS3:
 
     def stop(self, *, timeout_s: float = 15.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``; returns once the process has exited."""
-        proc = self.process
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+        stop_process(self.process, signal.SIGTERM, timeout_s)
         self.process = None
         if self._log_file is not None:
             self._log_file.close()

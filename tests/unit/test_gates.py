@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from videolake.platform.gates import (

@@ -86,7 +86,6 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         )
         elapsed = time.monotonic() - t0
         result = lk.write_partitions("clip_captions", table, rng)
-        status = table.column("status").to_pylist()
         m = metrics.to_metadata()
         add_partition_metadata(context, table, keys, _captions_partition_metadata)
         return dg.MaterializeResult(

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
