@@ -6,15 +6,13 @@ the whole range (videolake.platform.lake). Large ranges stay bounded by max_part
 """
 
 
-import time
-
 import dagster as dg
 from dagster_ray import RayResource
 
 from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
-from videolake.assets.metadata import column_schema, reason_counts, write_metadata
+from videolake.assets.metadata import column_schema, write_metadata
 from videolake.assets.partitions import daily_partitions, partition_keys
-from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
+from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -35,20 +33,37 @@ COMMON = dict(
 
 
 def _progress(context: dg.AssetExecutionContext, what: str):
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done == total or now - last[0] > 5:
-            last[0] = now
-            context.log.info(f"{what}: {done}/{total}")
+    def report(prog) -> None:
+        context.log.info(f"{what}: {prog.units_total} units done ({prog.units_reused} reused, "
+                         f"{prog.units_computed} computed)")
 
     return report
 
 
+def stage_metadata(run, keys: list[str]) -> dict:
+    """What every stage reports: the commit, the unit counts (resume), time."""
+    return {
+        **write_metadata(run.write, keys),
+        **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
+        "seconds": dg.MetadataValue.float(round(run.seconds, 3)),
+    }
+
+
+def _sum(per_partition: dict[str, dict], key: str) -> int:
+    return int(sum(p.get(key, 0) for p in per_partition.values()))
+
+
+def _merge_reasons(per_partition: dict[str, dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in per_partition.values():
+        for k, v in (p.get("rejections_by_reason") or {}).items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))
+
+
 @dg.asset(
     **COMMON,
-    code_version="raw_videos-1",
+    code_version="raw_videos-2",
     description="One row per distinct video landed under landing/YYYY-MM-DD/ (the partition date): content hash "
     "id, probe fields, ok or rejected with its reason.",
     metadata={"dagster/column_schema": column_schema(RAW_VIDEOS)},
@@ -60,28 +75,26 @@ def raw_videos(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import ingest_partition, list_landing
+    from videolake.platform.cpu_stage import ingest_partitions, list_landing
 
     keys = partition_keys(context)
     store = object_store.get_store()
     objects = list_landing(store, object_store.landing, keys)
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
-    t0 = time.monotonic()
-    table = ingest_partition(store, objects, config.to_engine(), progress=_progress(context, "probed"))
-    elapsed = time.monotonic() - t0
-    result = lake.get_lake().write_partitions("raw_videos", table, PartitionRange.of(keys))
-    status = table.column("status").to_pylist()
-    add_partition_metadata(context, table, keys, _raw_videos_partition_metadata)
+    lk = lake.get_lake()
+    run = ingest_partitions(lk, store, objects, config.to_engine(), PartitionRange.of(keys),
+                            progress=_progress(context, "probed"))
+    ok, rejected = _sum(run.per_partition, "videos_ok"), _sum(run.per_partition, "videos_rejected")
+    add_partition_figures(context, lk, "raw_videos", keys, run.per_partition, RAW_PREVIEW)
     return dg.MaterializeResult(
         metadata={
-            **write_metadata(result, keys),
-            "videos_ok": dg.MetadataValue.int(status.count("ok")),
-            "videos_rejected": dg.MetadataValue.int(status.count("rejected")),
-            "rejections_by_reason": dg.MetadataValue.json(reason_counts(table.column("reject_reason").to_pylist())),
-            "bytes": dg.MetadataValue.int(sum(table.column("size_bytes").to_pylist())),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, RAW_PREVIEW),
+            **stage_metadata(run, keys),
+            "videos_ok": dg.MetadataValue.int(ok),
+            "videos_rejected": dg.MetadataValue.int(rejected),
+            "rejections_by_reason": dg.MetadataValue.json(_merge_reasons(run.per_partition)),
+            "bytes": dg.MetadataValue.int(_sum(run.per_partition, "bytes")),
+            "preview": preview_of(lk, "raw_videos", keys, RAW_PREVIEW),
         }
     )
 
@@ -89,21 +102,10 @@ def raw_videos(
 RAW_PREVIEW = ["video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"]
 
 
-def _raw_videos_partition_metadata(part):
-    status = part.column("status").to_pylist()
-    return {
-        "videos_ok": dg.MetadataValue.int(status.count("ok")),
-        "videos_rejected": dg.MetadataValue.int(status.count("rejected")),
-        "rejections_by_reason": dg.MetadataValue.json(reason_counts(part.column("reject_reason").to_pylist())),
-        "bytes": dg.MetadataValue.int(sum(part.column("size_bytes").to_pylist())),
-        "preview": record_preview(part, RAW_PREVIEW),
-    }
-
-
 @dg.asset(
     **COMMON,
     deps=[raw_videos],
-    code_version="scene_clips-1",
+    code_version="scene_clips-2",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
@@ -114,31 +116,21 @@ def scene_clips(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import split_partition
+    from videolake.platform.cpu_stage import split_partitions
 
     keys = partition_keys(context)
-    rng = PartitionRange.of(keys)
     lk = lake.get_lake()
-    videos = lk.read_partitions("raw_videos", rng)
-    ok = [v for v in videos.to_pylist() if v["status"] == "ok"]
-    frames = sum(int(v["num_frames"] or 0) for v in ok)
-    t0 = time.monotonic()
-    table = split_partition(object_store.get_store(), videos, config.to_engine(), progress=_progress(context, "split"))
-    elapsed = time.monotonic() - t0
-    result = lk.write_partitions("scene_clips", table, rng)
-    errors = [e for e in table.column("detect_error").to_pylist() if e]
-    add_partition_metadata(context, table, keys, _scene_clips_partition_metadata)
+    run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
+                           progress=_progress(context, "split"))
+    add_partition_figures(context, lk, "scene_clips", keys, run.per_partition, CLIPS_PREVIEW)
     return dg.MaterializeResult(
         metadata={
-            **write_metadata(result, keys),
+            **stage_metadata(run, keys),
             "dagster/column_lineage": column_lineage("scene_clips"),
-            "videos": dg.MetadataValue.int(len(ok)),
-            "clips": dg.MetadataValue.int(table.num_rows),
-            "detect_errors": dg.MetadataValue.int(len(errors)),
-            "frames": dg.MetadataValue.int(frames),
-            "frames_per_s": dg.MetadataValue.float(round(frames / elapsed, 1) if elapsed > 0 else 0.0),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, CLIPS_PREVIEW),
+            "videos": dg.MetadataValue.int(_sum(run.per_partition, "videos")),
+            "clips": dg.MetadataValue.int(run.write.rows),
+            "detect_errors": dg.MetadataValue.int(_sum(run.per_partition, "detect_errors")),
+            "preview": preview_of(lk, "scene_clips", keys, CLIPS_PREVIEW),
         }
     )
 
@@ -146,19 +138,10 @@ def scene_clips(
 CLIPS_PREVIEW = ["clip_id", "video_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s"]
 
 
-def _scene_clips_partition_metadata(part):
-    return {
-        "videos": dg.MetadataValue.int(len(set(part.column("video_id").to_pylist()))),
-        "clips": dg.MetadataValue.int(part.num_rows),
-        "detect_errors": dg.MetadataValue.int(sum(1 for e in part.column("detect_error").to_pylist() if e)),
-        "preview": record_preview(part, CLIPS_PREVIEW),
-    }
-
-
 @dg.asset(
     **COMMON,
     deps=[scene_clips],
-    code_version="filtered_clips-1",
+    code_version="filtered_clips-2",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
@@ -170,48 +153,26 @@ def filtered_clips(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import score_partition
+    from videolake.platform.cpu_stage import score_partitions
 
     keys = partition_keys(context)
-    rng = PartitionRange.of(keys)
     lk = lake.get_lake()
-    videos = lk.read_partitions("raw_videos", rng)
-    clips = lk.read_partitions("scene_clips", rng)
-    t0 = time.monotonic()
-    table = score_partition(
-        object_store.get_store(), videos, clips, config.split.to_engine(), config.to_engine(), progress=_progress(context, "scored")
-    )
-    elapsed = time.monotonic() - t0
-    result = lk.write_partitions("filtered_clips", table, rng)
-    passed = table.column("passed").to_pylist()
-    n = len(passed)
-    add_partition_metadata(context, table, keys, _filtered_clips_partition_metadata)
+    run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.split.to_engine(),
+                           config.to_engine(), progress=_progress(context, "scored"))
+    n, passed = _sum(run.per_partition, "clips"), _sum(run.per_partition, "passed")
+    add_partition_figures(context, lk, "filtered_clips", keys, run.per_partition, FILTERED_PREVIEW)
     return dg.MaterializeResult(
         metadata={
-            **write_metadata(result, keys),
+            **stage_metadata(run, keys),
             "dagster/column_lineage": column_lineage("filtered_clips"),
             "clips": dg.MetadataValue.int(n),
-            "passed": dg.MetadataValue.int(sum(passed)),
-            "rejected": dg.MetadataValue.int(n - sum(passed)),
-            "pass_rate": dg.MetadataValue.float(round(sum(passed) / n, 4) if n else 0.0),
-            "rejections_by_reason": dg.MetadataValue.json(reason_counts(table.column("reject_reason").to_pylist())),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, FILTERED_PREVIEW),
+            "passed": dg.MetadataValue.int(passed),
+            "rejected": dg.MetadataValue.int(n - passed),
+            "pass_rate": dg.MetadataValue.float(round(passed / n, 4) if n else 0.0),
+            "rejections_by_reason": dg.MetadataValue.json(_merge_reasons(run.per_partition)),
+            "preview": preview_of(lk, "filtered_clips", keys, FILTERED_PREVIEW),
         }
     )
 
 
 FILTERED_PREVIEW = ["clip_id", "video_id", "motion", "sharpness", "brightness", "passed", "reject_reason"]
-
-
-def _filtered_clips_partition_metadata(part):
-    passed = part.column("passed").to_pylist()
-    n = len(passed)
-    return {
-        "clips": dg.MetadataValue.int(n),
-        "passed": dg.MetadataValue.int(sum(passed)),
-        "rejected": dg.MetadataValue.int(n - sum(passed)),
-        "pass_rate": dg.MetadataValue.float(round(sum(passed) / n, 4) if n else 0.0),
-        "rejections_by_reason": dg.MetadataValue.json(reason_counts(part.column("reject_reason").to_pylist())),
-        "preview": record_preview(part, FILTERED_PREVIEW),
-    }

@@ -118,3 +118,43 @@ def _plain(v: Any) -> str | int | float | bool | None:
     if v is None or isinstance(v, (str, int, float, bool)):
         return v
     return str(v)
+
+
+def add_partition_figures(
+    context: dg.AssetExecutionContext,
+    lake: Any,
+    table: str,
+    keys: list[str],
+    per_partition: Mapping[str, Mapping[str, Any]],
+    preview_columns: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Scope each day's figures (computed by the workers at finalize: no rows here) and a preview of that day's
+    committed rows to each partition's materialization."""
+    added: dict[str, dict[str, Any]] = {}
+    for key in keys:
+        figures = dict(per_partition.get(key, {}))
+        rows = int(figures.pop("rows", 0))
+        md: dict[str, Any] = {"dagster/row_count": dg.MetadataValue.int(rows), "rows": dg.MetadataValue.int(rows)}
+        for name, value in figures.items():
+            md[name] = _figure(value)
+        md["preview"] = preview_of(lake, table, [key], preview_columns)
+        context.add_asset_metadata(md, partition_key=key)
+        added[key] = md
+    return added
+
+
+def preview_of(lake: Any, table: str, keys: list[str], columns: list[str], n: int = PREVIEW_ROWS):
+    """The first ``n`` committed rows of the partitions (read with partition pruning, ``n`` rows at most)."""
+    from videolake.platform.lake import PartitionRange
+
+    return record_preview(lake.head(table, PartitionRange.of(keys), n, columns), columns, n)
+
+
+def _figure(value: Any):
+    if isinstance(value, bool):
+        return dg.MetadataValue.bool(value)
+    if isinstance(value, int):
+        return dg.MetadataValue.int(value)
+    if isinstance(value, float):
+        return dg.MetadataValue.float(round(value, 4))
+    return dg.MetadataValue.json(value)

@@ -1,7 +1,10 @@
-"""The CPU stage per video: ingest (hash + probe), split (scene detection + clip ranges/files), score (quality).
+"""The CPU stages: ingest (hash + probe), split (scene detection + clip ranges/files), score (quality).
 
-Each function handles ONE video and is what a Ray task runs (see raymap.ray_map); the partition-level functions
-fan out over videos and turn every failure into a recorded rejection, so a bad video never fails a partition.
+Each ``*_one`` function handles ONE unit (a landing object or a video) and is what a Ray Data task runs; the
+``*_partitions`` functions describe a stage for ``videolake.platform.units`` (its units, its per-unit function, the
+rows that record a failed unit, its per-partition step) and run it: units stream through Ray Data into checkpoint
+files, and one Delta transaction commits the result. Every failure becomes a recorded rejection row, so a bad video
+never fails a partition.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from videolake.platform.objectstore import ObjectInfo, ObjectStore, content_key
-from videolake.platform.raymap import TaskFailure, ray_map
-from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+from videolake.platform.schemas import FILTERED_CLIPS, TABLES, clip_id
+from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -68,48 +71,97 @@ def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dic
     return raw_video_row(video_id, obj.uri, size, outcome)
 
 
-def ingest_partition(
+def ingest_error_row(payload: dict, error: str) -> list[dict]:
+    """The raw_videos row of an object that could not even be hashed: keyed by the object, so it stays unique."""
+    import hashlib
+
+    return [{
+        "video_id": "err-" + hashlib.sha256(payload["uri"].encode()).hexdigest(),
+        "source_uri": payload["uri"],
+        "size_bytes": int(payload.get("size") or 0),
+        "status": STATUS_REJECTED,
+        "reject_reason": INGEST_ERROR,
+        "reject_detail": error[:500],
+        "duplicate_uris": [],
+    }]
+
+
+def merge_duplicates(day_rows: pa.Table) -> pa.Table:
+    """One row per distinct content in a day: identical bytes landed twice are one video (video_id is the hash).
+
+    The first source (by URI) is kept and the others are listed in ``duplicate_uris``, so nothing is dropped
+    silently. Runs once per partition at finalize (it needs every row of the day).
+    """
+    if day_rows.num_rows == 0:
+        return day_rows
+    day_rows = day_rows.sort_by([("video_id", "ascending"), ("source_uri", "ascending")])
+    ids = day_rows.column("video_id").to_pylist()
+    uris = day_rows.column("source_uri").to_pylist()
+    keep, dups, first = [], {}, {}
+    for i, (vid, uri) in enumerate(zip(ids, uris)):
+        if vid in first:
+            dups.setdefault(first[vid], []).append(uri)
+        else:
+            first[vid] = i
+            keep.append(i)
+    out = day_rows.take(keep)
+    if dups:
+        merged = [sorted(dups.get(i, [])) for i in keep]
+        idx = out.column_names.index("duplicate_uris")
+        out = out.set_column(idx, out.schema.field("duplicate_uris"), pa.array(merged, out.schema.field("duplicate_uris").type))
+    return out
+
+
+def raw_videos_units(objects_by_day: dict[str, list[ObjectInfo]], store: ObjectStore) -> list[dict]:
+    """One unit per landing object; its key changes when the object's name, size or version changes."""
+    units = []
+    for day, objs in sorted(objects_by_day.items()):
+        for o in objs:
+            payload = {"key": o.key, "uri": o.uri, "size": o.size,
+                       **{k: v for k, v in vars(o).items() if k not in ("key", "uri", "size")}}
+            units.append({"unit_key": unit_key("raw", o.uri, o.size, getattr(o, "version", None)),
+                          "partition_date": day, "payload": json.dumps(payload, default=str)})
+    return units
+
+
+def _ingest_payload(payload: dict, *, store: ObjectStore, probe_config: Any) -> list[dict]:
+    obj = ObjectInfo(**{k: v for k, v in payload.items() if k in ObjectInfo.__dataclass_fields__})
+    row = ingest_one(obj, store=store, probe_config=probe_config)
+    row.setdefault("duplicate_uris", [])
+    row["ingested_at"] = dt.datetime.now(dt.timezone.utc)
+    return [row]
+
+
+def _ingest_error(payload: dict, error: str) -> list[dict]:
+    rows = ingest_error_row(payload, error)
+    rows[0]["ingested_at"] = dt.datetime.now(dt.timezone.utc)
+    return rows
+
+
+def ingest_partitions(
+    lake: Any,
     store: ObjectStore,
     objects_by_day: dict[str, list[ObjectInfo]],
     probe_config: Any,
+    partitions: Any,
     *,
-    mapper: Callable[..., list[Any]] = ray_map,
-    progress: Callable[[int, int], None] | None = None,
-    now: dt.datetime | None = None,
-) -> pa.Table:
-    """RAW_VIDEOS rows for all landing objects of the given days; one row per distinct content per day.
+    progress: Callable[[Any], None] | None = None,
+) -> "StageRun":
+    """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day."""
+    from functools import partial
 
-    Identical bytes dropped twice on the same day are one video (video_id is the content hash): the first source
-    (by key) is kept and the others are listed in ``duplicate_uris``, so nothing is dropped silently.
-    """
-    now = now or dt.datetime.now(dt.timezone.utc)
-    items = [(day, o) for day, objs in sorted(objects_by_day.items()) for o in objs]
-    results = mapper(ingest_one, [o for _, o in items], kwargs={"store": store, "probe_config": probe_config}, progress=progress)
-    rows: dict[tuple[str, str], dict] = {}
-    for (day, obj), res in zip(items, results):
-        if isinstance(res, TaskFailure):
-            # Could not even hash the object: still a row, keyed by the object itself so it stays unique.
-            import hashlib
+    version = stage_version("raw_videos-2", _config_dict(probe_config))
+    units = raw_videos_units(objects_by_day, store)
+    step = PartitionStep(reduce=merge_duplicates, summarize=summarize_raw_videos)
+    return run_stage(lake, "raw_videos", version, partitions, units,
+                     partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)
 
-            res = {
-                "video_id": "err-" + hashlib.sha256(obj.uri.encode()).hexdigest(),
-                "source_uri": obj.uri,
-                "size_bytes": obj.size,
-                "status": STATUS_REJECTED,
-                "reject_reason": INGEST_ERROR,
-                "reject_detail": res.error[:500],
-            }
-        key = (day, res["video_id"])
-        if key in rows:
-            rows[key].setdefault("duplicate_uris", []).append(res["source_uri"])
-            continue
-        res["partition_date"] = dt.date.fromisoformat(day)
-        res["ingested_at"] = now
-        res.setdefault("duplicate_uris", [])
-        rows[key] = res
-    from videolake.platform.lake import rows_to_table
 
-    return rows_to_table(list(rows.values()), RAW_VIDEOS)
+def summarize_raw_videos(t: pa.Table) -> dict:
+    status = t.column("status").to_pylist()
+    return {"videos_ok": status.count(STATUS_OK), "videos_rejected": status.count(STATUS_REJECTED),
+            "bytes": int(sum(x or 0 for x in t.column("size_bytes").to_pylist())),
+            "rejections_by_reason": _reasons(t.column("reject_reason").to_pylist())}
 
 
 # ---------------------------------------------------------------------------------------------------- split
@@ -170,49 +222,72 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[d
     return rows
 
 
-def split_partition(
+def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict]:
+    """Detection failed on a video that probed fine: one whole-video clip carrying the error, which the quality
+    stage rejects with its reason (never a silent drop, never a crashed partition)."""
+    n = int(video["num_frames"] or 0)
+    fps = float(video["fps"] or 0.0)
+    dur = n / fps if fps else 0.0
+    return [{
+        "clip_id": clip_id(video["video_id"], 0, n),
+        "video_id": video["video_id"],
+        "source_uri": video["source_uri"],
+        "clip_index": 0,
+        "start_frame": 0,
+        "end_frame": n,
+        "start_s": 0.0,
+        "end_s": dur,
+        "duration_s": dur,
+        "clip_uri": None,
+        "detector": config.detector,
+        "detector_params": json.dumps(config.detector_params, sort_keys=True),
+        "detect_error": error[:500],
+    }]
+
+
+def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
+    rows = split_one(video, store=store, config=config)
+    return rows or detect_error_rows(video, "no frames decoded", config)
+
+
+UNIT_VIDEO_COLUMNS = ["video_id", "source_uri", "fps", "num_frames", "width", "height", "status", "partition_date"]
+
+
+def video_units(lake: Any, partitions: Any, tag: str) -> list[dict]:
+    """One unit per ok video of the run's partitions (read from raw_videos: a few columns per video)."""
+    videos = lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS)
+    units = []
+    for v in videos.to_pylist():
+        if v["status"] != STATUS_OK:
+            continue
+        day = v.pop("partition_date").isoformat()
+        units.append({"unit_key": unit_key(tag, v["video_id"], v["source_uri"]), "partition_date": day,
+                      "payload": json.dumps(v)})
+    return units
+
+
+def split_partitions(
+    lake: Any,
     store: ObjectStore,
-    videos: pa.Table,
+    partitions: Any,
     config: SplitConfig,
     *,
-    mapper: Callable[..., list[Any]] = ray_map,
-    progress: Callable[[int, int], None] | None = None,
-) -> pa.Table:
-    """SCENE_CLIPS rows for the ok videos of ``videos`` (RAW_VIDEOS rows of the run's partitions)."""
-    ok = [r for r in videos.to_pylist() if r["status"] == STATUS_OK]
-    results = mapper(split_one, ok, kwargs={"store": store, "config": config}, progress=progress)
-    rows = []
-    for video, res in zip(ok, results):
-        if isinstance(res, TaskFailure) or not res:
-            # Detection failed on a video that probed fine: one whole-video clip carrying the error, which the
-            # quality stage rejects with its reason (never a silent drop, never a crashed partition).
-            n = int(video["num_frames"] or 0)
-            fps = float(video["fps"] or 0.0)
-            error = res.error if isinstance(res, TaskFailure) else "no frames decoded"
-            dur = n / fps if fps else 0.0
-            res = [
-                {
-                    "clip_id": clip_id(video["video_id"], 0, n),
-                    "video_id": video["video_id"],
-                    "source_uri": video["source_uri"],
-                    "clip_index": 0,
-                    "start_frame": 0,
-                    "end_frame": n,
-                    "start_s": 0.0,
-                    "end_s": dur,
-                    "duration_s": dur,
-                    "clip_uri": None,
-                    "detector": config.detector,
-                    "detector_params": json.dumps(config.detector_params, sort_keys=True),
-                    "detect_error": error[:500],
-                }
-            ]
-        for r in res:
-            r["partition_date"] = video["partition_date"]
-        rows.extend(res)
-    from videolake.platform.lake import rows_to_table
+    progress: Callable[[Any], None] | None = None,
+) -> "StageRun":
+    """scene_clips for the run's partitions: one unit per ok video."""
+    from functools import partial
 
-    return rows_to_table(rows, SCENE_CLIPS)
+    version = stage_version("scene_clips-2", _config_dict(config))
+    units = video_units(lake, partitions, "split")
+    step = PartitionStep(summarize=summarize_scene_clips)
+    return run_stage(lake, "scene_clips", version, partitions, units,
+                     partial(_split_payload, store=store, config=config),
+                     lambda video, error: detect_error_rows(video, error, config), step, progress)
+
+
+def summarize_scene_clips(t: pa.Table) -> dict:
+    return {"videos": len(set(t.column("video_id").to_pylist())), "clips": t.num_rows,
+            "detect_errors": sum(1 for e in t.column("detect_error").to_pylist() if e)}
 
 
 # ---------------------------------------------------------------------------------------------------- score
@@ -235,48 +310,123 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, split_config
     return score_video_clips(clips, stats, video, quality_config)
 
 
-def score_partition(
+SCORE_CLIP_COLUMNS = ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detector",
+                      "detector_params", "detect_error", "partition_date"]
+
+
+def _score_payload(payload: dict, *, store: ObjectStore, split_config: SplitConfig, quality_config: Any) -> list[dict]:
+    from videolake.platform.quality import failed_clip_row
+
+    video, clips = payload["video"], payload["clips"]
+    if video is None:
+        return [failed_clip_row(c, None, "video_missing") for c in clips]
+    if any(c["detect_error"] for c in clips):
+        return [failed_clip_row(c, video, DETECT_ERROR) for c in clips]
+    return score_one((video, clips), store=store, split_config=split_config, quality_config=quality_config)
+
+
+def _score_error(payload: dict, error: str) -> list[dict]:
+    from videolake.platform.quality import failed_clip_row
+
+    return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in payload["clips"]]
+
+
+def score_partitions(
+    lake: Any,
     store: ObjectStore,
-    videos: pa.Table,
-    clips: pa.Table,
+    partitions: Any,
     split_config: SplitConfig,
     quality_config: Any,
     *,
-    mapper: Callable[..., list[Any]] = ray_map,
-    progress: Callable[[int, int], None] | None = None,
-) -> pa.Table:
-    """FILTERED_CLIPS rows: one per scene clip, scored per video in parallel, then near-duplicates across videos."""
-    from videolake.platform.lake import rows_to_table
-    from videolake.platform.quality import assign_duplicates, failed_clip_row
+    progress: Callable[[Any], None] | None = None,
+) -> "StageRun":
+    """filtered_clips for the run's partitions: one unit per video (its clips scored together), then
+    near-duplicates grouped per partition at finalize, so a day's rows never depend on the other days of a run."""
+    from functools import partial
 
-    by_video: dict[str, list[dict]] = {}
-    for c in clips.to_pylist():
-        by_video.setdefault(c["video_id"], []).append(c)
-    video_rows = {v["video_id"]: v for v in videos.to_pylist()}
-    items, rows = [], []
-    for vid, cs in sorted(by_video.items()):
-        if any(c["detect_error"] for c in cs) or vid not in video_rows:
-            reason = DETECT_ERROR if vid in video_rows else "video_missing"
-            rows.extend(failed_clip_row(c, video_rows.get(vid), reason) for c in cs)
-        else:
-            items.append((video_rows[vid], sorted(cs, key=lambda c: c["start_frame"])))
-    results = mapper(
-        score_one, items, kwargs={"store": store, "split_config": split_config, "quality_config": quality_config}, progress=progress
-    )
-    for (video, cs), res in zip(items, results):
-        if isinstance(res, TaskFailure):
-            res = [failed_clip_row(c, video, SCORE_ERROR) for c in cs]
-        rows.extend(res)
-    part = {c["clip_id"]: c["partition_date"] for c in clips.to_pylist()}
-    for r in rows:
-        r["partition_date"] = part[r["clip_id"]]
-    # Near-duplicates are grouped within each partition, so a partition's rows never depend on which other days a
-    # backfill run happened to cover.
-    by_day: dict[Any, list[dict]] = {}
-    for r in rows:
-        by_day.setdefault(r["partition_date"], []).append(r)
-    rows = [r for day in sorted(by_day) for r in assign_duplicates(by_day[day], quality_config)]
-    return rows_to_table(rows, FILTERED_CLIPS)
+    from videolake.platform.quality import assign_duplicates
+
+    version = stage_version("filtered_clips-2", _config_dict(split_config), _config_dict(quality_config))
+    videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
+    by_video: dict[tuple[str, str], list[dict]] = {}
+    for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
+        day = c.pop("partition_date").isoformat()
+        by_video.setdefault((day, c["video_id"]), []).append(c)
+    units = []
+    for (day, vid), cs in sorted(by_video.items()):
+        cs.sort(key=lambda c: c["start_frame"])
+        video = videos.get(vid)
+        if video is not None:
+            video = {k: v for k, v in video.items() if k != "partition_date"}
+        payload = {"video": video, "clips": cs}
+        units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs]),
+                      "partition_date": day, "payload": json.dumps(payload, default=str)})
+    step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
+                         summarize=summarize_filtered_clips)
+    return run_stage(lake, "filtered_clips", version, partitions, units,
+                     partial(_score_payload, store=store, split_config=split_config, quality_config=quality_config),
+                     _score_error, step, progress)
+
+
+def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable) -> pa.Table:
+    from videolake.platform.lake import rows_to_table
+
+    rows = t.sort_by("clip_id").to_pylist()
+    return rows_to_table(assign(rows, quality_config), FILTERED_CLIPS) if rows else t
+
+
+def summarize_filtered_clips(t: pa.Table) -> dict:
+    passed = t.column("passed").to_pylist()
+    return {"clips": len(passed), "passed": sum(1 for p in passed if p),
+            "rejected": sum(1 for p in passed if not p),
+            "rejections_by_reason": _reasons(t.column("reject_reason").to_pylist())}
+
+
+# ---------------------------------------------------------------------------------------------------- shared
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What one stage run did: the commit, the unit counts, and each day's figures."""
+
+    write: Any  # lake.WriteResult
+    progress: Any  # units.StageProgress
+    per_partition: dict[str, dict]
+    seconds: float
+
+
+def run_stage(lake, table, version, partitions, units, process, on_error, step, progress) -> StageRun:
+    import time
+
+    from videolake.platform.units import Checkpoints, UnitTask, commit_stage, run_units
+
+    t0 = time.monotonic()
+    checkpoints = Checkpoints(lake.files(), table, version)
+    task = UnitTask(checkpoints=checkpoints, schema=TABLES[table], process=process, on_error=on_error)
+    prog = run_units(units, task, progress=progress)
+    keys: dict[str, list[str]] = {}
+    for u in units:
+        keys.setdefault(u["partition_date"], []).append(u["unit_key"])
+    write, per_day = commit_stage(lake, checkpoints, table, partitions, keys, step)
+    return StageRun(write=write, progress=prog, per_partition=per_day, seconds=time.monotonic() - t0)
+
+
+def _config_dict(config: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+
+
+def _reasons(values: list[str | None]) -> dict[str, int]:
+    """Rejections by reason; multi-reason values (';'-joined) count once per reason."""
+    from collections import Counter
+
+    c: Counter[str] = Counter()
+    for v in values:
+        if v:
+            for part in v.split(";"):
+                c[part.split(":")[0].strip()] += 1
+    return dict(sorted(c.items()))
 
 
 def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:

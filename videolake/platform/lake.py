@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from videolake.platform.schemas import PARTITION_COLUMN, TABLES
+
+if TYPE_CHECKING:
+    from videolake.platform.lake_files import LakeFiles
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,19 @@ class WriteResult:
     uri: str
     version: int
     rows: int
+    files: int = 0  # data files the commit added
+    orphans_removed: int = 0  # files of earlier attempts that never committed, deleted by this commit
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet data file a worker wrote into a table's directory, ready to be committed (a Delta add action)."""
+
+    path: str  # relative to the table root: partition_date=YYYY-MM-DD/part-....parquet
+    size: int
+    partition_date: str  # YYYY-MM-DD
+    rows: int
+    stats: str  # Delta per-file statistics JSON (numRecords, minValues, maxValues, nullCount)
 
 
 @dataclass(frozen=True)
@@ -109,12 +127,140 @@ class Lake:
         tbl = ds.to_table(columns=columns)
         return conform(tbl, schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
+    def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
+        """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
+        from deltalake import DeltaTable
+
+        schema = TABLES[table]
+        if not self.exists(table):
+            return schema.empty_table().select(columns)
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        filters = [(PARTITION_COLUMN, "in", [d.isoformat() for d in partitions.days()])]
+        tbl = dtbl.to_pyarrow_dataset(partitions=filters).head(n, columns=columns)
+        return conform(tbl, pa.schema([schema.field(c) for c in columns]))
+
+    def files(self) -> "LakeFiles":
+        """The lake root as a filesystem, for workers that write data files and checkpoints (picklable)."""
+        from videolake.platform.lake_files import LakeFiles
+
+        return LakeFiles(self.root, dict(self.storage_options))
+
+    def ensure_table(self, table: str) -> None:
+        """Create the (empty, partitioned) table if it does not exist; a concurrent creator winning is fine."""
+        from deltalake import DeltaTable
+
+        if self.exists(table):
+            return
+        try:
+            DeltaTable.create(self.table_uri(table), schema=TABLES[table], partition_by=[PARTITION_COLUMN],
+                              mode="ignore", storage_options=self._options())
+        except Exception:  # noqa: BLE001 - lost a creation race: fine if the table now exists
+            if not self.exists(table):
+                raise
+
+    def commit_files(self, table: str, files: list[DataFile], partitions: PartitionRange, *,
+                     token: str | None = None) -> WriteResult:
+        """ONE Delta transaction: add ``files`` and remove every previous file of the run's partitions.
+
+        The same partition-exact overwrite as ``write_partitions``, but the rows never pass through this process:
+        workers wrote the files (``DataFile``), this commits their paths. ``token`` (the ``part-<token>-`` of the
+        files' names) is recorded in the commit, which is how ``remove_orphans`` tells a file of an attempt that
+        never committed (invisible to readers: not in the log) from one an older version still references.
+        """
+        from deltalake import CommitProperties, DeltaTable
+        from deltalake.transaction import AddAction
+
+        from videolake.platform.lake_storage import retry_on_commit_conflict
+
+        days = {d.isoformat() for d in partitions.days()}
+        outside = sorted({f.partition_date for f in files} - days)
+        if outside:
+            raise ValueError(f"{table}: files for partitions {outside} outside the run's range {partitions}")
+        self.ensure_table(table)
+        uri = self.table_uri(table)
+        now_ms = int(time.time() * 1000)
+        actions = [
+            AddAction(f.path, f.size, {PARTITION_COLUMN: f.partition_date}, now_ms, True, f.stats) for f in files
+        ]
+        props = CommitProperties(custom_metadata={COMMIT_TOKEN_KEY: token or ""})
+
+        def commit() -> None:
+            DeltaTable(uri, storage_options=self._options()).create_write_transaction(
+                actions,
+                mode="overwrite",
+                schema=TABLES[table],
+                partition_by=[PARTITION_COLUMN],
+                partition_filters=[(PARTITION_COLUMN, "in", sorted(days))],
+                commit_properties=props,
+            )
+
+        retry_on_commit_conflict(commit, what=f"commit of {len(files)} files to {table} {partitions}")
+        version = DeltaTable(uri, storage_options=self._options()).version()
+        removed = self.remove_orphans(table, partitions)
+        rows = sum(f.rows for f in files)
+        log.info("committed %d files (%d rows) to %s partitions %s (version %d; %d orphan files removed)",
+                 len(files), rows, table, partitions, version, removed)
+        return WriteResult(table=table, uri=uri, version=version, rows=rows, files=len(files), orphans_removed=removed)
+
+    def remove_orphans(self, table: str, partitions: PartitionRange, *, history: int = 1000) -> int:
+        """Delete the data files of ``partitions`` that an attempt wrote but never committed.
+
+        A file is an orphan when the current version does not reference it and its commit token appears in none
+        of the last ``history`` commits. Files an older version references stay (time travel); Delta's own
+        ``vacuum`` reclaims those after its retention period, and orphans of partitions that are never committed
+        again (see README "Storage layout").
+        """
+        from deltalake import DeltaTable
+
+        if not self.exists(table):
+            return 0
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        live = {_relative(p) for p in dtbl.file_uris()}
+        tokens = {str((c or {}).get(COMMIT_TOKEN_KEY) or "") for c in dtbl.history(history)} - {""}
+        fs = self.files()
+        removed = 0
+        for day in partitions.days():
+            rel_dir = f"{PARTITION_COLUMN}={day.isoformat()}"
+            base = fs.path(table, rel_dir)
+            for entry in fs.list(base, recursive=False):
+                rel = f"{rel_dir}/{entry.path.rsplit('/', 1)[-1]}"
+                tok = file_token(rel)
+                if rel in live or tok is None or tok in tokens:
+                    continue
+                fs.delete(entry.path)
+                removed += 1
+        return removed
+
     def version(self, table: str) -> int | None:
         from deltalake import DeltaTable
 
         if not self.exists(table):
             return None
         return DeltaTable(self.table_uri(table), storage_options=self._options()).version()
+
+
+COMMIT_TOKEN_KEY = "videolake.token"
+
+
+def _unquote(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(path)
+
+
+def _relative(uri: str) -> str:
+    """A data file's path relative to its table root (the partition directory and the name)."""
+    marker = f"/{PARTITION_COLUMN}="
+    return _unquote(uri[uri.rindex(marker) + 1:]) if marker in uri else _unquote(uri.rsplit("/", 1)[-1])
+
+
+def file_token(path: str) -> str | None:
+    """The commit token in a data file name ``.../part-<token>-<n>.parquet`` (None for other names)."""
+    name = path.rsplit("/", 1)[-1]
+    if not name.startswith("part-"):
+        return None
+    parts = name.split("-")
+    return parts[1] if len(parts) >= 3 else None
 
 
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -1,0 +1,358 @@
+"""The one execution model of every stage: units of work on Ray Data, checkpointed, then committed in one transaction.
+
+    units (small descriptors, one per video or per batch of clips)
+      -> Ray Data: a worker computes a unit and writes its rows as a Parquet checkpoint file    [stream, backpressure]
+         (a unit whose checkpoint already exists is reused, not computed)
+      -> the driver sees only one small summary per unit (counts, seconds)
+      -> finalize: Ray tasks read the checkpoints of each partition, apply the stage's per-partition step (e.g.
+         duplicate grouping), write the table's Parquet data files and return their paths + statistics
+      -> commit: ONE Delta transaction adds those files and removes the previous files of the run's partitions
+
+Checkpoints live at ``<lake>/_checkpoints/<table>/<stage code version>/partition_date=D/<unit key>.parquet``. The
+code version hashes everything that changes a unit's rows (detector and its parameters, filter thresholds, model,
+prompt, sampling ...), so a retry or re-run of the same partitions computes only the missing units, and a changed
+setting reuses nothing. After a successful commit the checkpoints of other code versions of those partitions are
+deleted; the current ones stay, so re-materializing unchanged partitions costs only the commit.
+
+Why checkpoints are separate files from the table's data files: the finalize step turns many small unit files into
+few table files (readers of a day with 10^5 videos should not open 10^5 files), and it is where per-partition logic
+runs (duplicates across videos of a day). Rows are metadata (bytes per clip) next to the video they describe
+(megabytes per clip), so writing them twice costs nothing measurable at the reference scale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from videolake.platform.lake import DataFile, Lake, PartitionRange
+from videolake.platform.lake_files import LakeFiles
+from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DIR = "_checkpoints"
+FINALIZE_MAX_UNITS = 2000
+LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"  # unit files per finalize task when the stage has no per-partition step
+
+
+def stage_version(*parts: Any) -> str:
+    """A short hash of everything that changes a stage's rows (JSON-able parts)."""
+    blob = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def unit_key(*parts: Any) -> str:
+    """A deterministic, filesystem-safe unit key."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where one stage version's unit checkpoints live (picklable: travels to the workers)."""
+
+    files: LakeFiles
+    table: str
+    version: str
+
+    def day_dir(self, day: str) -> str:
+        return self.files.path(CHECKPOINT_DIR, self.table, self.version, f"{PARTITION_COLUMN}={day}")
+
+    def unit_path(self, day: str, key: str) -> str:
+        return f"{self.day_dir(day)}/{key}.parquet"
+
+    def ledger_dir(self, run_key: str) -> str:
+        return self.files.path(CHECKPOINT_DIR, self.table, self.version, "_ledger", run_key)
+
+    def clear_other_versions(self, days: Iterable[str]) -> int:
+        """Delete the checkpoints of other code versions for these days (they can never be reused)."""
+        removed = 0
+        for vdir in self.files.list_dirs(self.files.path(CHECKPOINT_DIR, self.table)):
+            if vdir.rsplit("/", 1)[-1] == self.version:
+                continue
+            for day in days:
+                d = f"{vdir}/{PARTITION_COLUMN}={day}"
+                if self.files.list_dirs(d) or any(True for _ in self.files.list(d, recursive=False)):
+                    self.files.delete_dir(d)
+                    removed += 1
+        return removed
+
+
+@dataclass(frozen=True)
+class UnitSummary:
+    """What the driver learns about one unit: never its rows."""
+
+    key: str
+    partition_date: str
+    reused: bool
+    rows: int
+    seconds: float
+    error: str | None = None
+
+
+@dataclass
+class StageProgress:
+    """Counts the driver accumulates from unit summaries (constant memory in the number of rows)."""
+
+    units_total: int = 0
+    units_reused: int = 0
+    units_computed: int = 0
+    rows: int = 0
+    compute_s: float = 0.0
+    unit_errors: int = 0
+
+    def add(self, s: dict) -> None:
+        self.units_total += 1
+        self.rows += int(s["rows"])
+        if s["reused"]:
+            self.units_reused += 1
+        else:
+            self.units_computed += 1
+            self.compute_s += float(s["seconds"])
+        if s.get("error"):
+            self.unit_errors += 1
+
+    def as_metadata(self) -> dict[str, int | float]:
+        return {
+            "units_total": self.units_total,
+            "units_reused": self.units_reused,
+            "units_computed": self.units_computed,
+        }
+
+
+# ------------------------------------------------------------------------------------------------ unit worker
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    """What a Ray task runs for one unit: compute rows, write the checkpoint, return the summary.
+
+    ``process(payload) -> list[dict]`` computes the unit's rows (without partition_date); if it raises,
+    ``on_error(payload, message) -> list[dict]`` gives the rows that record the failure (a rejection), so a bad
+    unit is a recorded row, never a crashed stage.
+    """
+
+    checkpoints: Checkpoints
+    schema: pa.Schema
+    process: Callable[[dict], list[dict]]
+    on_error: Callable[[dict, str], list[dict]]
+
+    def record_lost(self, row: dict) -> dict:
+        """Write the failure rows of a unit whose worker died on every retry (runs on the driver: one unit)."""
+        return self._write(row, self.on_error(json.loads(row["payload"]), LOST_WORKER), 0.0, LOST_WORKER)
+
+    def _write(self, row: dict, out: list[dict], seconds: float, error: str | None) -> dict:
+        from videolake.platform.lake import rows_to_table
+
+        day, key = row["partition_date"], row["unit_key"]
+        for r in out:
+            r[PARTITION_COLUMN] = _date(day)
+        table = rows_to_table(out, self.schema)
+        self.checkpoints.files.write_parquet(self.checkpoints.unit_path(day, key), table,
+                                             {"videolake.rows": str(table.num_rows)})
+        return {"key": key, "partition_date": day, "reused": False, "rows": table.num_rows, "seconds": seconds,
+                "error": error}
+
+    def __call__(self, row: dict) -> dict:
+
+        day, key = row["partition_date"], row["unit_key"]
+        path = self.checkpoints.unit_path(day, key)
+        files = self.checkpoints.files
+        if files.exists(path):
+            rows = int(files.read_metadata(path).get("videolake.rows", "0"))
+            return {"key": key, "partition_date": day, "reused": True, "rows": rows, "seconds": 0.0, "error": None}
+        payload = json.loads(row["payload"])
+        t0 = time.perf_counter()
+        error = None
+        try:
+            out = self.process(payload)
+        except Exception as exc:  # noqa: BLE001 - recorded as rows with the reason
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("unit %s failed: %s\n%s", key, error, traceback.format_exc())
+            out = self.on_error(payload, error)
+        return self._write(row, out, time.perf_counter() - t0, error)
+
+
+def run_units(
+    units: list[dict],
+    task: UnitTask,
+    *,
+    num_cpus: float = 1.0,
+    progress: Callable[[StageProgress], None] | None = None,
+) -> StageProgress:
+    """Run ``task`` over ``units`` (dicts with unit_key, partition_date, payload JSON) on Ray Data.
+
+    Streaming: Ray Data schedules the tasks with backpressure and hands the driver one small summary per unit as
+    it finishes; nothing else comes back. Ray re-runs a task whose worker died; a unit lost on every attempt is
+    recorded as failure rows (``on_error`` with LOST_WORKER), never dropped.
+    """
+    prog = StageProgress()
+    if not units:
+        return prog
+    import ray
+    import ray.data
+
+    from videolake.platform.raymap import ensure_ray
+
+    ensure_ray()
+    ctx = ray.data.DataContext.get_current()
+    # A unit whose worker died on every retry (a decoder segfault on one odd file) must not fail the stage: its
+    # block is let go here and the unit is recorded below as a failure row, like any other unit error.
+    ctx.max_errored_blocks = -1
+    ctx.enable_progress_bars = False
+    ds = ray.data.from_items(units, override_num_blocks=len(units))
+    ds = ds.map(task, num_cpus=num_cpus)  # Ray retries a task whose worker died (system failure)
+    seen: set[str] = set()
+    last = 0.0
+    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+        for s in batch.to_pylist():
+            prog.add(s)
+            seen.add(s["key"])
+        now = time.monotonic()
+        if progress and now - last > 5:
+            last = now
+            progress(prog)
+    for u in units:
+        if u["unit_key"] not in seen:  # its worker died on every attempt
+            log.error("unit %s: worker lost on every attempt; recording it as failed", u["unit_key"])
+            prog.add(task.record_lost(u))
+    if progress:
+        progress(prog)
+    return prog
+
+
+# ------------------------------------------------------------------------------------------------- finalize
+
+
+@dataclass(frozen=True)
+class PartitionStep:
+    """Per-partition logic a stage runs at finalize (on a Ray worker): rows of one day in, rows of one day out,
+    plus a small dict of that day's figures for the UI. Default: rows as they are, figures = row count."""
+
+    reduce: Callable[[pa.Table], pa.Table] | None = None
+    summarize: Callable[[pa.Table], dict] | None = None
+
+
+@dataclass(frozen=True)
+class FinalizeResult:
+    files: list[DataFile]
+    per_partition: dict[str, dict] = field(default_factory=dict)
+
+
+def _finalize_part(
+    checkpoints: Checkpoints,
+    table: str,
+    day: str,
+    paths: list[str],
+    token: str,
+    part: int,
+    step: PartitionStep,
+    extra_columns: tuple[str, ...] = (),
+) -> tuple[list[DataFile], dict]:
+    files = checkpoints.files
+    schema = TABLES[table]
+    if paths:
+        tables = [files.read_parquet(p) for p in paths]
+        data = pa.concat_tables(tables, promote_options="permissive")
+    else:
+        data = schema.empty_table()
+    if step.reduce is not None:
+        data = step.reduce(data)
+    summary = step.summarize(data) if step.summarize else {}
+    summary = {"rows": data.num_rows, **summary}
+    from videolake.platform.lake import conform
+
+    data = conform(data.select([c for c in data.column_names if c in schema.names or c in extra_columns]), schema)
+    if data.num_rows == 0:
+        return [], summary
+    key = PRIMARY_KEYS[table]
+    data = data.sort_by(key).drop_columns([PARTITION_COLUMN])
+    rel = f"{PARTITION_COLUMN}={day}/part-{token}-{part:05d}.parquet"
+    size = files.write_parquet(files.path(table, rel), data)
+    return [DataFile(path=rel, size=size, partition_date=day, rows=data.num_rows, stats=file_stats(data))], summary
+
+
+def finalize(
+    lake: Lake,
+    checkpoints: Checkpoints,
+    table: str,
+    unit_paths_by_day: dict[str, list[str]],
+    step: PartitionStep = PartitionStep(),
+) -> tuple[FinalizeResult, str]:
+    """Turn each day's unit checkpoints into table data files, on Ray workers; returns the files and a token.
+
+    With a per-partition reduce the whole day is one task (its logic needs every row of the day); without one,
+    a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day.
+    """
+    import ray
+
+    from videolake.platform.raymap import ensure_ray
+
+    ensure_ray()
+    token = uuid.uuid4().hex[:16]
+    remote = ray.remote(num_cpus=0.5, max_retries=3)(_finalize_part)
+    refs, days_of = [], []
+    for day, paths in sorted(unit_paths_by_day.items()):
+        chunk = len(paths) if step.reduce is not None else FINALIZE_MAX_UNITS
+        chunks = [paths[i:i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]
+        for i, group in enumerate(chunks):
+            refs.append(remote.remote(checkpoints, table, day, group, token, len(refs), step))
+            days_of.append(day)
+    files: list[DataFile] = []
+    per_day: dict[str, dict] = {}
+    for day, (fs_, summary) in zip(days_of, ray.get(refs)):
+        files.extend(fs_)
+        merged = per_day.setdefault(day, {})
+        for k, v in summary.items():
+            merged[k] = merged.get(k, 0) + v if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    return FinalizeResult(files=files, per_partition=per_day), token
+
+
+def file_stats(table: pa.Table) -> str:
+    """Delta per-file statistics (numRecords, min/max of scalar columns, null counts) for data skipping."""
+    import pyarrow.compute as pc
+
+    mins, maxs, nulls = {}, {}, {}
+    for name, col in zip(table.column_names, table.columns):
+        nulls[name] = col.null_count
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+            mm = pc.min_max(col).as_py()
+            if mm["min"] is not None:
+                if pa.types.is_floating(t) and (mm["min"] != mm["min"] or mm["max"] != mm["max"]):
+                    continue  # NaN: no usable bounds
+                mins[name], maxs[name] = mm["min"], mm["max"]
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+                      default=str)
+
+
+def commit_stage(
+    lake: Lake,
+    checkpoints: Checkpoints,
+    table: str,
+    partitions: PartitionRange,
+    unit_keys_by_day: dict[str, list[str]],
+    step: PartitionStep = PartitionStep(),
+):
+    """Finalize the run's units into data files and commit them; then drop other versions' checkpoints."""
+    paths = {day: [checkpoints.unit_path(day, k) for k in sorted(keys)] for day, keys in unit_keys_by_day.items()}
+    for d in partitions.days():
+        paths.setdefault(d.isoformat(), [])
+    result, token = finalize(lake, checkpoints, table, paths, step)
+    write = lake.commit_files(table, result.files, partitions, token=token)
+    checkpoints.clear_other_versions([d.isoformat() for d in partitions.days()])
+    return write, result.per_partition
+
+
+def _date(day: str):
+    import datetime as dt
+
+    return dt.date.fromisoformat(day)
