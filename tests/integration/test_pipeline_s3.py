@@ -10,7 +10,7 @@ real S3 server (SeaweedFS, started here on free loopback ports), driven by the r
    Afterwards every row of both partitions is in every table exactly once and partition 1 is untouched (same rows,
    same data files). The concurrent part runs the CPU assets and their gates only: two more vLLM engines (one per
    process, ~2.4 GB and ~30 s each) on a shared 2-core machine would double the test's time, and the caption asset
-   writes through the same ``Lake.write_partitions`` as the three CPU assets that are raced here.
+   commits through the same ``Lake.commit_files`` as the three CPU assets that are raced here.
 
 Run alone: ``.venv/bin/python -m pytest tests/integration/test_pipeline_s3.py``. Also a script: the concurrent
 writers are this file run as ``python test_pipeline_s3.py '<json args>'`` (see ``_child_main``).
@@ -131,7 +131,7 @@ class BarrierLake(Lake):
     barrier_dir: str = ""
     parties: int = 2
 
-    def write_partitions(self, table, data, partitions):
+    def commit_files(self, table, files, partitions, **kwargs):
         d = Path(self.barrier_dir)
         (d / f"{table}.{os.getpid()}").touch()
         deadline = time.monotonic() + BARRIER_TIMEOUT_S
@@ -139,7 +139,7 @@ class BarrierLake(Lake):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the other writer never reached the {table} write")
             time.sleep(0.05)
-        return super().write_partitions(table, data, partitions)
+        return super().commit_files(table, files, partitions, **kwargs)
 
 
 class SerialStartLocalRay(LocalRay):

@@ -107,7 +107,9 @@ class CaptionerConfig:
     prompt: str | None = None  # overrides the registered prompt text (still hashed into code_version)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)  # decoding settings
     frames: FrameConfig = field(default_factory=FrameConfig)  # frame sampling settings
-    input_mode: str = "video"  # "video": frames as one video with metadata | "images": frames as separate images
+    # "video": frames as one video with metadata | "images": frames as separate images | "none": no frames are
+    # decoded (only for backends that ignore them: the stand-in of `videolake bench scale`)
+    input_mode: str = "video"
     batch_size: int = 32  # clips per actor call = per generate call; >= max_num_seqs keeps the engine full and
     # amortises Ray Data's per-batch cost (~0.1 s on a 2-core CPU node)
     num_actors: int = 1  # captioner actors (one model replica each)
@@ -125,8 +127,8 @@ class CaptionerConfig:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # openai backend only
 
     def __post_init__(self) -> None:
-        if self.input_mode not in ("video", "images"):
-            raise ValueError(f"input_mode must be 'video' or 'images', got {self.input_mode!r}")
+        if self.input_mode not in ("video", "images", "none"):
+            raise ValueError(f"input_mode must be 'video', 'images' or 'none', got {self.input_mode!r}")
         if self.batch_size < 1 or self.num_actors < 1:
             raise ValueError("batch_size and num_actors must be >= 1")
         if self.frames.max_frames < 1 or self.frames.min_frames < 1 or self.frames.min_frames > self.frames.max_frames:
@@ -320,8 +322,9 @@ class CaptionerBackend(ABC):
 
 
 def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-    frames = batch["frames"][i]
-    meta = batch["video_meta"][i]
+    # no "frames"/"video_meta" columns: input_mode "none" (nothing decoded, for backends that ignore frames)
+    frames = batch["frames"][i] if "frames" in batch else _NO_FRAMES
+    meta = batch["video_meta"][i] if "video_meta" in batch else ""
     return {
         "clip_id": str(batch["clip_id"][i]),
         "video_id": str(batch["video_id"][i]),
@@ -331,6 +334,9 @@ def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:
         "video_meta": json.loads(meta) if meta else {},
         "num_frames": int(batch["num_frames"][i]),
     }
+
+
+_NO_FRAMES = np.zeros((0, 0, 0, 3), dtype=np.uint8)
 
 
 def _actor_id() -> str:
@@ -354,6 +360,6 @@ def get_captioner(config: CaptionerConfig, store: Any | None = None) -> Captione
 
     ``store``: the ObjectStore an object-store model URI (``config.model``) lives in, e.g. the S3 store.
     """
-    from videolake.platform.captioning import openai_backend, vllm_backend  # noqa: F401
+    from videolake.platform.captioning import openai_backend, standin_backend, vllm_backend  # noqa: F401
 
     return CAPTIONERS.get(config.backend)(config, store=store)

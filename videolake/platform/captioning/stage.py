@@ -1,0 +1,439 @@
+"""The caption stage as the platform runs it: streaming, checkpointed per batch, committed in one transaction.
+
+    plan     (one Ray task per day)   passed clips of the day - clips already captioned under this code version
+                                      -> "todo" files of at most ``unit_clips`` clips, and the day's wanted list
+    pipeline (Ray Data)               todo file -> frame extraction (CPU tasks) -> captioner actors
+                                      (ActorPoolStrategy); each actor writes every batch it captions as a
+                                      checkpoint piece and returns one summary row (never the captions)
+    finalize (one Ray task per day)   pieces of the day ∩ wanted clips -> the table's data files (+ a failed row
+                                      for any wanted clip without a caption: nothing goes missing)
+    commit   (the step)               ONE Delta transaction: add the files, remove the day's previous files
+
+The unit of resume is the batch: a retried or re-run step captions only the clips no piece holds yet. Pieces live
+under the captioner's code version (model, revision, prompt, sampling, frames), so changing any of these reuses
+nothing. The step process holds one summary per batch and the per-day file lists, never a row of the table.
+
+Goodput: every actor keeps a ledger file (started, last seen, GPUs) under the run's partition range, across all
+attempts of that range until it commits. goodput = accelerator-seconds spent generating captions that were
+committed ÷ accelerator-seconds all actors of all attempts held (model load, idle, and batches lost to a failure
+included). On CPU actors count as 1 accelerator each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
+from videolake.platform.lake import Lake, PartitionRange, conform
+from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
+from videolake.platform.units import CHECKPOINT_DIR, Checkpoints, StageProgress, file_stats
+
+log = logging.getLogger(__name__)
+
+TABLE = "clip_captions"
+PIECE_PREFIX = "piece-"
+TODO_DIR = "_todo"
+INPUT_COLUMNS = ["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "fps", "clip_uri", PARTITION_COLUMN]
+LOST_ROW_ERROR = "no caption row came back from the caption stage (actor lost on every attempt)"
+
+
+def stage_code_version(config: CaptionerConfig) -> str:
+    return "cap-" + code_version(config)
+
+
+# ------------------------------------------------------------------------------------------------------- plan
+
+
+def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
+    """Passed clips of the range joined with their frame ranges (scene_clips) and frame rate (raw_videos)."""
+    filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed"])
+    passed = filtered.filter(pc.equal(filtered.column("passed"), True)).select(["clip_id"])
+    clips = lake.read_partitions(
+        "scene_clips", rng,
+        columns=["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "clip_uri", PARTITION_COLUMN],
+    )
+    videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps"])
+    joined = passed.join(clips, "clip_id", join_type="inner").join(videos, "video_id", join_type="left outer")
+    return joined.sort_by("clip_id").select(INPUT_COLUMNS)
+
+
+def _pieces(checkpoints: Checkpoints, day: str) -> list[str]:
+    return sorted(e.path for e in checkpoints.files.list(checkpoints.day_dir(day), recursive=False)
+                  if e.path.rsplit("/", 1)[-1].startswith(PIECE_PREFIX))
+
+
+def plan_day(lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, token: str,
+             inputs: pa.Table | None = None) -> dict:
+    """Runs on a worker: which clips of ``day`` still need a caption; writes them as todo files.
+
+    ``inputs``: the day's clips to caption (default: read from the lake). Returns counts and the todo paths.
+    """
+    files = checkpoints.files
+    if inputs is None:
+        inputs = clips_to_caption(lake, PartitionRange.of([day]))
+    wanted = inputs.column("clip_id").to_pylist()
+    wanted_set = set(wanted)
+    done: set[str] = set()
+    pieces_reused = 0
+    for p in _pieces(checkpoints, day):
+        ids = files.read_parquet(p, columns=["clip_id"]).column("clip_id").to_pylist()
+        hit = wanted_set.intersection(ids)
+        if hit:
+            pieces_reused += 1
+            done |= hit
+    todo_mask = pa.array([c not in done for c in wanted], pa.bool_())
+    todo = inputs.filter(todo_mask)
+    day_dir = checkpoints.day_dir(day)
+    wanted_path = f"{day_dir}/{TODO_DIR}/wanted-{token}.parquet"
+    files.write_parquet(wanted_path, inputs.select(["clip_id", "video_id", "source_uri"]))
+    paths = []
+    for i in range(0, todo.num_rows, max(unit_clips, 1)):
+        path = f"{day_dir}/{TODO_DIR}/todo-{token}-{i // max(unit_clips, 1):06d}.parquet"
+        files.write_parquet(path, _plain_inputs(todo.slice(i, unit_clips)))
+        paths.append(path)
+    return {"day": day, "wanted": len(wanted), "clips_reused": len(done), "pieces_reused": pieces_reused,
+            "todo_paths": paths, "wanted_path": wanted_path}
+
+
+def _plain_inputs(t: pa.Table) -> pa.Table:
+    """Only what extraction needs, in plain types (the date as text: it names the piece's day)."""
+    return pa.table({
+        "clip_id": t.column("clip_id").cast(pa.string()),
+        "video_id": t.column("video_id").cast(pa.string()),
+        "source_uri": t.column("source_uri").cast(pa.string()),
+        "start_frame": t.column("start_frame").cast(pa.int64()),
+        "end_frame": t.column("end_frame").cast(pa.int64()),
+        "fps": t.column("fps").cast(pa.float64()),
+        "clip_uri": t.column("clip_uri").cast(pa.string()),
+        "day": t.column(PARTITION_COLUMN).cast(pa.string()),
+    })
+
+
+# --------------------------------------------------------------------------------------------------- pipeline
+
+
+@dataclass(frozen=True)
+class LoadAndExtract:
+    """Ray Data task: one todo file in, its clips with sampled frames out (no decode in ``none`` input mode)."""
+
+    checkpoints: Checkpoints
+    config: CaptionerConfig
+    open_source: Any = None
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from videolake.platform.captioning.frames import extract_frames
+
+        tables = [self.checkpoints.files.read_parquet(str(p)) for p in batch["path"]]
+        t = pa.concat_tables(tables)
+        rows = {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
+        if self.config.input_mode == "none":
+            n = t.num_rows  # no frames decoded, none shipped to the actors
+            out = {"clip_id": rows["clip_id"], "video_id": rows["video_id"], "source_uri": rows["source_uri"],
+                   "frame_error": np.array([""] * n, dtype=object), "num_frames": np.zeros(n, np.int32)}
+        else:
+            out = extract_frames(rows, frame_config=self.config.frames, input_mode=self.config.input_mode,
+                                 open_source=self.open_source)
+        out["day"] = rows["day"]
+        return out
+
+
+class CaptionWriterActor:
+    """A captioner replica that checkpoints: caption a batch, write it as a piece, return one summary row.
+
+    Fractional CPUs for the actors and the extraction tasks on purpose: whole CPUs per actor starve the extraction
+    tasks on small nodes (2 actors x 1 CPU on 2 cores deadlocks Ray Data).
+
+    setup() (the model load) happens in the constructor, once per actor. The ledger file records how long this
+    actor has held its accelerator, for goodput across attempts.
+    """
+
+    def __init__(self, config: CaptionerConfig, checkpoints: Checkpoints, ledger_dir: str, store: Any | None = None):
+        from videolake.platform.captioning.base import get_captioner
+
+        logging.basicConfig(level=logging.INFO)
+        self.config = config
+        self.checkpoints = checkpoints
+        self.ledger_path = f"{ledger_dir}/{uuid.uuid4().hex}.json"
+        self.started_at = time.time()
+        self._ledger()
+        self.backend = get_captioner(config, store=store)
+        self.backend.setup()
+        self._ledger()
+
+    def _ledger(self) -> None:
+        doc = {"started_at": self.started_at, "last_at": time.time(),
+               "accelerators": self.config.num_gpus_per_actor or 1.0}
+        tbl = pa.table({k: [v] for k, v in doc.items()})
+        self.checkpoints.files.write_parquet(self.ledger_path, tbl)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._ledger()
+        days = np.asarray(batch["day"], dtype=object)
+        rows = self.backend(batch)
+        out = pa.table({k: pa.array(v) for k, v in rows.items()})
+        ids = out.column("clip_id").to_pylist()
+        summaries = []
+        for day in sorted(set(days.tolist())):
+            mask = pa.array(days == day)
+            piece = out.filter(mask)
+            name = hashlib.sha256("|".join(sorted(piece.column("clip_id").to_pylist())).encode()).hexdigest()[:32]
+            path = f"{self.checkpoints.day_dir(day)}/{PIECE_PREFIX}{name}.parquet"
+            self.checkpoints.files.write_parquet(path, piece)
+            summaries.append(_summary(piece, day))
+        self._ledger()
+        del ids
+        return {k: np.array([s[k] for s in summaries]) for k in summaries[0]}
+
+
+def _summary(piece: pa.Table, day: str) -> dict:
+    status = piece.column("status").to_numpy(zero_copy_only=False)
+    col = lambda c: piece.column(c).to_numpy(zero_copy_only=False)  # noqa: E731
+    return {
+        "day": day,
+        "rows": piece.num_rows,
+        "ok": int(np.sum(status == "ok")),
+        "prompt_tokens": int(np.sum(col("prompt_tokens"))),
+        "output_tokens": int(np.sum(col("output_tokens"))),
+        "generate_s": float(np.sum(col("generate_s"))),
+        "actor_id": str(col("actor_id")[0]),
+        "actor_load_s": float(col("actor_load_s")[0]),
+        "actor_started_at": float(col("actor_started_at")[0]),
+        "actor_ready_at": float(col("actor_ready_at")[0]),
+        "batch_finished_at": float(col("batch_finished_at")[0]),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- finalize
+
+
+def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: str, config_label: dict,
+                 attempts_since: float | None = None) -> tuple[list, dict]:
+    """Runs on a worker: the day's committed rows = pieces ∩ wanted clips, one row per wanted clip."""
+    from videolake.platform.lake import DataFile
+
+    files = checkpoints.files
+    wanted = files.read_parquet(wanted_path)
+    wanted_ids = wanted.column("clip_id").combine_chunks()
+    names = [f.name for f in CLIP_CAPTIONS if f.name != PARTITION_COLUMN] + list(METRIC_COLUMNS)
+    parts = [files.read_parquet(p).select(names) for p in _pieces(checkpoints, day)]
+    rows = None
+    if parts:
+        rows = pa.concat_tables(parts, promote_options="permissive").combine_chunks()
+        rows = rows.filter(pc.is_in(rows.column("clip_id"), value_set=wanted_ids))
+        # a clip in two pieces (two attempts raced on it): keep the earliest caption, deterministically
+        rows = rows.sort_by([("clip_id", "ascending"), ("batch_finished_at", "ascending")])
+        ids = rows.column("clip_id").combine_chunks()
+        if rows.num_rows > 1:
+            first = pa.concat_arrays([pa.array([True]), pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))])
+            rows = rows.filter(first)
+        if rows.num_rows == 0:
+            rows = None
+    got = rows.column("clip_id") if rows is not None else pa.array([], pa.string())
+    missing = wanted.filter(pc.invert(pc.is_in(wanted.column("clip_id"), value_set=got.combine_chunks()
+                                               if isinstance(got, pa.ChunkedArray) else got)))
+    useful_s = 0.0  # generate seconds of committed rows captioned by this range's attempts (not older reuse)
+    if rows is not None and attempts_since is not None:
+        recent = pc.greater_equal(rows.column("batch_finished_at"), attempts_since)
+        useful_s = float(pc.sum(pc.if_else(recent, rows.column("generate_s"), 0.0)).as_py() or 0.0)
+    data = rows.drop_columns(list(METRIC_COLUMNS)) if rows is not None else None
+    if missing.num_rows:
+        filled = _failed_rows(missing, config_label)
+        data = filled if data is None else pa.concat_tables([conform(data, filled.schema), filled])
+    import datetime as dt
+
+    summary = {"rows": 0, "captions": 0, "captions_failed": 0, "missing_filled": missing.num_rows,
+               "useful_s": useful_s}
+    if data is None or data.num_rows == 0:
+        return [], summary
+    data = data.append_column(CLIP_CAPTIONS.field(PARTITION_COLUMN),
+                              pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32()))
+    data = conform(data, CLIP_CAPTIONS).sort_by("clip_id")
+    status = data.column("status").to_pylist()
+    summary.update(rows=data.num_rows, captions=status.count("ok"), captions_failed=status.count(STATUS_FAILED),
+                   failures_by_reason=_reasons(data.column("error").to_pylist()))
+    data = data.drop_columns([PARTITION_COLUMN])
+    rel = f"{PARTITION_COLUMN}={day}/part-{token}-00000.parquet"
+    size = files.write_parquet(files.path(TABLE, rel), data)
+    return [DataFile(path=rel, size=size, partition_date=day, rows=data.num_rows, stats=file_stats(data))], summary
+
+
+def _reasons(errors: list[str | None]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in errors:
+        if e:
+            k = e.split(":")[0].strip()
+            out[k] = out.get(k, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:
+    n = missing.num_rows
+    now = pa.array([int(time.time() * 1e6)] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    schema = pa.schema([f for f in CLIP_CAPTIONS if f.name != PARTITION_COLUMN])
+    return pa.table({
+        "clip_id": missing.column("clip_id"), "video_id": missing.column("video_id"),
+        "source_uri": missing.column("source_uri"), "status": pa.array([STATUS_FAILED] * n),
+        "caption": pa.nulls(n, pa.string()), "error": pa.array([LOST_ROW_ERROR] * n),
+        "model": pa.array([label["model"]] * n), "model_revision": pa.array([label["model_revision"]] * n, pa.string()),
+        "prompt_version": pa.array([label["prompt_version"]] * n), "num_frames": pa.array([0] * n, pa.int32()),
+        "prompt_tokens": pa.array([0] * n, pa.int64()), "output_tokens": pa.array([0] * n, pa.int64()),
+        "latency_s": pa.array([0.0] * n), "captioned_at": now,
+    }).cast(schema)
+
+
+# ------------------------------------------------------------------------------------------------------ driver
+
+
+@dataclass(frozen=True)
+class CaptionRun:
+    write: Any  # lake.WriteResult
+    progress: StageProgress
+    metrics: Any  # metrics.CaptionMetrics
+    per_partition: dict[str, dict]
+    seconds: float
+    goodput: float  # committed generate accelerator-seconds / all accelerator-seconds of all attempts
+    accelerator_s_all_attempts: float
+    clips_reused: int
+    clips_computed: int
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: plan, pipeline, finalize, commit
+    batches: list[dict] = field(default_factory=list, repr=False)
+
+
+def caption_partitions(
+    lake: Lake,
+    partitions: PartitionRange,
+    config: CaptionerConfig,
+    *,
+    store: Any | None = None,
+    open_source: Any = None,
+    unit_clips: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    inputs: pa.Table | None = None,
+) -> CaptionRun:
+    """Caption the passed clips of ``partitions`` into clip_captions (see the module docstring).
+
+    ``inputs``: the clips to caption (INPUT_COLUMNS) instead of reading the CPU tables (benchmarks).
+    """
+    import ray
+    import ray.data
+
+    from videolake.platform.captioning.frames import store_opener
+    from videolake.platform.captioning.metrics import compute_metrics_from_batches
+    from videolake.platform.captioning.pipeline import _ensure_ray, actor_env
+
+    t0 = time.monotonic()
+    _ensure_ray()
+    if open_source is None and store is not None:
+        open_source = store_opener(lambda _uri: store)
+    checkpoints = Checkpoints(lake.files(), TABLE, stage_code_version(config))
+    run_key = f"{partitions.start.isoformat()}_{partitions.end.isoformat()}"
+    ledger_dir = checkpoints.ledger_dir(run_key)
+    token = uuid.uuid4().hex[:16]
+    unit = unit_clips or max(config.batch_size, 1)
+    days = [d.isoformat() for d in partitions.days()]
+
+    plan_remote = ray.remote(num_cpus=0.5)(plan_day)
+    day_inputs = {}
+    if inputs is not None:
+        dates = inputs.column(PARTITION_COLUMN).cast(pa.string())
+        day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in days}
+    plans = ray.get([plan_remote.remote(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days])
+    del day_inputs
+    phase = {"plan_s": time.monotonic() - t0}
+    todo = [p for plan in plans for p in plan["todo_paths"]]
+    wanted = sum(p["wanted"] for p in plans)
+    clips_reused = sum(p["clips_reused"] for p in plans)
+    pieces_reused = sum(p["pieces_reused"] for p in plans)
+    if progress:
+        progress(f"{wanted} clips to caption in {len(days)} partition(s): {clips_reused} already captioned "
+                 f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units")
+
+    batches: list[dict] = []
+    t_pipe = time.perf_counter()
+    if todo:
+        ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
+        ds = ds.map_batches(
+            LoadAndExtract(checkpoints, config, open_source), batch_size=1, batch_format="numpy",
+            num_cpus=config.extract_num_cpus,
+        )
+        ds = ds.map_batches(
+            CaptionWriterActor,
+            fn_constructor_kwargs={"config": config, "checkpoints": checkpoints, "ledger_dir": ledger_dir,
+                                   "store": store},
+            compute=ray.data.ActorPoolStrategy(size=config.num_actors),
+            batch_size=config.batch_size,
+            batch_format="numpy",
+            num_cpus=config.num_cpus_per_actor,
+            num_gpus=config.num_gpus_per_actor or None,
+            runtime_env={"env_vars": actor_env(config)},
+        )
+        done = 0
+        last = 0.0
+        for b in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+            for s in b.to_pylist():
+                batches.append(s)
+                done += s["rows"]
+            now = time.monotonic()
+            if progress and now - last > 5:
+                last = now
+                progress(f"captioned {done}/{wanted - clips_reused} clips")
+    wall = time.perf_counter() - t_pipe
+    phase["pipeline_s"] = wall
+    ended_at = time.time()
+
+    ledger = _read_ledger(checkpoints, ledger_dir)
+    since = min((e["started_at"] for e in ledger), default=None)
+    label = {"model": config.model_label, "model_revision": config.model_revision,
+             "prompt_version": config.prompt_template().version}
+    fin_remote = ray.remote(num_cpus=0.5)(finalize_day)
+    results = ray.get([fin_remote.remote(checkpoints, p["day"], p["wanted_path"], token, label, since)
+                       for p in plans])
+    files = [f for fs_, _ in results for f in fs_]
+    per_day = {p["day"]: s for p, (_, s) in zip(plans, results)}
+    phase["finalize_s"] = time.monotonic() - t0 - phase["plan_s"] - wall
+    t_commit = time.monotonic()
+    write = lake.commit_files(TABLE, files, partitions, token=token)
+    phase["commit_s"] = time.monotonic() - t_commit
+    # after the commit: todo/wanted files of this attempt, ledgers of this range, other versions' checkpoints
+    for d in days:
+        checkpoints.files.delete_dir(f"{checkpoints.day_dir(d)}/{TODO_DIR}")
+    checkpoints.clear_other_versions(days)
+
+    useful = sum(s.get("useful_s", 0.0) for s in per_day.values()) * (config.num_gpus_per_actor or 1.0)
+    held = sum(max(e["last_at"] - e["started_at"], 0.0) * e["accelerators"] for e in ledger)
+    checkpoints.files.delete_dir(ledger_dir)
+    goodput = min(useful / held, 1.0) if held > 0 else 0.0
+
+    prog = StageProgress()
+    for _ in range(pieces_reused):
+        prog.add({"rows": 0, "reused": True, "seconds": 0.0})
+    for b in batches:
+        prog.add({"rows": b["rows"], "reused": False, "seconds": b["generate_s"]})
+    metrics = compute_metrics_from_batches(batches, wall_s=wall, num_gpus_per_actor=config.num_gpus_per_actor,
+                                           num_actors=config.num_actors if todo else 0, ended_at=ended_at)
+    log.info("captioned %d clips (%d reused) into %d rows in %.1fs; goodput %.3f", wanted - clips_reused,
+             clips_reused, write.rows, time.monotonic() - t0, goodput)
+    return CaptionRun(write=write, progress=prog, metrics=metrics, per_partition=per_day,
+                      seconds=time.monotonic() - t0, goodput=goodput, accelerator_s_all_attempts=held,
+                      clips_reused=clips_reused, clips_computed=sum(b["rows"] for b in batches), phases=phase,
+                      batches=batches)
+
+
+def _read_ledger(checkpoints: Checkpoints, ledger_dir: str) -> list[dict]:
+    out = []
+    for e in checkpoints.files.list(ledger_dir, recursive=False):
+        try:
+            out.extend(checkpoints.files.read_parquet(e.path).to_pylist())
+        except Exception:  # noqa: BLE001 - a ledger torn by a kill: skip it, goodput then errs high, not low
+            log.warning("unreadable ledger file %s", e.path)
+    return out
