@@ -1,0 +1,150 @@
+"""The unit execution model: checkpointed units on Ray Data, resume, one transactional commit, orphan cleanup.
+
+Process functions run in Ray workers, so they record each call as a file in a folder the test reads afterwards:
+that is how "computed" vs "reused" is checked from the outside, not from the stage's own counters alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from functools import partial
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from videolake.platform.cpu_stage import run_stage
+from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
+from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.units import LOST_WORKER, PartitionStep, file_stats
+
+NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+DAYS = ["2026-01-01", "2026-01-02"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_local():
+    import sys
+
+    import ray
+    from ray import cloudpickle
+
+    # Ray workers cannot import this test module by name: ship its functions by value.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    yield
+    ray.shutdown()
+
+
+def _units(n_per_day: int) -> list[dict]:
+    return [{"unit_key": f"u{day}-{i}", "partition_date": day, "payload": json.dumps({"name": f"{day}-{i}"})}
+            for day in DAYS for i in range(n_per_day)]
+
+
+def _process(payload: dict, *, calls: str, fail: str = "", die: str = "") -> list[dict]:
+    Path(calls, f"{payload['name']}.{uuid.uuid4().hex}").touch()
+    if payload["name"] == fail:
+        raise ValueError("unreadable")
+    if payload["name"] == die:
+        os._exit(1)  # the worker process dies: Ray retries, then the unit is recorded as lost
+    return [{"video_id": payload["name"], "source_uri": f"file:///{payload['name']}", "size_bytes": 1,
+             "status": "ok", "ingested_at": NOW, "duplicate_uris": []}]
+
+
+def _on_error(payload: dict, error: str) -> list[dict]:
+    return [{"video_id": "err-" + payload["name"], "source_uri": f"file:///{payload['name']}", "size_bytes": 0,
+             "status": "rejected", "reject_reason": "ingest_error", "reject_detail": error, "ingested_at": NOW,
+             "duplicate_uris": []}]
+
+
+def _calls(folder: Path) -> list[str]:
+    return sorted(p.name.split(".")[0] for p in folder.iterdir())
+
+
+def _run(lake, calls, version="v1", units=None, **kw):
+    return run_stage(lake, "raw_videos", version, PartitionRange.of(DAYS), units or _units(3),
+                     partial(_process, calls=str(calls), **kw), _on_error, PartitionStep(), None)
+
+
+def _ids(lake) -> list[str]:
+    return sorted(lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).column("video_id").to_pylist())
+
+
+def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
+    lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
+    calls.mkdir()
+    first = _run(lake, calls)
+    assert (first.progress.units_total, first.progress.units_computed, first.progress.units_reused) == (6, 6, 0)
+    assert _ids(lake) == sorted(f"{d}-{i}" for d in DAYS for i in range(3))
+    assert first.per_partition == {DAYS[0]: {"rows": 3}, DAYS[1]: {"rows": 3}}
+    # same version: nothing computed again, same rows
+    again = _run(lake, calls)
+    assert (again.progress.units_computed, again.progress.units_reused) == (0, 6)
+    assert len(_calls(calls)) == 6 and _ids(lake) == _ids(lake)
+    # a lost checkpoint (a unit that never finished) is the only one computed
+    ckpt = next((tmp_path / "lake" / "_checkpoints" / "raw_videos" / "v1" / f"partition_date={DAYS[1]}").glob("*"))
+    ckpt.unlink()
+    part = _run(lake, calls)
+    assert (part.progress.units_computed, part.progress.units_reused) == (1, 5)
+    assert len(_calls(calls)) == 7
+    # a changed code version reuses nothing, and the old version's checkpoints are deleted after its commit
+    new = _run(lake, calls, version="v2")
+    assert (new.progress.units_computed, new.progress.units_reused) == (6, 0)
+    assert len(_calls(calls)) == 13
+    assert not (tmp_path / "lake" / "_checkpoints" / "raw_videos" / "v1" / f"partition_date={DAYS[0]}").exists()
+    assert len(_ids(lake)) == 6  # one row per unit, never duplicated by re-runs
+
+
+def test_a_failing_unit_is_recorded_and_a_dead_worker_is_recorded_as_lost(tmp_path):
+    lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
+    calls.mkdir()
+    run = _run(lake, calls, fail=f"{DAYS[0]}-1", die=f"{DAYS[1]}-2")
+    rows = {r["video_id"]: r for r in lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).to_pylist()}
+    assert len(rows) == 6
+    assert rows[f"err-{DAYS[0]}-1"]["reject_detail"] == "ValueError: unreadable"
+    assert rows[f"err-{DAYS[1]}-2"]["reject_detail"] == LOST_WORKER
+    assert run.progress.unit_errors == 2
+    # Ray re-ran the dying unit on fresh workers before giving up (each attempt left its call file)
+    assert _calls(calls).count(f"{DAYS[1]}-2") >= 2
+
+
+def _file(lake: Lake, day: str, ids: list[str], token: str) -> DataFile:
+    rows = [dict(video_id=i, source_uri=f"file:///{i}", size_bytes=1, status="ok", ingested_at=NOW,
+                 partition_date=dt.date.fromisoformat(day), duplicate_uris=[]) for i in ids]
+    t = rows_to_table(rows, RAW_VIDEOS).drop_columns(["partition_date"])
+    rel = f"partition_date={day}/part-{token}-00000.parquet"
+    size = lake.files().write_parquet(lake.files().path("raw_videos", rel), t)
+    return DataFile(path=rel, size=size, partition_date=day, rows=len(ids), stats=file_stats(t))
+
+
+def test_commit_is_partition_exact_and_removes_files_that_never_committed(tmp_path):
+    lake = Lake(str(tmp_path))
+    both = PartitionRange.of(DAYS)
+    w = lake.commit_files("raw_videos", [_file(lake, DAYS[0], ["a", "b"], "t1"), _file(lake, DAYS[1], ["c"], "t1")],
+                          both, token="t1")
+    assert (w.rows, w.files) == (3, 2)
+    # an attempt that died after writing its file: never visible to readers
+    orphan = _file(lake, DAYS[1], ["zombie"], "dead")
+    assert _ids(lake) == ["a", "b", "c"]
+    day2 = PartitionRange.of([DAYS[1]])
+    w = lake.commit_files("raw_videos", [_file(lake, DAYS[1], ["d"], "t2")], day2, token="t2")
+    assert _ids(lake) == ["a", "b", "d"]  # day 1 untouched, day 2 replaced
+    assert w.orphans_removed == 1
+    assert not (tmp_path / "raw_videos" / orphan.path).exists()
+    # the file an older version references stays (time travel), only the orphan went
+    assert (tmp_path / "raw_videos" / f"partition_date={DAYS[1]}" / "part-t1-00000.parquet").exists()
+    # an empty commit empties exactly that partition
+    lake.commit_files("raw_videos", [], day2, token="t3")
+    assert _ids(lake) == ["a", "b"]
+    with pytest.raises(ValueError, match="outside the run's range"):
+        lake.commit_files("raw_videos", [_file(lake, "2026-02-01", ["x"], "t4")], day2, token="t4")
+
+
+def test_file_stats_are_delta_statistics():
+    t = pa.table({"id": ["b", "a", None], "n": [3, 1, 2], "x": [1.5, float("nan"), 0.0]})
+    s = json.loads(file_stats(t))
+    assert s["numRecords"] == 3 and s["minValues"]["id"] == "a" and s["maxValues"]["n"] == 3
+    assert s["nullCount"] == {"id": 1, "n": 0, "x": 0}
