@@ -263,3 +263,39 @@ def test_unreadable_files_and_folders_are_permission_denied(root, videos):
         "readable.mp4": "ok", "unreadable.mp4": "permission_denied", "locked/": "permission_denied"}
     assert got["unreadable.mp4"][1] == "the file is not readable by this process"
     assert got["locked/"][1] == "cannot list the folder: Permission denied"
+
+
+def test_s3_keys_that_cannot_be_addressed_as_paths():
+    """What SeaweedFS normalises away (so tests/integration cannot make it) but AWS S3 keeps as written."""
+    from videolake.platform.objectstore.s3 import key_problem
+
+    assert key_problem("landing/d/a.mp4", 10) == (None, None)
+    assert key_problem("landing/d/sub/", 0) == (None, None)  # a plain folder marker: the landing rules decide
+    assert key_problem("landing/d/sub/", 5) == (
+        "not_a_regular_file", "a folder marker object (its key ends in '/') holding 5 bytes")
+    for key in ("landing/d//a.mp4", "landing/d/./a.mp4", "landing/d/../a.mp4"):
+        assert key_problem(key, 10) == ("invalid_name", "the key has an empty, '.' or '..' path segment"), key
+
+
+def test_s3_archived_object_is_a_rejection_not_a_failed_step():
+    """A GET of a GLACIER object that is not restored answers InvalidObjectState: that object is ``archived``, the
+    rest of the day goes on. The S3 client below is a stand-in (no server here has archive storage classes); the
+    store's own error translation and retry classification run for real."""
+    from botocore.exceptions import ClientError
+
+    from videolake.platform.objectstore import ObjectArchivedError, ObjectInfo
+    from videolake.platform.objectstore.s3 import S3ObjectStore
+
+    class ArchiveOnlyClient:
+        def download_file(self, bucket, key, path, Config=None):  # noqa: N803 (boto3's argument name)
+            raise ClientError({"Error": {"Code": "InvalidObjectState", "Message": "The operation is not valid for the "
+                               "object's storage class"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetObject")
+
+    store = S3ObjectStore("bucket", "p", access_key_id="k", secret_access_key="s", retry_window_s=1)
+    store._client_obj = ArchiveOnlyClient()
+    with pytest.raises(ObjectArchivedError, match=r"s3://bucket/p/landing/d/cold.mp4 is in an archive storage class"):
+        store.download("landing/d/cold.mp4", "/tmp/videolake-never-written.mp4")
+    obj = ObjectInfo(key="landing/d/cold.mp4", size=7, uri=store.uri("landing/d/cold.mp4"))
+    row = ingest_one(obj, store=store, probe_config=ProbeConfig())
+    assert (row["status"], row["reject_reason"], row["size_bytes"]) == ("rejected", "archived", 7)
+    assert row["reject_detail"].startswith("s3://bucket/p/landing/d/cold.mp4 is in an archive storage class")
