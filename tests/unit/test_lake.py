@@ -77,14 +77,16 @@ def test_partition_range_refuses_gaps():
     with pytest.raises(ValueError, match="no partition keys"):
         PartitionRange.of([])
     # repeats and any order are fine when the days are contiguous
-    assert PartitionRange.of(["2026-01-02", "2026-01-01", "2026-01-02"]) == PartitionRange(dt.date(2026, 1, 1), dt.date(2026, 1, 3))
+    assert PartitionRange.of(["2026-01-02", "2026-01-01", "2026-01-02"]) == PartitionRange(dt.date(2026, 1, 1),
+                                                                                          dt.date(2026, 1, 3))
     # across a month and a year end
     assert PartitionRange.of(["2025-12-31", "2026-01-01"]).days() == [dt.date(2025, 12, 31), dt.date(2026, 1, 1)]
 
 
 def test_partition_range_split():
     d = dt.date
-    assert PartitionRange.split(["2026-03-05", "2026-03-01", "2026-03-02", "2026-03-06", "2026-03-01", "2026-03-09"]) == [
+    keys = ["2026-03-05", "2026-03-01", "2026-03-02", "2026-03-06", "2026-03-01", "2026-03-09"]
+    assert PartitionRange.split(keys) == [
         PartitionRange(d(2026, 3, 1), d(2026, 3, 3)),
         PartitionRange(d(2026, 3, 5), d(2026, 3, 7)),
         PartitionRange(d(2026, 3, 9), d(2026, 3, 10)),

@@ -56,7 +56,8 @@ def rotated(ffmpeg, tmp_path_factory) -> dict[str, Path]:
     out = {"upright": d / "upright.mp4"}
     for tag in (90, 180, 270):  # ffmpeg 5.1 writes the tag as a display matrix when remuxing
         out[f"tag{tag}"] = d / f"tag{tag}.mp4"
-        _ff(ffmpeg, "-i", str(d / "upright.mp4"), "-c", "copy", "-metadata:s:v:0", f"rotate={tag}", str(out[f"tag{tag}"]))
+        _ff(ffmpeg, "-i", str(d / "upright.mp4"), "-c", "copy", "-metadata:s:v:0", f"rotate={tag}",
+            str(out[f"tag{tag}"]))
     out["mirror"] = d / "mirror.mp4"
     _write_pyav(out["mirror"], 0, hflip=True)
     return out

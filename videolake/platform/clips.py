@@ -33,7 +33,8 @@ from videolake.platform.orientation import Orientation
 
 log = logging.getLogger(__name__)
 
-CLIP_FORMAT_VERSION = 2  # part of every clip key (2: clips are encoded upright): bump when the encoding recipe changes so old objects are not reused
+# Part of every clip key: bump when the encoding recipe changes so old objects are not reused (2: encoded upright).
+CLIP_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)

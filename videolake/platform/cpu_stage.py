@@ -65,15 +65,16 @@ def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str,
     out = {}
     for day in days:
         prefix = landing_prefix(landing, day)
-        entries = store.list(prefix)
+        entries = sorted(store.list(prefix), key=lambda o: o.key)
         keep, hidden = [], 0
-        for o in entries:
+        for i, o in enumerate(entries):
             rel = o.key[len(prefix):] if o.key.startswith(prefix) else ""
             if any(part.startswith(".") for part in rel.split("/")):
                 hidden += 1
                 continue
             if o.is_folder and o.problem is None:
-                if not rel or any(other.key != o.key and other.key.startswith(o.key) for other in entries):
+                # Sorted keys: whatever lies under a folder key follows it directly.
+                if not rel or (i + 1 < len(entries) and entries[i + 1].key.startswith(o.key)):
                     continue  # the day folder itself, or a folder whose contents are listed
                 o = replace(o, problem=NOT_A_REGULAR_FILE, detail="an empty folder (nothing to ingest)")
             keep.append(o)
@@ -117,7 +118,8 @@ def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dic
             st = os.lstat(path)
             if not stat.S_ISREG(st.st_mode):
                 what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-                return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE, f"{what} when read (it was a file when listed)")
+                return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE,
+                                    f"{what} when read (it was a file when listed)")
             video_id = sha256_file(path)
             outcome = probe_video(path, probe_config)
     except FileNotFoundError as exc:

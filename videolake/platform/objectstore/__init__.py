@@ -12,4 +12,7 @@ from videolake.platform.objectstore.base import (
 from videolake.platform.objectstore.local import LocalObjectStore
 from videolake.platform.objectstore.s3 import S3ObjectStore  # registers "s3"; boto3 itself loads lazily
 
-__all__ = ["LISTING_PROBLEMS", "OBJECT_STORES", "ObjectArchivedError", "ObjectInfo", "ObjectStore", "ObjectStoreError", "LocalObjectStore", "S3ObjectStore", "content_key"]
+__all__ = [
+    "LISTING_PROBLEMS", "OBJECT_STORES", "ObjectArchivedError", "ObjectInfo", "ObjectStore", "ObjectStoreError",
+    "LocalObjectStore", "S3ObjectStore", "content_key",
+]

@@ -5,7 +5,8 @@ as an entry (``not_a_regular_file``), never followed, and its target is never op
 inside the store, outside it, or nowhere. FIFOs, sockets and devices are reported the same way (opening a FIFO would
 block). A file that is not readable, or a folder that cannot be listed, is ``permission_denied``; a name that is not
 valid UTF-8 is ``invalid_name`` (Python keeps its bytes as surrogate escapes in the key, and the URI percent-encodes
-the raw bytes, so it round-trips). Folders are descended; an empty folder is one folder entry, ``<key>/`` (like an S3 folder marker).
+the raw bytes, so it round-trips). Folders are descended; an empty folder is one folder entry, ``<key>/`` (like an
+S3 folder marker).
 
 URIs are ``Path.as_uri()`` (RFC 8089: percent-encoded, so spaces, '%', '#' and non-ASCII names are safe) and
 ``key_from_uri`` decodes them back to the exact key.
@@ -99,7 +100,8 @@ class LocalObjectStore(ObjectStore):
             except PermissionError as exc:
                 return [self._entry(key, PERMISSION_DENIED, f"cannot look up the folder: {exc.strerror}")]
             if stat.S_ISLNK(st.st_mode):
-                return [self._entry(key, NOT_A_REGULAR_FILE, "the folder is a symbolic link (links are never followed)")]
+                return [self._entry(key, NOT_A_REGULAR_FILE,
+                                    "the folder is a symbolic link (links are never followed)")]
             if not stat.S_ISDIR(st.st_mode):
                 return []
         out: list[ObjectInfo] = []
@@ -129,8 +131,8 @@ class LocalObjectStore(ObjectStore):
                 except FileNotFoundError:
                     continue  # vanished while listing
                 except OSError as exc:
-                    out.append(self._entry(ekey, PERMISSION_DENIED if isinstance(exc, PermissionError) else NOT_A_REGULAR_FILE,
-                                           f"cannot stat: {exc.strerror}"))
+                    problem = PERMISSION_DENIED if isinstance(exc, PermissionError) else NOT_A_REGULAR_FILE
+                    out.append(self._entry(ekey, problem, f"cannot stat: {exc.strerror}"))
                     continue
                 if stat.S_ISDIR(st.st_mode):
                     stack.append((Path(e.path), ekey + "/"))
