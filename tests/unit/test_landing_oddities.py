@@ -299,3 +299,24 @@ def test_s3_archived_object_is_a_rejection_not_a_failed_step():
     row = ingest_one(obj, store=store, probe_config=ProbeConfig())
     assert (row["status"], row["reject_reason"], row["size_bytes"]) == ("rejected", "archived", 7)
     assert row["reject_detail"].startswith("s3://bucket/p/landing/d/cold.mp4 is in an archive storage class")
+
+
+def test_special_character_names_flow_past_ingest(root, videos):
+    """The percent-encoded URI of a name with spaces, '#', '%' and unicode is read back by the later stages: scene
+    split (store.key_from_uri) and caption frames (the default file:// opener), from the source and from a clip file."""
+    from videolake.platform.captioning.base import FrameConfig
+    from videolake.platform.captioning.frames import extract_clip
+    from videolake.platform.cpu_stage import SplitConfig, split_one
+
+    day = root / "landing" / DAY
+    day.mkdir(parents=True)
+    shutil.copy(videos[0], day / "a b #1 %41 é.mp4")
+    store = LocalObjectStore(str(root))
+    (entry,) = list_landing(store, "landing", [DAY])[DAY]
+    video = ingest_one(entry, store=store, probe_config=ProbeConfig())
+    assert (video["status"], video["num_frames"]) == ("ok", 36)
+    (clip,) = split_one(video, store=store, config=SplitConfig(clip_mode="files", min_clip_s=0.5))
+    assert (clip["start_frame"], clip["end_frame"], clip["source_uri"]) == (0, 36, video["source_uri"])
+    row = {**clip, "fps": video["fps"]}
+    assert extract_clip(row, FrameConfig(min_frames=2, max_frames=2)).frames.shape == (2, 120, 160, 3)
+    assert extract_clip({**row, "clip_uri": None}, FrameConfig(min_frames=2, max_frames=2)).frames.shape == (2, 120, 160, 3)
