@@ -319,4 +319,5 @@ def test_special_character_names_flow_past_ingest(root, videos):
     assert (clip["start_frame"], clip["end_frame"], clip["source_uri"]) == (0, 36, video["source_uri"])
     row = {**clip, "fps": video["fps"]}
     assert extract_clip(row, FrameConfig(min_frames=2, max_frames=2)).frames.shape == (2, 120, 160, 3)
-    assert extract_clip({**row, "clip_uri": None}, FrameConfig(min_frames=2, max_frames=2)).frames.shape == (2, 120, 160, 3)
+    from_source = extract_clip({**row, "clip_uri": None}, FrameConfig(min_frames=2, max_frames=2))
+    assert from_source.frames.shape == (2, 120, 160, 3)
