@@ -65,3 +65,44 @@ def test_missing_required_column_is_an_error():
         from videolake.platform.lake import conform
 
         conform(pa.table({"source_uri": ["x"]}), RAW_VIDEOS)
+
+
+def test_partition_range_refuses_gaps():
+    """Keys with a gap would make one predicate that overwrites the missing days: refused, with the days named."""
+    with pytest.raises(ValueError, match=r"not contiguous: 2 separate ranges \(2026-03-01, 2026-03-05\); missing "
+                                         r"2026-03-02, 2026-03-03, 2026-03-04\."):
+        PartitionRange.of(["2026-03-01", "2026-03-05"])
+    with pytest.raises(ValueError, match="3 separate ranges"):
+        PartitionRange.of(["2026-01-01", "2026-01-02", "2026-01-04", "2026-01-09"])
+    with pytest.raises(ValueError, match="no partition keys"):
+        PartitionRange.of([])
+    # repeats and any order are fine when the days are contiguous
+    assert PartitionRange.of(["2026-01-02", "2026-01-01", "2026-01-02"]) == PartitionRange(dt.date(2026, 1, 1),
+                                                                                          dt.date(2026, 1, 3))
+    # across a month and a year end
+    assert PartitionRange.of(["2025-12-31", "2026-01-01"]).days() == [dt.date(2025, 12, 31), dt.date(2026, 1, 1)]
+
+
+def test_partition_range_split():
+    d = dt.date
+    keys = ["2026-03-05", "2026-03-01", "2026-03-02", "2026-03-06", "2026-03-01", "2026-03-09"]
+    assert PartitionRange.split(keys) == [
+        PartitionRange(d(2026, 3, 1), d(2026, 3, 3)),
+        PartitionRange(d(2026, 3, 5), d(2026, 3, 7)),
+        PartitionRange(d(2026, 3, 9), d(2026, 3, 10)),
+    ]
+    assert PartitionRange.split([]) == []
+    assert [str(r) for r in PartitionRange.split(["2026-03-01", "2026-03-02", "2026-03-04"])] == [
+        "2026-03-01..2026-03-02", "2026-03-04"]
+
+
+def test_non_contiguous_overwrite_leaves_the_days_between_untouched(tmp_path):
+    """Writing days 1 and 5 range by range (split) replaces exactly those two days; days 2-4 keep their rows."""
+    lake = Lake(str(tmp_path))
+    days = [f"2026-03-0{i}" for i in range(1, 6)]
+    first = rows_to_table([r for i, day in enumerate(days) for r in _rows(day, [f"old{i}"])], RAW_VIDEOS)
+    lake.write_partitions("raw_videos", first, PartitionRange.of(days))
+    for rng in PartitionRange.split(["2026-03-01", "2026-03-05"]):
+        day = rng.start.isoformat()
+        lake.write_partitions("raw_videos", rows_to_table(_rows(day, [f"new-{day}"]), RAW_VIDEOS), rng)
+    assert _ids(lake, days) == ["new-2026-03-01", "new-2026-03-05", "old1", "old2", "old3"]

@@ -65,7 +65,8 @@ def test_h264_with_audio_exact(media):
     out = probe_video(str(media / "h264_audio.mp4"))
     assert (out.reject_reason, out.detail) == (None, None)
     assert out.probe == P.ProbeResult(
-        container="mp4", codec="h264", width=320, height=240, fps=30.0, duration_s=2.0, num_frames=60, has_audio=True
+        container="mp4", codec="h264", width=320, height=240, fps=30.0, duration_s=2.0, num_frames=60, has_audio=True,
+        rotation=0, display_width=320, display_height=240,
     )
 
 
@@ -148,6 +149,8 @@ def test_raw_video_row_matches_schema(media):
     bad = raw_video_row("v2", "file:///b.mp4", 0, probe_video(str(media / "empty.mp4")), duplicate_uris=["file:///c"])
     assert list(ok) == names and list(bad) == names
     assert (ok["status"], ok["reject_reason"], ok["num_frames"], ok["has_audio"]) == ("ok", None, 60, True)
+    assert (ok["rotation"], ok["display_width"], ok["display_height"]) == (0, 320, 240)
+    assert (bad["rotation"], bad["display_width"], bad["display_height"]) == (None, None, None)
     assert (bad["status"], bad["reject_reason"], bad["codec"], bad["duplicate_uris"]) == (
         "rejected", "empty_file", None, ["file:///c"])
     schema = pa.schema([RAW_VIDEOS.field(n) for n in names])
@@ -155,3 +158,15 @@ def test_raw_video_row_matches_schema(media):
     assert table.num_rows == 2
     # every ProbeResult field is a raw_videos column (cpu_stage copies them by name)
     assert {f.name for f in dataclasses.fields(P.ProbeResult)} <= set(names)
+
+
+def test_rejected_row_for_an_unread_object():
+    from videolake.platform.probe import rejected_row, unread_video_id
+
+    names = [f.name for f in RAW_VIDEOS if f.name not in ("partition_date", "ingested_at")]
+    row = rejected_row("file:///l/a%FF.mp4", 0, "invalid_name", "the name is not valid UTF-8 (rename it)")
+    assert list(row) == names
+    assert row["video_id"] == "err-" + hashlib.sha256(b"file:///l/a%FF.mp4").hexdigest()
+    assert unread_video_id(row["source_uri"]) == row["video_id"]
+    assert (row["status"], row["reject_reason"], row["reject_detail"], row["codec"], row["size_bytes"]) == (
+        "rejected", "invalid_name", "the name is not valid UTF-8 (rename it)", None, 0)

@@ -266,10 +266,11 @@ def test_generated_neighbours_are_distinct_and_transitions_fit():
 
 def test_generated_hard_cuts_stand_out(tmp_path, ffmpeg):
     """In rendered generate() output every hard cut jumps more than anything inside a shot (flashes excluded)."""
-    paths = synth.generate(tmp_path, count=5, include_specials=False, max_duration_s=3)
+    paths = synth.generate(tmp_path / "out", count=5, include_specials=False, max_duration_s=3)
     assert len(paths) == 5
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)  # media only
     for path in paths:
-        truth = json.loads(path.with_suffix(".json").read_text())
+        truth = json.loads((tmp_path / "out.truth" / (path.stem + ".json")).read_text())
         frames, _ = decode_gray(path)
         assert len(frames) == truth["num_frames"], path.name
         diffs = luma_diffs(frames)
@@ -281,43 +282,45 @@ def test_generated_hard_cuts_stand_out(tmp_path, ffmpeg):
                 assert diffs[lo] > 1.25 * in_shot + 5, (path.name, lo, diffs[lo], in_shot)
 
 
-def test_cli_writes_n_videos_and_n_truths(tmp_path, ffmpeg, capsys):
+def test_cli_writes_n_videos_into_out_and_n_truths_beside_it(tmp_path, ffmpeg, capsys):
+    """OUT gets media files only (it may be a landing folder); the truths go to the sibling OUT.truth."""
     from videolake.cli import main
 
-    out = tmp_path / "synth"
+    out = tmp_path / "landing" / "2024-03-01"
     assert main(["synth", str(out), "--count", "3", "--no-specials", "--max-duration", "2", "--seed", "5"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    media = sorted(p for p in out.iterdir() if p.suffix != ".json")
-    truths = sorted(out.glob("*.json"))
+    media = sorted(out.iterdir())
+    truths = sorted((tmp_path / "landing" / "2024-03-01.truth").iterdir())
     assert len(media) == 3 and len(truths) == 3
+    assert not [p for p in media if p.suffix == ".json"]
+    assert [p.suffix for p in truths] == [".json"] * 3
     assert {p.stem for p in media} == {p.stem for p in truths}
-    assert len(lines) == 4 and lines[0].startswith("[1/3] 000_cuts_") and lines[-1].startswith("wrote 3 files")
+    assert len(lines) == 4 and lines[0].startswith("[1/3] 000_cuts_")
+    assert lines[-1].startswith(f"wrote 3 files to {out} and 3 truth JSONs to {out.parent / '2024-03-01.truth'} in ")
     for t in truths:
         truth = json.loads(t.read_text())
         assert synth.count_frames(out / truth["file"]) == truth["num_frames"]
         assert truth["duration_s"] <= 2.0
 
 
-def test_cli_with_specials_and_variants(tmp_path, ffmpeg, capsys):
+def test_cli_truth_dir_option(tmp_path, ffmpeg, capsys):
     from videolake.cli import main
 
-    out = tmp_path / "synth"
-    assert main(["synth", str(out), "--count", "1", "--variants", "1", "--max-duration", "1.5"]) == 0
-    names = sorted(p.name for p in out.iterdir() if p.suffix != ".json")
-    # 1 video + 7 specials + 1 variant of each decodable one (the video, black, frozen, short).
-    assert len(names) == 1 + 7 + 4
-    assert {n.split(".")[0] for n in names} >= {f"special_{k}" for k in synth.SPECIAL_KINDS}
-    assert sum("__v1" in n for n in names) == 4
-    for n in names:
-        truth = json.loads((out / n).with_suffix(".json").read_text())
-        assert truth["file"] == n
-        if "__v1" in n:
-            assert truth["variant_of"] and synth.count_frames(out / n) == truth["num_frames"]
+    out, truth_dir = tmp_path / "videos", tmp_path / "elsewhere" / "truth"
+    assert main(["synth", str(out), "--truth-dir", str(truth_dir), "--count", "2", "--no-specials",
+                 "--max-duration", "1"]) == 0
+    media = sorted(p.name for p in out.iterdir())
+    assert len(media) == 2
+    assert sorted(p.name for p in truth_dir.iterdir()) == sorted(Path(m).stem + ".json" for m in media)
+    assert not (tmp_path / "videos.truth").exists()
+    # OUT itself as the truth dir: the layout the scene evaluator reads (truth beside each video)
+    same = tmp_path / "beside"
+    assert main(["synth", str(same), "--truth-dir", str(same), "--count", "1", "--no-specials",
+                 "--max-duration", "1"]) == 0
+    names = sorted(p.name for p in same.iterdir())
+    assert len(names) == 2 and names[0].endswith(".json") ^ names[1].endswith(".json")
 
 
-def test_cli_reports_missing_ffmpeg(tmp_path, monkeypatch, capsys):
-    from videolake.cli import main
-
-    monkeypatch.setenv("PATH", str(tmp_path))  # no ffmpeg on PATH
-    assert main(["synth", str(tmp_path / "x"), "--count", "1"]) == 2
-    assert "ffmpeg is not installed" in capsys.readouterr().err
+def test_default_truth_dir_is_a_sibling():
+    assert synth.default_truth_dir("/data/store/landing/2024-03-01") == Path("/data/store/landing/2024-03-01.truth")
+    assert synth.default_truth_dir("/data/out/") == Path("/data/out.truth")

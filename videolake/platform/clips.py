@@ -29,10 +29,12 @@ from typing import Any, Iterator
 import numpy as np
 
 from videolake.platform.objectstore.base import ObjectStore, content_key
+from videolake.platform.orientation import Orientation
 
 log = logging.getLogger(__name__)
 
-CLIP_FORMAT_VERSION = 1  # part of every clip key: bump when the encoding recipe changes so old objects are not reused
+# Part of every clip key: bump when the encoding recipe changes so old objects are not reused (2: encoded upright).
+CLIP_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,8 @@ def read_clip_frames(
     src_path: str, start_frame: int, end_frame: int, num_frames: int, max_side: int | None = 448
 ) -> list[np.ndarray]:
     """``num_frames`` evenly spaced RGB frames (H x W x 3 uint8) of the clip [start_frame, end_frame), frame numbers
-    as in ``sample_indices``, each resized so its longer side is at most ``max_side`` (never enlarged).
+    as in ``sample_indices``, each resized so its longer side is at most ``max_side`` (never enlarged) and turned
+    upright by the video's display matrix (phone portrait footage comes out portrait).
 
     One seek per clip; only the sampled frames are converted to RGB. Raises ValueError for an undecodable range.
     """
@@ -249,7 +252,7 @@ def read_clip_frames(
     for i, frame in iter_frames(src_path, wanted[0], wanted[-1] + 1):
         if i in want:
             w, h = _fit(frame.width, frame.height, max_side)
-            out.append(frame.to_ndarray(width=w, height=h, format="rgb24"))
+            out.append(Orientation.from_frame(frame).apply(frame.to_ndarray(width=w, height=h, format="rgb24")))
     if len(out) != len(wanted):
         raise ValueError(f"decoded {len(out)} of the {len(wanted)} sampled frames of [{start_frame}, {end_frame}): {src_path}")
     return out
@@ -279,7 +282,9 @@ def cut_clip(
     frames, the first being source frame ``start_frame`` (decoded with PyAV via ``iter_frames``, re-encoded).
 
     The clip is video only, at a constant ``fps`` (a variable-frame-rate range is retimed to its average rate), in
-    yuv420p; odd source dimensions are rounded down to even ones (the 4:2:0 encoders need them).
+    yuv420p; odd source dimensions are rounded down to even ones (the 4:2:0 encoders need them). A source with a
+    display matrix (rotation, mirror) is encoded upright, with no matrix of its own: players and training loaders
+    that ignore display matrices see the same picture.
     """
     import av
 
@@ -293,6 +298,10 @@ def cut_clip(
     with av.open(out_path, mode="w", format="mp4") as out:
         stream = None
         for _, frame in iter_frames(src_path, start_frame, end_frame):
+            orientation = Orientation.from_frame(frame)
+            if not orientation.is_identity:
+                upright = orientation.apply(frame.to_ndarray(format="rgb24"))
+                frame = av.VideoFrame.from_ndarray(upright, format="rgb24")
             if stream is None:
                 stream = out.add_stream(encoder, rate=rate, options=options(crf, preset))
                 stream.width = max(2, frame.width - frame.width % 2)

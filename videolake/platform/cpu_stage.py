@@ -48,11 +48,43 @@ def landing_prefix(landing: str, day: str) -> str:
 
 
 def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str, list[ObjectInfo]]:
-    """Landing objects per partition day (hidden files and folder markers skipped)."""
+    """The entries to ingest per partition day: one raw_videos row each (a rejection when ``problem`` is set).
+
+    The rules ("What lands" in the README), applied to ``store.list(<landing>/<day>/)``, which never raises for
+    one odd entry:
+    - Sub-folders are ingested: ``<day>/cam1/a.mp4`` is a video of that day like ``<day>/a.mp4``.
+    - Hidden names are skipped: any path segment below the day folder that starts with '.' (``.DS_Store``,
+      ``.upload-tmp/...``, editors' and uploaders' partial files). They are logged with their count.
+    - Folders are not videos: the day folder's own marker, and a sub-folder with entries under it, give no row
+      (their contents do). An empty sub-folder (local, or an S3 folder marker with nothing under it) becomes a
+      ``not_a_regular_file`` entry, so a folder where a file was expected (``x.mp4/``) is visible as a rejection.
+    - Every other entry is returned, flagged entries included (links, FIFOs, unreadable or non-UTF-8 names...):
+      ``ingest_one`` turns them into rejected rows without opening them.
+    """
+    from dataclasses import replace
+
+    from videolake.platform.objectstore.base import NOT_A_REGULAR_FILE
+
     out = {}
     for day in days:
-        objs = [o for o in store.list(landing_prefix(landing, day)) if not os.path.basename(o.key).startswith(".")]
-        out[day] = [o for o in objs if not o.key.endswith("/")]
+        prefix = landing_prefix(landing, day)
+        entries = sorted(store.list(prefix), key=lambda o: o.key)
+        keep, hidden = [], 0
+        for i, o in enumerate(entries):
+            rel = o.key[len(prefix):] if o.key.startswith(prefix) else ""
+            if any(part.startswith(".") for part in rel.split("/")):
+                hidden += 1
+                continue
+            if o.is_folder and o.problem is None:
+                # Sorted keys: whatever lies under a folder key follows it directly.
+                if not rel or (i + 1 < len(entries) and entries[i + 1].key.startswith(o.key)):
+                    continue  # the day folder itself, or a folder whose contents are listed
+                o = replace(o, problem=NOT_A_REGULAR_FILE, detail="an empty folder (nothing to ingest)")
+            keep.append(o)
+        if hidden:
+            log.info("landing %s: skipped %d hidden entr%s (names starting with '.')", prefix, hidden,
+                     "y" if hidden == 1 else "ies")
+        out[day] = keep
     return out
 
 
@@ -60,15 +92,48 @@ def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str,
 
 
 def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dict:
-    """Hash and probe one landing object; returns a RAW_VIDEOS row (without partition_date / ingested_at)."""
-    from videolake.platform.objectstore.base import sha256_file
-    from videolake.platform.probe import probe_video, raw_video_row
+    """Hash and probe one landing object; returns a RAW_VIDEOS row (without partition_date / ingested_at).
 
-    with store.open_local(obj.key) as path:
-        size = os.path.getsize(path)
-        video_id = sha256_file(path)
-        outcome = probe_video(path, probe_config)
-    return raw_video_row(video_id, obj.uri, size, outcome)
+    Never raises for the object itself: a flagged entry (``obj.problem``) becomes a rejected row without being
+    opened; an object that is gone when read is ``vanished``, one that cannot be read ``permission_denied``, one
+    that became a link, FIFO or folder since the listing ``not_a_regular_file`` (checked with lstat before opening,
+    so a link is never followed), an S3 object in an archive storage class ``archived``. Store-wide failures (an
+    outage after the store's retries, bad credentials) still raise: they are not this object's fault.
+    """
+    import stat
+
+    from videolake.platform.objectstore.base import (
+        ARCHIVED,
+        NOT_A_REGULAR_FILE,
+        PERMISSION_DENIED,
+        VANISHED,
+        ObjectArchivedError,
+        sha256_file,
+    )
+    from videolake.platform.probe import probe_video, raw_video_row, rejected_row
+
+    if obj.problem is not None:
+        return rejected_row(obj.uri, obj.size, obj.problem, obj.detail or obj.problem)
+    if obj.is_folder:
+        return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE, "a folder, not a file")
+    try:
+        with store.open_local(obj.key) as path:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+                return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE,
+                                    f"{what} when read (it was a file when listed)")
+            video_id = sha256_file(path)
+            outcome = probe_video(path, probe_config)
+    except FileNotFoundError as exc:
+        return rejected_row(obj.uri, obj.size, VANISHED, f"listed, then gone before it was read ({exc})")
+    except PermissionError as exc:
+        return rejected_row(obj.uri, obj.size, PERMISSION_DENIED, f"cannot read the file: {exc.strerror or exc}")
+    except (IsADirectoryError, NotADirectoryError) as exc:
+        return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE, f"a folder when read: {exc}")
+    except ObjectArchivedError as exc:
+        return rejected_row(obj.uri, obj.size, ARCHIVED, str(exc))
+    return raw_video_row(video_id, obj.uri, st.st_size, outcome)
 
 
 def ingest_error_row(payload: dict, error: str) -> list[dict]:

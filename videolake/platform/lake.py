@@ -33,11 +33,39 @@ class PartitionRange:
 
     @classmethod
     def of(cls, keys: list[str] | tuple[str, ...]) -> "PartitionRange":
-        """The range spanning partition keys (YYYY-MM-DD); must be contiguous days."""
-        days = sorted(dt.date.fromisoformat(k) for k in keys)
-        if not days:
+        """The range of partition keys (YYYY-MM-DD) that form one run of contiguous days (any order, repeats fine).
+
+        Refuses keys with gaps (ValueError naming the missing days): a range spanning them would let an overwrite
+        predicate delete days the run never computed. Use ``PartitionRange.split`` for such keys.
+        """
+        ranges = cls.split(keys)
+        if not ranges:
             raise ValueError("no partition keys")
-        return cls(days[0], days[-1] + dt.timedelta(days=1))
+        if len(ranges) > 1:
+            missing = [d.isoformat() for a, b in zip(ranges, ranges[1:]) for d in cls(a.end, b.start).days()]
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ValueError(
+                f"partition keys are not contiguous: {len(ranges)} separate ranges ({', '.join(map(str, ranges))}); "
+                f"missing {shown}. One range would overwrite the missing days: split the keys with "
+                "PartitionRange.split and handle each range separately"
+            )
+        return ranges[0]
+
+    @classmethod
+    def split(cls, keys: list[str] | tuple[str, ...]) -> list["PartitionRange"]:
+        """The partition keys as the fewest contiguous ranges, in date order (empty for no keys)."""
+        days = sorted({dt.date.fromisoformat(k) for k in keys})
+        out: list[PartitionRange] = []
+        for day in days:
+            if out and out[-1].end == day:
+                out[-1] = cls(out[-1].start, day + dt.timedelta(days=1))
+            else:
+                out.append(cls(day, day + dt.timedelta(days=1)))
+        return out
+
+    def __str__(self) -> str:
+        last = self.end - dt.timedelta(days=1)
+        return self.start.isoformat() if last == self.start else f"{self.start.isoformat()}..{last.isoformat()}"
 
     def days(self) -> list[dt.date]:
         return [self.start + dt.timedelta(days=i) for i in range((self.end - self.start).days)]

@@ -82,6 +82,11 @@ class ProbeResult:
     duration_s: float  # presentation-time span of the video stream (first frame start .. last frame end)
     num_frames: int  # see the module docstring for how it is counted
     has_audio: bool
+    # Display orientation (phone footage): width/height above are the coded picture's; a player turns it by
+    # ``rotation`` degrees clockwise (see videolake.platform.orientation) and shows display_width x display_height.
+    rotation: int = 0
+    display_width: int | None = None
+    display_height: int | None = None
 
 
 @dataclass(frozen=True)
@@ -238,8 +243,13 @@ def _probe_av(path: str, size: int, family: str | None, config: ProbeConfig) -> 
                 fps = float(header_rate)
             else:
                 fps = measured
-            return ProbeResult(container_name, codec, width, height, fps, float(duration_s), int(num_frames), has_audio)
+            orient = scan.orientation if scan is not None else None
+            dw, dh = orient.display_size(width, height) if orient is not None else (width, height)
+            return ProbeResult(container_name, codec, width, height, fps, float(duration_s), int(num_frames), has_audio,
+                               rotation=orient.rotation if orient is not None else 0,
+                               display_width=dw, display_height=dh)
 
+        scan: _Scan | None = None
         if width <= 0 or height <= 0:
             return _reject(ZERO_DIMENSIONS, f"{codec} stream declares {width}x{height}", result(header_frames, 0.0))
 
@@ -293,6 +303,7 @@ class _Scan:
     ends: list = field(default_factory=list)  # its end (start + duration) when the container stores a duration
     time_base: Fraction = Fraction(1, 1)
     error: str | None = None
+    orientation: Any = None  # Orientation of the first decoded frame (its display matrix), None before any frame
 
     def span_s(self) -> float:
         """First frame start to last frame end. The last frame's duration, when the container stores none
@@ -309,6 +320,10 @@ class _Scan:
 
 def _count(scan: _Scan, frames: list) -> None:
     for frame in frames:
+        if scan.orientation is None:
+            from videolake.platform.orientation import Orientation
+
+            scan.orientation = Orientation.from_frame(frame)
         if frame.is_corrupt:  # decoded, but with errors the decoder papered over (broken macroblocks)
             scan.corrupt_frames += 1
             if scan.first_corrupt is None:
@@ -397,7 +412,25 @@ def raw_video_row(
         "duration_s": p.duration_s if p else None,
         "num_frames": p.num_frames if p else None,
         "has_audio": p.has_audio if p else None,
+        "rotation": p.rotation if p else None,
+        "display_width": p.display_width if p else None,
+        "display_height": p.display_height if p else None,
         "status": "ok" if outcome.reject_reason is None else "rejected",
         "reject_reason": outcome.reject_reason,
         "reject_detail": outcome.detail if outcome.reject_reason else None,
     }
+
+
+def unread_video_id(source_uri: str) -> str:
+    """The id of a row for an object whose bytes were never read: ``err-`` + sha256 of its URI (unique per object,
+    stable across runs, never equal to a content hash)."""
+    import hashlib
+
+    return "err-" + hashlib.sha256(source_uri.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def rejected_row(source_uri: str, size_bytes: int, reason: str, detail: str) -> dict[str, Any]:
+    """A rejected raw_videos row for an object that was not (or could not be) read: a listing problem
+    (``not_a_regular_file``, ``permission_denied``, ``invalid_name``...), or ``vanished``."""
+    return raw_video_row(unread_video_id(source_uri), source_uri, size_bytes,
+                         ProbeOutcome(probe=None, reject_reason=reason, detail=detail))

@@ -480,9 +480,22 @@ def _encode_args(codec: str, container: str, quality: int | None, audio: bool) -
     return args
 
 
-def _write_truth(video: Path, truth: dict[str, Any]) -> Path:
-    """``<stem>.json`` beside the video: one key per line, values compact (readable, diffable)."""
-    path = video.with_suffix(".json")
+def default_truth_dir(out_dir: str | Path) -> Path:
+    """Where ``generate`` (and ``videolake synth OUT``) put the truths by default: the sibling folder
+    ``<OUT>.truth``, never OUT itself, so OUT can be a landing folder (a .json there would be ingested as a
+    ``not_a_video`` rejection). The sibling of ``landing/2024-03-01`` is ``landing/2024-03-01.truth``, outside the
+    day's prefix ``landing/2024-03-01/``, and not a date, so the landing sensor ignores it."""
+    out = Path(out_dir).resolve()
+    return out.with_name(out.name + ".truth") if out.name else out / "truth"
+
+
+def _write_truth(video: Path, truth: dict[str, Any], truth_dir: str | Path | None = None) -> Path:
+    """``<stem>.json`` in ``truth_dir`` (default: beside the video): one key per line, values compact."""
+    if truth_dir is None:
+        path = video.with_suffix(".json")
+    else:
+        Path(truth_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(truth_dir) / (video.stem + ".json")
     path.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in truth.items()) + "\n}\n")
     return path
 
@@ -492,8 +505,10 @@ def _write_truth(video: Path, truth: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def render(spec: VideoSpec, out_dir: str | Path, verify: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Encode ``spec`` into ``out_dir/<name>.<container>`` and write its truth beside it as ``<name>.json``.
+def render(spec: VideoSpec, out_dir: str | Path, verify: bool = True,
+           truth_dir: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """Encode ``spec`` into ``out_dir/<name>.<container>`` and write its truth as ``<name>.json`` into
+    ``truth_dir`` (default: beside the video; ``generate`` and the CLI keep it out of the video folder).
 
     With ``verify`` the decoded frame count is checked against the truth (RuntimeError on mismatch).
     """
@@ -527,7 +542,7 @@ def render(spec: VideoSpec, out_dir: str | Path, verify: bool = True) -> tuple[P
         got = count_frames(path)
         if got != n:
             raise RuntimeError(f"{path.name}: decoded {got} frames, the spec has {n}")
-    _write_truth(path, truth)
+    _write_truth(path, truth, truth_dir)
     log.info("rendered %s: %d frames, %d cuts", path.name, n, len(truth["cuts"]))
     return path, truth
 
@@ -545,8 +560,8 @@ def _special_truth(name: str, kind: str, container: str, **over: Any) -> dict[st
 
 
 def render_special(kind: str, out_dir: str | Path, *, name: str | None = None, width: int = 320, height: int = 240,
-                   fps: str = "30", seed: int = 0) -> tuple[Path, dict[str, Any]]:
-    """Write one special file (see SPECIAL_EXPECT) and its truth; returns (path, truth)."""
+                   fps: str = "30", seed: int = 0, truth_dir: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """Write one special file (see SPECIAL_EXPECT) and its truth (into ``truth_dir``, default beside it)."""
     if kind not in SPECIAL_EXPECT:
         raise ValueError(f"unknown special {kind!r}; known: {', '.join(SPECIAL_KINDS)}")
     out_dir = Path(out_dir)
@@ -559,9 +574,9 @@ def render_special(kind: str, out_dir: str | Path, *, name: str | None = None, w
         source = {"black": "black", "frozen": "static", "short": "testsrc2"}[kind]
         spec = VideoSpec(name=name, width=width, height=height, fps=fps, codec="h264",
                          segments=(Segment(source, frames),), transitions=(), seed=seed, expect=SPECIAL_EXPECT[kind])
-        path, truth = render(spec, out_dir)
+        path, truth = render(spec, out_dir, truth_dir=truth_dir)
         truth["special"] = kind
-        _write_truth(path, truth)
+        _write_truth(path, truth, truth_dir)
         return path, truth
     path = out_dir / f"{name}.mp4"
     if kind == "zero_bytes":
@@ -593,7 +608,7 @@ def render_special(kind: str, out_dir: str | Path, *, name: str | None = None, w
         truth = {**full_truth, "file": path.name, "expect": SPECIAL_EXPECT[kind], "special": kind,
                  "declared_frames": full_truth["num_frames"], "num_frames": count_frames(path),
                  "size_bytes_full": len(data)}
-    _write_truth(path, truth)
+    _write_truth(path, truth, truth_dir)
     return path, truth
 
 
@@ -644,8 +659,10 @@ def _speed_truth(truth: dict[str, Any], s: Fraction, num_frames: int) -> dict[st
 
 
 def perturb(src: str | Path, truth: dict[str, Any], k: int, out_dir: str | Path, seed: int = 0, *,
-            ops: Iterable[str] | None = None, speed: Fraction | None = None) -> tuple[Path, dict[str, Any]]:
-    """Write the k-th (1-based) perturbed copy of ``src`` as ``<stem>__v<k>.<ext>`` with its recomputed truth.
+            ops: Iterable[str] | None = None, speed: Fraction | None = None,
+            truth_dir: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """Write the k-th (1-based) perturbed copy of ``src`` as ``<stem>__v<k>.<ext>`` with its recomputed truth
+    (into ``truth_dir``, default beside it).
 
     Perturbations: speed change (+-10-25 %, frame-exact re-sampling), scale, centre crop, re-encode with another
     codec/CRF. Every variant is re-encoded; crop and scale keep frame indices, a speed change moves them.
@@ -739,7 +756,7 @@ def perturb(src: str | Path, truth: dict[str, Any], k: int, out_dir: str | Path,
         raise RuntimeError(f"{path.name}: decoded {got} frames, the variant's truth has {new['num_frames']}")
     if truth.get("vfr"):
         new["frame_times_s"] = frame_times(path)
-    _write_truth(path, new)
+    _write_truth(path, new, truth_dir)
     return path, new
 
 
@@ -890,15 +907,17 @@ def summary_line(path: str | Path, truth: dict[str, Any]) -> str:
 
 def generate(out_dir: str | Path, count: int, variants: int = 0, seed: int = 0, include_specials: bool = True,
              max_duration_s: float = DEFAULT_MAX_DURATION_S,
-             progress: Callable[[str], None] | None = None) -> list[Path]:
+             progress: Callable[[str], None] | None = None, truth_dir: str | Path | None = None) -> list[Path]:
     """Render ``count`` varied videos, then (``include_specials``) the 7 special files, then ``variants`` perturbed
     copies of each decodable one (the ``count`` videos and the black, frozen and short specials).
 
-    Every file gets a ``<stem>.json`` truth beside it. Returns the media paths in the order written. ``progress``
-    is called with a one-line summary (see summary_line) after each file.
+    Every file gets a ``<stem>.json`` truth in ``truth_dir`` (default ``default_truth_dir(out_dir)``, the sibling
+    ``<out_dir>.truth``): ``out_dir`` receives media files only. Returns the media paths in the order written.
+    ``progress`` is called with a one-line summary (see summary_line) after each file.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    truth_dir = Path(truth_dir) if truth_dir is not None else default_truth_dir(out_dir)
     written: list[Path] = []
     expected = count + (len(SPECIAL_KINDS) if include_specials else 0)
     expected += variants * (count + (3 if include_specials else 0))
@@ -911,17 +930,17 @@ def generate(out_dir: str | Path, count: int, variants: int = 0, seed: int = 0, 
 
     originals: list[tuple[Path, dict[str, Any]]] = []
     for spec in plan(count, seed, max_duration_s):
-        path, truth = render(spec, out_dir)
+        path, truth = render(spec, out_dir, truth_dir=truth_dir)
         originals.append((path, truth))
         done(path, truth)
     if include_specials:
         for kind in SPECIAL_KINDS:
-            path, truth = render_special(kind, out_dir, seed=seed)
+            path, truth = render_special(kind, out_dir, seed=seed, truth_dir=truth_dir)
             if kind in ("black", "frozen", "short"):
                 originals.append((path, truth))
             done(path, truth)
     for path, truth in originals:
         for k in range(1, variants + 1):
-            vpath, vtruth = perturb(path, truth, k, out_dir, seed)
+            vpath, vtruth = perturb(path, truth, k, out_dir, seed, truth_dir=truth_dir)
             done(vpath, vtruth)
     return written

@@ -4,7 +4,8 @@ A clip row names its frames as a range of its source (``source_uri``, ``start_fr
 when it was materialised, its own file (``clip_uri``, frames 0..end-start). Frames are sampled at ``sample_fps``
 (between ``min_frames`` and ``max_frames``), decoded frame-exactly by ``videolake.platform.clips.read_clip_frames``
 (one seek per clip, numbering by the decode-order frame index the scene detector used) and downscaled to at most
-``max_pixels`` each, aspect kept. The video metadata that vLLM's Qwen-VL processors need travels with them.
+``max_pixels`` each, aspect kept, and turned upright by the video's display matrix (phone portrait footage reaches the
+captioner portrait, not sideways). The video metadata that vLLM's Qwen-VL processors need travels with them.
 
 A clip that cannot be decoded (corrupt file, range beyond the end, missing object) is not an exception: its row
 carries ``frame_error`` and an empty frames array, and the captioner turns it into a ``failed`` caption row.
@@ -20,9 +21,10 @@ import contextlib
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote_to_bytes, urlparse
 
 import numpy as np
 
@@ -67,9 +69,13 @@ class ClipFrames:
 
 def default_open_source(uri: str) -> str:
     """A local path for ``file://`` URIs and plain paths; other schemes need an injected opener."""
+    if uri.startswith("file://"):
+        # Percent-decoded to bytes, then as the filesystem decodes names: '#', '%', spaces and non-UTF-8 names are
+        # the file's own (urlparse would cut at '#').
+        return os.fsdecode(unquote_to_bytes(uri[len("file://"):]))
     parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return unquote(parsed.path) if parsed.scheme == "file" else uri
+    if parsed.scheme == "":
+        return uri
     raise ValueError(f"no opener for {parsed.scheme}:// sources: pass open_source= (e.g. store_opener(factory))")
 
 

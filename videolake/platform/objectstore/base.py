@@ -17,11 +17,38 @@ class ObjectStoreError(RuntimeError):
     """A clear, user-facing storage failure (bad credentials, missing bucket, exhausted retries)."""
 
 
+class ObjectArchivedError(ObjectStoreError):
+    """This one object cannot be read until it is restored (S3 GLACIER / DEEP_ARCHIVE storage classes)."""
+
+
+# Why a listed entry cannot be read as an object (``ObjectInfo.problem``). Listing never raises for one odd entry:
+# it reports the entry with its problem, and ingest turns it into a rejected raw_videos row with that reason.
+NOT_A_REGULAR_FILE = "not_a_regular_file"  # a symbolic link (never followed), FIFO, socket, device, empty folder
+PERMISSION_DENIED = "permission_denied"  # a file that cannot be read, or a folder that cannot be listed
+INVALID_NAME = "invalid_name"  # a name that is not UTF-8, or an S3 key with an empty, '.' or '..' path segment
+ARCHIVED = "archived"  # an S3 object in an archive storage class (GLACIER, DEEP_ARCHIVE): restore it first
+LISTING_PROBLEMS: tuple[str, ...] = (NOT_A_REGULAR_FILE, PERMISSION_DENIED, INVALID_NAME, ARCHIVED)
+VANISHED = "vanished"  # listed, then gone (deleted or moved) before it was read: a reject reason, not a listing flag
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
-    key: str
-    size: int
-    uri: str
+    """One listed entry. ``problem`` is None for an object that can be read; otherwise the entry is reported, not
+    hidden, and must not be opened (a link is never followed, a FIFO would block a reader).
+
+    A key ending in '/' is a folder entry: an empty local folder, an unlistable local folder, or an S3 folder
+    marker object (what consoles create for "new folder"); see ``is_folder``.
+    """
+
+    key: str  # relative to the store; may hold surrogate escapes for a local name that is not UTF-8
+    size: int  # bytes; 0 for entries that are not regular files
+    uri: str  # always representable (ASCII-safe for local stores): key_from_uri(uri) == key
+    problem: str | None = None  # one of LISTING_PROBLEMS, or None
+    detail: str | None = None  # human-readable explanation of the problem
+
+    @property
+    def is_folder(self) -> bool:
+        return self.key.endswith("/")
 
 
 class ObjectStore(ABC):
@@ -29,7 +56,13 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:
-        """All objects whose key starts with ``prefix``, sorted by key."""
+        """Every entry whose key starts with ``prefix``, sorted by key; never raises for one odd entry.
+
+        Readable objects have ``problem`` None. Entries that are not readable objects are returned flagged (see
+        ObjectInfo), never dropped and never opened. Folders are not entries themselves (their contents are), except
+        an empty one, an unlistable one, or an S3 folder marker object (keys ending in '/'). A store-wide failure
+        (bad credentials, outage) still raises.
+        """
 
     @abstractmethod
     def get_bytes(self, key: str) -> bytes: ...
@@ -59,6 +92,17 @@ class ObjectStore(ABC):
     def local_path(self, key: str) -> str | None:
         """A local filesystem path for the object when the store is local, else None (callers then download)."""
         return None
+
+    def readable_objects(self, prefix: str) -> list[ObjectInfo]:
+        """``list(prefix)`` for callers that copy whole trees (model weights): folder entries are skipped, and any
+        flagged entry is an error naming it (a tree with a link or an unreadable file is not copied half)."""
+        out = []
+        for o in self.list(prefix):
+            if o.problem is not None:
+                raise ObjectStoreError(f"cannot read {o.uri}: {o.problem} ({o.detail})")
+            if not o.is_folder:
+                out.append(o)
+        return out
 
     @contextlib.contextmanager
     def open_local(self, key: str, suffix: str = "") -> Iterator[str]:

@@ -1,13 +1,62 @@
-"""Local-filesystem object store: the embedded default, rooted at a directory (./data by default)."""
+"""Local-filesystem object store: the embedded default, rooted at a directory (./data by default).
+
+Keys are '/'-separated paths below the root. Listing walks the tree with ``lstat`` only: a symbolic link is reported
+as an entry (``not_a_regular_file``), never followed, and its target is never opened or stat'ed, whether it points
+inside the store, outside it, or nowhere. FIFOs, sockets and devices are reported the same way (opening a FIFO would
+block). A file that is not readable, or a folder that cannot be listed, is ``permission_denied``; a name that is not
+valid UTF-8 is ``invalid_name`` (Python keeps its bytes as surrogate escapes in the key, and the URI percent-encodes
+the raw bytes, so it round-trips). Folders are descended; an empty folder is one folder entry, ``<key>/`` (like an
+S3 folder marker).
+
+URIs are ``Path.as_uri()`` (RFC 8089: percent-encoded, so spaces, '%', '#' and non-ASCII names are safe) and
+``key_from_uri`` decodes them back to the exact key.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
-from videolake.platform.objectstore.base import OBJECT_STORES, ObjectInfo, ObjectStore
+from videolake.platform.objectstore.base import (
+    INVALID_NAME,
+    NOT_A_REGULAR_FILE,
+    OBJECT_STORES,
+    PERMISSION_DENIED,
+    ObjectInfo,
+    ObjectStore,
+)
+
+TMP_PREFIX = ".tmp-"  # the store's own in-flight atomic writes; never listed
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link (links are never followed)"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """Why an lstat mode is not a regular file or folder (None when it is one of those)."""
+    for test, text in _KINDS:
+        if test(mode):
+            return text
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return f"a special file (mode {oct(stat.S_IFMT(mode))})"
+
+
+def _not_utf8(key: str) -> bool:
+    try:
+        key.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
 
 
 @OBJECT_STORES.register("local")
@@ -15,33 +64,102 @@ class LocalObjectStore(ObjectStore):
     def __init__(self, root: str) -> None:
         self.root = Path(root).resolve()
 
+    def _lexical(self, key: str) -> Path:
+        """The path of ``key`` without touching the filesystem (links are not resolved)."""
+        parts = [p for p in key.strip("/").split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise ValueError(f"key {key!r} escapes the store root {self.root}")
+        return self.root.joinpath(*parts)
+
     def _path(self, key: str) -> Path:
-        p = (self.root / key.lstrip("/")).resolve()
+        """The real path of ``key`` for reading/writing; refuses keys (or links) that lead outside the root."""
+        p = self._lexical(key).resolve()
         if p != self.root and self.root not in p.parents:
             raise ValueError(f"key {key!r} escapes the store root {self.root}")
         return p
 
+    # ------------------------------------------------------------------ listing
+    def _entry(self, key: str, problem: str | None = None, detail: str | None = None, size: int = 0) -> ObjectInfo:
+        if problem is None and _not_utf8(key):
+            problem, detail = INVALID_NAME, "the name is not valid UTF-8 (rename it)"
+        return ObjectInfo(key=key, size=size, uri=self.uri(key), problem=problem, detail=detail)
+
     def list(self, prefix: str) -> list[ObjectInfo]:
         prefix = prefix.lstrip("/")
-        base = self._path(prefix.rsplit("/", 1)[0] if "/" in prefix else "")
-        if not base.exists():
-            return []
-        out = []
-        for dirpath, _dirs, files in os.walk(base):
-            for name in files:
-                full = Path(dirpath) / name
-                key = full.relative_to(self.root).as_posix()
-                if key.startswith(prefix) and not name.startswith(".tmp-"):
-                    out.append(ObjectInfo(key=key, size=full.stat().st_size, uri=self.uri(key)))
-        return sorted(out, key=lambda o: o.key)
+        base_key = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        # Walk from the root to the listing's folder with lstat: a link on the way is reported, not followed.
+        cur, key = self.root, ""
+        for part in [p for p in base_key.split("/") if p]:
+            if part in (".", ".."):
+                raise ValueError(f"prefix {prefix!r} has a '.' or '..' segment")
+            cur, key = cur / part, key + part + "/"
+            try:
+                st = cur.lstat()
+            except FileNotFoundError:
+                return []
+            except PermissionError as exc:
+                return [self._entry(key, PERMISSION_DENIED, f"cannot look up the folder: {exc.strerror}")]
+            if stat.S_ISLNK(st.st_mode):
+                return [self._entry(key, NOT_A_REGULAR_FILE,
+                                    "the folder is a symbolic link (links are never followed)")]
+            if not stat.S_ISDIR(st.st_mode):
+                return []
+        out: list[ObjectInfo] = []
+        stack = [(cur, key)]
+        while stack:
+            folder, folder_key = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except FileNotFoundError:
+                continue  # removed while listing: it is gone, nothing to report
+            except PermissionError as exc:
+                out.append(self._entry(folder_key, PERMISSION_DENIED, f"cannot list the folder: {exc.strerror}"))
+                continue
+            except NotADirectoryError:
+                continue  # replaced by a file while listing; the next listing sees the file
+            if not entries and folder_key != key:
+                out.append(self._entry(folder_key))  # an empty folder: a folder entry, like an S3 folder marker
+            for e in entries:
+                if e.name.startswith(TMP_PREFIX):
+                    continue
+                ekey = folder_key + e.name
+                if not (ekey.startswith(prefix) or (ekey + "/").startswith(prefix) or prefix.startswith(ekey + "/")):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # vanished while listing
+                except OSError as exc:
+                    problem = PERMISSION_DENIED if isinstance(exc, PermissionError) else NOT_A_REGULAR_FILE
+                    out.append(self._entry(ekey, problem, f"cannot stat: {exc.strerror}"))
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append((Path(e.path), ekey + "/"))
+                    continue
+                if not ekey.startswith(prefix):
+                    continue
+                kind = _kind(st.st_mode)
+                if kind is not None:
+                    out.append(self._entry(ekey, NOT_A_REGULAR_FILE, kind))
+                elif _not_utf8(ekey):
+                    out.append(self._entry(ekey, size=st.st_size))
+                elif not os.access(e.path, os.R_OK, follow_symlinks=False):
+                    out.append(self._entry(ekey, PERMISSION_DENIED, "the file is not readable by this process",
+                                           size=st.st_size))
+                else:
+                    out.append(self._entry(ekey, size=st.st_size))
+        return sorted((o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
+                      key=lambda o: o.key)
 
+    # ------------------------------------------------------------------ objects
     def get_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
     def _atomic_write(self, key: str, writer) -> str:
         dest = self._path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=TMP_PREFIX)
         try:
             with os.fdopen(fd, "wb") as f:
                 writer(f)
@@ -75,13 +193,22 @@ class LocalObjectStore(ObjectStore):
         return self._path(key).is_file()
 
     def uri(self, key: str) -> str:
-        return self._path(key).as_uri()
+        """``file://`` URI of the key itself (a link's own path, never its target); folder keys keep their '/'."""
+        uri = self._lexical(key).as_uri()
+        return uri + "/" if key.endswith("/") and not uri.endswith("/") else uri
 
     def key_from_uri(self, uri: str) -> str:
-        prefix = self.root.as_uri() + "/"
-        if not uri.startswith(prefix):
+        """Inverse of ``uri``: percent-decoded to bytes, then to a str as the filesystem does (surrogate escapes)."""
+        if not uri.startswith("file://"):
             raise ValueError(f"{uri} is not inside {self.root.as_uri()}")
-        return uri[len(prefix):]
+        path = os.fsdecode(unquote_to_bytes(uri[len("file://"):]))
+        root = str(self.root).rstrip("/") + "/"
+        if not path.startswith(root) or path == root:
+            raise ValueError(f"{uri} is not inside {self.root.as_uri()}")
+        return path[len(root):]
 
     def local_path(self, key: str) -> str | None:
-        return str(self._path(key))
+        """The key's own path (a link is not resolved here, so callers can lstat it); ValueError when the path,
+        links resolved, would lead outside the root."""
+        self._path(key)
+        return str(self._lexical(key))

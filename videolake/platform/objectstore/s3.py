@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from videolake.platform.lake_storage import ADDRESSING_STYLES, storage_options_for_s3
-from videolake.platform.objectstore.base import OBJECT_STORES, ObjectInfo, ObjectStore, ObjectStoreError
+from videolake.platform.objectstore.base import (
+    INVALID_NAME,
+    NOT_A_REGULAR_FILE,
+    OBJECT_STORES,
+    ObjectArchivedError,
+    ObjectInfo,
+    ObjectStore,
+    ObjectStoreError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +71,22 @@ CREDENTIAL_CODES = frozenset(
 ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "403", "Forbidden"})
 NO_BUCKET_CODES = frozenset({"NoSuchBucket"})
 NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+ARCHIVED_CODES = frozenset({"InvalidObjectState"})  # GET of a GLACIER / DEEP_ARCHIVE object that is not restored
+
+
+def key_problem(key: str, size: int) -> tuple[str | None, str | None]:
+    """(problem, detail) of a listed key, without reading it (see ObjectInfo).
+
+    A key ending in '/' is a folder marker: with 0 bytes it is a plain folder entry (no problem; the landing rules
+    decide), with data it is not a file anyone can address as one. Keys with an empty, '.' or '..' segment
+    ('a//b.mp4', 'a/./b.mp4') are valid in S3 but ambiguous as paths (tools and local copies normalise them):
+    ``invalid_name``, never read.
+    """
+    if key.endswith("/") and size > 0:
+        return NOT_A_REGULAR_FILE, f"a folder marker object (its key ends in '/') holding {size} bytes"
+    if any(part in ("", ".", "..") for part in key.rstrip("/").split("/")):
+        return INVALID_NAME, "the key has an empty, '.' or '..' path segment"
+    return None, None
 
 
 def _client_error_code(exc: BaseException) -> tuple[str, int | None]:
@@ -275,6 +299,8 @@ class S3ObjectStore(ObjectStore):
                                     f"({shown}) while trying to {what}")
         if key is not None and (code in NOT_FOUND_CODES or status == 404):
             return FileNotFoundError(f"no object {self.uri(key)}")
+        if key is not None and code in ARCHIVED_CODES:
+            return ObjectArchivedError(f"{self.uri(key)} is in an archive storage class ({shown}): restore it to read it")
         if code in ACCESS_DENIED_CODES or status == 403:
             return ObjectStoreError(f"S3 denied access to {self._where} ({shown}) while trying to {what}: the "
                                     "credentials are wrong or lack permission")
@@ -315,6 +341,7 @@ class S3ObjectStore(ObjectStore):
         self._call("list the bucket", lambda: self._client().list_objects_v2(Bucket=self.bucket, MaxKeys=1))
 
     def list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object under the prefix (ListObjectsV2), flagged by ``key_problem``; see ObjectStore.list."""
         full_prefix = f"{self.prefix}/{prefix.lstrip('/')}" if self.prefix else prefix.lstrip("/")
 
         def run() -> list[ObjectInfo]:
@@ -325,7 +352,9 @@ class S3ObjectStore(ObjectStore):
             for page in pages:
                 for obj in page.get("Contents", []):
                     key = self._relative(obj["Key"])
-                    out.append(ObjectInfo(key=key, size=int(obj["Size"]), uri=self.uri(key)))
+                    size = int(obj["Size"])
+                    problem, detail = key_problem(key, size)
+                    out.append(ObjectInfo(key=key, size=size, uri=self.uri(key), problem=problem, detail=detail))
             return out
 
         # The whole listing is retried: a page lost mid-way restarts from the first page, so no duplicates.
