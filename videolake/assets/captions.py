@@ -55,10 +55,9 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
 
         keys = partition_keys(context)
         lk = lake.get_lake()
-        captioner.ensure_model(context.log)
         config = captioner.to_config()
         run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
-                                 progress=context.log.info)
+                                 progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
         m = run.metrics.to_metadata()
         for d in run.per_partition.values():
             d.pop("useful_s", None)

@@ -6,12 +6,18 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["cpu", "caption"], help="cpu: CPU stage vs ffmpeg decode; caption: stage vs raw vLLM")
+    p.add_argument("what", choices=["cpu", "caption", "scale", "ray"],
+                   help="cpu: CPU stage vs ffmpeg decode; caption: stage vs raw vLLM; scale: the caption data path "
+                   "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
+                   "Dagster + Ray overhead of an empty day")
     p.add_argument("--seconds", type=int, default=20, help="cpu: length of each synthetic file")
     p.add_argument("--repeats", type=int, default=2, help="cpu: measurements per side (best kept)")
     p.add_argument("--files", nargs="*", help="cpu: benchmark these files instead of synthetic 360p/1080p ones")
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
+    p.add_argument("--rows", type=int, default=200_000, help="scale: clip rows through the stage")
+    p.add_argument("--compare-rows", type=int, default=None, help="scale: smaller run for the memory ratio (rows/10)")
+    p.add_argument("--batch", type=int, default=4096, help="scale: clips per batch (= per checkpoint piece)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,6 +26,39 @@ def run(args: argparse.Namespace) -> int:
 
         print(format_rows(bench_cpu(seconds=args.seconds, repeats=args.repeats, files=args.files)))
         return 0
+    if args.what == "scale":
+        from videolake.platform.bench_scale import bench_scale
+
+        bench_scale(args.rows, args.compare_rows, batch=args.batch)
+        return 0
+    if args.what == "ray":
+        from videolake.platform.bench_scale import bench_ray
+
+        bench_ray(fixed_overhead_s)
+        return 0
     from videolake.platform.captioning.bench import main as caption_main
 
     return int(caption_main(clips=args.clips, model=args.model) or 0)
+
+
+def fixed_overhead_s(work: str) -> float:
+    """One run of the whole job for an empty-but-existing day, through Dagster on a temporary instance."""
+    import os
+    import time
+
+    import dagster as dg
+
+    from videolake.platform.bench_scale import DAY
+
+    os.environ["VIDEOLAKE_DATA_DIR"] = os.path.join(work, "data")
+    os.makedirs(os.path.join(work, "data", "store", "landing", DAY), exist_ok=True)
+    from videolake.definitions import build_definitions
+
+    job = build_definitions("local").resolve_job_def("videolake_daily")
+    with dg.instance_for_test() as instance:
+        t0 = time.perf_counter()
+        result = job.execute_in_process(partition_key=DAY, instance=instance, raise_on_error=False)
+        seconds = time.perf_counter() - t0
+    if not result.success:
+        raise RuntimeError("the empty-day run failed")
+    return seconds

@@ -178,13 +178,15 @@ def merge_duplicates(day_rows: pa.Table) -> pa.Table:
 
 
 def raw_videos_units(objects_by_day: dict[str, list[ObjectInfo]], store: ObjectStore) -> list[dict]:
-    """One unit per landing object; its key changes when the object's name, size or version changes."""
+    """One unit per landing object."""
     units = []
     for day, objs in sorted(objects_by_day.items()):
         for o in objs:
             payload = {"key": o.key, "uri": o.uri, "size": o.size,
                        **{k: v for k, v in vars(o).items() if k not in ("key", "uri", "size")}}
-            units.append({"unit_key": unit_key("raw", o.uri, o.size, getattr(o, "version", None)),
+            # Name, size and listing problem: a re-landed object with other bytes under the same name and size is
+            # not detected (stores give no cheap content version here); a changed size or a fixed problem is.
+            units.append({"unit_key": unit_key("raw", o.uri, o.size, o.problem),
                           "partition_date": day, "payload": json.dumps(payload, default=str)})
     return units
 

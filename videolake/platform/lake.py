@@ -125,6 +125,7 @@ class Lake:
             raise ValueError(f"{table}: rows for partitions {sorted(outside)} outside the run's range {partitions}")
         from videolake.platform.lake_storage import retry_on_commit_conflict
 
+        self.ensure_table(table)
         uri = self.table_uri(table)
         # Concurrent runs of other partitions may win the commit race; the overwrite is safe to repeat.
         retry_on_commit_conflict(
@@ -178,6 +179,7 @@ class Lake:
         from deltalake import DeltaTable
 
         if self.exists(table):
+            self._add_new_columns(table)
             return
         try:
             DeltaTable.create(self.table_uri(table), schema=TABLES[table], partition_by=[PARTITION_COLUMN],
@@ -185,6 +187,17 @@ class Lake:
         except Exception:  # noqa: BLE001 - lost a creation race: fine if the table now exists
             if not self.exists(table):
                 raise
+
+    def _add_new_columns(self, table: str) -> None:
+        """Schema evolution: columns a newer videolake added to a table (nullable) are added to an old table."""
+        from deltalake import DeltaTable, Field
+
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        have = {f.name for f in dtbl.schema().fields}
+        new = [f for f in TABLES[table] if f.name not in have]
+        if new:
+            log.info("%s: adding columns %s", table, [f.name for f in new])
+            dtbl.alter.add_columns([Field.from_arrow(f) for f in new])
 
     def commit_files(self, table: str, files: list[DataFile], partitions: PartitionRange, *,
                      token: str | None = None) -> WriteResult:

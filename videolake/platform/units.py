@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "_checkpoints"
 FINALIZE_MAX_UNITS = 2000
+MAX_UNIT_ATTEMPTS = 3
 LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"  # unit files per finalize task when the stage has no per-partition step
 
 
@@ -214,7 +215,10 @@ def run_units(
     ctx.max_errored_blocks = -1
     ctx.enable_progress_bars = False
     ds = ray.data.from_items(units, override_num_blocks=len(units))
-    ds = ds.map(task, num_cpus=num_cpus)  # Ray retries a task whose worker died (system failure)
+    # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
+    # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
+    # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
+    ds = ds.map(task, num_cpus=num_cpus, max_retries=MAX_UNIT_ATTEMPTS - 1)
     seen: set[str] = set()
     last = 0.0
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):

@@ -103,7 +103,7 @@ def ensure_cached(store: ObjectStore, prefix: str, cache_dir: str, *, verify: st
 def _remote_files(store: ObjectStore, prefix: str) -> dict[str, int]:
     """Relative path -> size of every object under the prefix (the prefix is a directory)."""
     base = prefix.strip("/") + "/"
-    return {o.key[len(base):]: int(o.size) for o in store.list(base) if o.key.startswith(base) and o.key != base}
+    return {o.key[len(base):]: int(o.size) for o in store.readable_objects(base) if o.key.startswith(base) and o.key != base}
 
 
 def verify_entry(entry: Path, remote: dict[str, int], *, verify: str = "sha256") -> str | None:

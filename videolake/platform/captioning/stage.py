@@ -319,10 +319,13 @@ def caption_partitions(
     unit_clips: int | None = None,
     progress: Callable[[str], None] | None = None,
     inputs: pa.Table | None = None,
+    prepare: Callable[[], None] | None = None,
 ) -> CaptionRun:
     """Caption the passed clips of ``partitions`` into clip_captions (see the module docstring).
 
     ``inputs``: the clips to caption (INPUT_COLUMNS) instead of reading the CPU tables (benchmarks).
+    ``prepare()``: called once before the actors start, only when there is something to caption (e.g. staging
+    the model), so an empty or fully reused day costs no model work.
     """
     import ray
     import ray.data
@@ -360,6 +363,8 @@ def caption_partitions(
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()
+    if todo and prepare is not None:
+        prepare()
     if todo:
         ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
         ds = ds.map_batches(
