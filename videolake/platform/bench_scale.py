@@ -70,7 +70,7 @@ def make_upstream(lake, rows: int, day: str = DAY) -> int:
     """raw_videos, scene_clips and filtered_clips for ``rows`` passed clips (10 per video) of one day.
 
     Runs in a Ray worker (see ``bench_scale``) so that the measured process never holds these rows."""
-    from videolake.platform.lake import PartitionRange, rows_to_table
+    from videolake.platform.lake import PartitionRange
     from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
 
     d = dt.date.fromisoformat(day)
@@ -164,7 +164,7 @@ def bench_scale(rows: int, compare_rows: int | None = None, *, batch: int = 4096
                 echo=print) -> dict:
     import ray
 
-    from videolake.platform.raymap import ensure_ray
+    from videolake.platform.units import ensure_ray
 
     compare_rows = compare_rows if compare_rows is not None else max(rows // 10, 1)
     work = tempfile.mkdtemp(prefix="videolake-bench-scale-")

@@ -45,6 +45,15 @@ MAX_UNIT_ATTEMPTS = 3
 LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"  # unit files per finalize task when the stage has no per-partition step
 
 
+def ensure_ray(num_cpus: int | None = None) -> None:
+    """Use the Ray cluster the caller connected to (Dagster's RayResource); start a local one otherwise."""
+    import ray
+
+    if not ray.is_initialized():
+        log.info("no Ray cluster connected: starting a local one")
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+
+
 def stage_version(*parts: Any) -> str:
     """A short hash of everything that changes a stage's rows (JSON-able parts)."""
     blob = json.dumps(parts, sort_keys=True, default=str)
@@ -206,8 +215,6 @@ def run_units(
     import ray
     import ray.data
 
-    from videolake.platform.raymap import ensure_ray
-
     ensure_ray()
     ctx = ray.data.DataContext.get_current()
     # A unit whose worker died on every retry (a decoder segfault on one odd file) must not fail the stage: its
@@ -307,8 +314,6 @@ def finalize(
     a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day.
     """
     import ray
-
-    from videolake.platform.raymap import ensure_ray
 
     ensure_ray()
     token = uuid.uuid4().hex[:16]

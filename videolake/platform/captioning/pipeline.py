@@ -4,8 +4,8 @@ The stage itself is videolake.platform.captioning.stage (Ray Data: frame extract
 checkpoint every batch -> finalize -> one Delta commit); ``caption_clips`` runs that same stage on a scratch lake.
 
 vLLM's environment reaches the actors through runtime_env (a KubeRay worker does not inherit the driver's
-environment). Ray must already be initialised by the caller (Dagster's RayResource); if it is not, a local Ray with
-2 CPUs is started.
+environment). Ray must already be initialised by the caller (Dagster's RayResource); if it is not, a local Ray is
+started.
 """
 
 from __future__ import annotations
@@ -37,15 +37,6 @@ def actor_env(config: CaptionerConfig) -> dict[str, str]:
             if os.environ.get(name):
                 env[name] = os.environ[name]
     return env
-
-
-def _ensure_ray() -> None:
-    import ray
-
-    if not ray.is_initialized():
-        log.info("no Ray cluster connected: starting a local one (2 CPUs)")
-        ray.init(num_cpus=min(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True)
 
 
 def caption_clips(

@@ -22,7 +22,6 @@ included). On CPU actors count as 1 accelerator each.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 import uuid
@@ -36,7 +35,7 @@ import pyarrow.compute as pc
 from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
 from videolake.platform.lake import Lake, PartitionRange, conform
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
-from videolake.platform.units import CHECKPOINT_DIR, Checkpoints, StageProgress, file_stats
+from videolake.platform.units import Checkpoints, StageProgress, ensure_ray, file_stats
 
 log = logging.getLogger(__name__)
 
@@ -332,10 +331,10 @@ def caption_partitions(
 
     from videolake.platform.captioning.frames import store_opener
     from videolake.platform.captioning.metrics import compute_metrics_from_batches
-    from videolake.platform.captioning.pipeline import _ensure_ray, actor_env
+    from videolake.platform.captioning.pipeline import actor_env
 
     t0 = time.monotonic()
-    _ensure_ray()
+    ensure_ray()
     if open_source is None and store is not None:
         open_source = store_opener(lambda _uri: store)
     checkpoints = Checkpoints(lake.files(), TABLE, stage_code_version(config))
