@@ -205,9 +205,10 @@ def _videos(folder: str, count: int, seconds: int) -> list[str]:
         p = os.path.join(folder, f"v{i}.mp4")
         half = seconds / 2
         subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y",
-                        "-f", "lavfi", "-i", f"{a}=size=640x360:rate=30:duration={half}",
-                        "-f", "lavfi", "-i", f"{b}=size=640x360:rate=30:duration={half}",
-                        "-filter_complex", "[0:v][1:v]concat=n=2:v=1[v]", "-map", "[v]",
+                        "-t", str(half), "-f", "lavfi", "-i", f"{a}=size=640x360:rate=30",
+                        "-t", str(half), "-f", "lavfi", "-i", f"{b}=size=640x360:rate=30",
+                        "-filter_complex", "[0:v]format=yuv420p,setsar=1[a];[1:v]format=yuv420p,setsar=1[b];"
+                        "[a][b]concat=n=2:v=1[v]", "-map", "[v]",
                         "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", p], check=True)
         paths.append(p)
     return paths
