@@ -68,7 +68,8 @@ def main(args: dict) -> None:
     for e in result.get_asset_materialization_events():
         md = e.materialization.metadata
         print(json.dumps({"asset": e.asset_key.path[-1],
-                          **{k: md[k].value for k in ("units_total", "units_reused", "units_computed") if k in md}}),
+                          **{k: md[k].value for k in ("units_total", "units_reused", "units_computed", "goodput",
+                                                      "accelerator_s_all_attempts") if k in md}}),
               flush=True)
     sys.exit(0 if result.success else 1)
 

@@ -71,6 +71,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
                 **{k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
                    for k, v in m.items()},
                 "goodput": dg.MetadataValue.float(round(run.goodput, 4)),
+                "accelerator_s_all_attempts": dg.MetadataValue.float(round(run.accelerator_s_all_attempts, 2)),
                 "clips_reused": dg.MetadataValue.int(run.clips_reused),
                 "clips_computed": dg.MetadataValue.int(run.clips_computed),
                 "per_actor": dg.MetadataValue.json([a.__dict__ for a in run.metrics.per_actor]),
