@@ -47,9 +47,13 @@ lock: $(UV)
 	$(UV) pip compile $(REQ)/requirements.in --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt \
 	  --python-version 3.11 -o $(REQ)/requirements.lock
 
+# Every figure the README's Performance section states (sizes as stated there).
 bench: setup
 	$(VENV)/bin/videolake bench cpu
-	$(VENV)/bin/videolake bench caption
+	$(VENV)/bin/videolake bench caption --clips 64
+	$(VENV)/bin/videolake bench caption --clips 1000
+	$(VENV)/bin/videolake bench scale --rows 200000 --compare-rows 20000
+	$(VENV)/bin/videolake bench ray
 
 clean:
 	rm -rf $(VENV) .dagster data
