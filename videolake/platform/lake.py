@@ -125,7 +125,8 @@ class Lake:
             raise ValueError(f"{table}: rows for partitions {sorted(outside)} outside the run's range {partitions}")
         from videolake.platform.lake_storage import retry_on_commit_conflict
 
-        self.ensure_table(table)
+        if self.exists(table):
+            self._add_new_columns(table)
         uri = self.table_uri(table)
         # Concurrent runs of other partitions may win the commit race; the overwrite is safe to repeat.
         retry_on_commit_conflict(
