@@ -406,7 +406,7 @@ def test_prod_profile_puts_the_cpu_stages_on_an_autoscaling_kuberay_cluster(monk
     cpu, gpu = resources["ray_cluster"], resources["caption_ray"]
     for r in (cpu, gpu):
         assert isinstance(r, KubeRayCluster)
-        assert r.lifecycle.cleanup == "always" and r.cluster_sharing.enabled is False
+        assert r.lifecycle.cleanup == "always" and r.cluster_sharing.enabled is False and r.timeout == 1200
         assert r.ray_cluster.metadata["namespace"] == "videolake"
     expected = cpu_stage_cluster_config(image="registry.example.com/videolake/cpu:9.9.9", worker_min_replicas=2,
                                         worker_max_replicas=40, worker_cpu="16", worker_memory="64Gi")

@@ -37,6 +37,11 @@ import os
 
 import dagster as dg
 
+# How long a step waits for its RayCluster to be ready before it fails (dagster-ray's default is 600 s). A cluster on
+# nodes that must first be provisioned and pull the multi-GB image can take longer (README, "Deploy on Kubernetes");
+# the same bound as run monitoring's start timeout in k8s/values.yaml.
+READY_TIMEOUT_S = 1200.0
+
 
 def _env(name: str, default: str | None = None) -> str:
     value = os.environ.get(name, default)
@@ -104,6 +109,7 @@ def kuberay_cluster_resource(cfg, **overrides):
             spec=RayClusterSpec(**dagster_ray_spec_kwargs(cfg)),
         ),
         "lifecycle": Lifecycle(cleanup="always"),
+        "timeout": READY_TIMEOUT_S,
         "env_vars": {"VIDEOLAKE_PROFILE": "prod"},
         **overrides,
     }
