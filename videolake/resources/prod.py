@@ -9,18 +9,20 @@ starts and deleted when it ends, on success and on failure (``cleanup="always"``
 - ``caption_ray`` (clip_captions): a fixed GPU worker group.
 
 One cluster per step, not one shared by a run's steps. Sharing would save, on each later step of a run, the start
-of a cluster minus a connect to a running one. Measured here (k8s/bench_ray_startup.py, 2-core machine shared with
-other jobs, medians of 3 fresh processes): ``ray start --head`` 9.7 s, a worker's ``ray start`` 6.8 s, a Ray Client
-connect + one task + disconnect 6.8 s, which both paths pay. Documented Kubernetes figures add the rest (README,
-"Deploy on Kubernetes"): pod start <= 5 s at p99 without image pull (the Kubernetes pod-startup SLO), KubeRay's
-readiness probe starts 10 s after the container, and a multi-GB image pull takes minutes only on a node without the
-image; nodes outlive the clusters (cluster-autoscaler keeps an unneeded node 10 min), so consecutive steps start on
-warm nodes: about 20-40 s per step, at most 2 x that per run of three CPU steps, against CPU steps that take hours at
-the reference workload (600 TB a day). And sharing in dagster-ray 0.4.8 does not work with the kubernetes 36 client
-it resolves with: a step that finds a shared cluster stamps its lock through a JSON-patch helper that passes
-``response_type`` to ``ApiClient.call_api``, which raises TypeError (the lock heartbeat hits the same call and only
-logs it, so a lock would expire under a running step); its cleanup also leaves the cluster to the reaper sensor for a
-lock TTL (30 min by default), and it needs lease and patch rights. tests/k8s/test_kuberay_spec.py pins both facts.
+of a cluster minus a connect to a running one. Measured with the real Ray (k8s/bench_ray_startup.py, fresh process
+per measurement, 2-core machine shared with other jobs; quietest of four runs, ranges over all four): ``ray start
+--head`` 9.7 s (9.7-22.3), a worker's ``ray start`` 6.8 s (6.8-18.7), a Ray Client connect + one task + disconnect,
+which both paths pay, 6.8 s (6.8-10.7); LocalRay's ``ray.init`` + one task 7.4 s. Documented Kubernetes figures add
+the rest (README, "One RayCluster per step"): a pod starts in <= 5 s at p99 without the image pull (the Kubernetes
+pod-startup SLO), KubeRay's readiness probe first runs 10 s after a Ray container starts, and a multi-GB image takes
+minutes to pull only on a node without it; nodes outlive the clusters (cluster-autoscaler keeps an unneeded node 10
+min), so later steps start on warm nodes. That is about 25-40 s per step, at most about 2 min per run of three CPU
+steps, against CPU steps that take hours at the reference workload (600 TB a day). And sharing in dagster-ray 0.4.8
+does not work with the kubernetes 36 client it resolves with: a step that finds a shared cluster stamps its lock
+through a JSON-patch helper that passes ``response_type`` to ``ApiClient.call_api``, which raises TypeError (the lock
+heartbeat makes the same call and only logs it, so a lock can expire under a running step); its cleanup also leaves
+the cluster to the reaper sensor for a lock TTL (30 min by default), and it needs lease and patch rights.
+tests/k8s/test_kuberay_spec.py pins both facts and that each step of a run gets, and deletes, its own cluster.
 
 Run with Dagster's per-step (multiprocess or k8s_job) executor, the default of the K8sRunLauncher: each step then
 initializes only its own resources, so the GPU cluster exists only during clip_captions. An in-process run would
