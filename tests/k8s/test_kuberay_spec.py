@@ -1,11 +1,15 @@
-"""The RayCluster spec (videolake.platform.kuberay_spec) as dagster-ray 0.4.8 renders and uses it, and the RBAC it needs.
+"""The RayClusters of the prod profile (videolake.platform.kuberay_spec, videolake.resources.prod) as dagster-ray 0.4.8
+renders and uses them, and the RBAC they need.
 
-No API server can run here. dagster-ray's own KubeRayCluster resource runs its real lifecycle (create, wait,
-cleanup) against FakeKubernetesApi, a fake of the kubernetes client's ApiClient: it keeps RayClusters in a dict,
-answers .status as KubeRay would, and records every API call as (API group, resource, verb). The spec dagster-ray
-posts must validate against KubeRay's CRD, and the recorded calls must be exactly what k8s/rbac.yaml's Role grants.
+No API server can run here. dagster-ray's own KubeRayCluster resource, built by the prod profile's code, runs its
+real lifecycle (create, wait, cleanup) against FakeKubernetesApi (tests/k8s/fake_kubernetes.py), a FAKE of the
+kubernetes client's ApiClient that keeps RayClusters, answers .status as KubeRay would and records every API call.
+Both clusters are covered: the CPU stages' (resource `ray_cluster`, autoscaling CPU worker group) and the GPU step's
+(`caption_ray`). The spec dagster-ray posts must equal ours and validate against KubeRay's CRD, and the recorded calls
+must be exactly what k8s/rbac.yaml's Role grants.
 """
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -15,24 +19,28 @@ import yaml
 from dagster_ray import Lifecycle
 from dagster_ray.kuberay import KubeRayCluster
 from dagster_ray.kuberay.client import RayClusterClient
-from dagster_ray.kuberay.configs import RayClusterConfig, RayClusterSpec
+from dagster_ray.kuberay.configs import ClusterSharing
 from dagster_ray.kuberay.ops import DeleteKubeRayClustersConfig, delete_kuberay_clusters_op
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
+from fake_kubernetes import NAMESPACE, FakeKubernetesApi
 from test_manifests import crd_errors, load_docs
 
 from videolake.platform.kuberay_spec import (
+    AUTOSCALER_TOKEN_VOLUME,
     HEAD_CONTAINER,
     MODEL_CACHE_VOLUME,
+    SERVICE_ACCOUNT_DIR,
     WORKER_CONTAINER,
     RayClusterSpecConfig,
     build_raycluster_manifest,
     build_raycluster_spec,
+    cpu_stage_cluster_config,
     dagster_ray_spec_kwargs,
 )
+from videolake.resources.prod import kuberay_cluster_resource
 
 REPO = Path(__file__).resolve().parents[2]
-NAMESPACE = "videolake"
+PARTITION = "2024-01-05"
+DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01")
 
 
 # ------------------------------------------------------------------------------------------------ the spec itself
@@ -85,6 +93,47 @@ def test_spec_has_head_and_gpu_worker_group():
     assert "secret" not in flat.lower().replace("secretkeyref", "").replace("aws_secret_access_key", "")
 
 
+def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
+    cfg = cpu_stage_cluster_config(image="registry.example.com/videolake/videolake:1.2.3", worker_max_replicas=40,
+                                   worker_cpu="16", worker_memory="64Gi")
+    spec = build_raycluster_spec(cfg)
+    assert spec["enableInTreeAutoscaling"] is True
+    assert spec["autoscalerOptions"] == {
+        "upscalingMode": "Default", "idleTimeoutSeconds": 60,
+        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
+        "volumeMounts": [{"name": AUTOSCALER_TOKEN_VOLUME, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True}],
+    }
+    (group,) = spec["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"], group["minReplicas"], group["maxReplicas"]) == ("cpu", 1, 1, 40)
+    assert group["rayStartParams"] == {"num-gpus": "0"}  # no GPU task can land on a CPU worker
+    pod = group["template"]["spec"]
+    (worker,) = pod["containers"]
+    assert worker["image"] == cfg.image
+    assert worker["resources"] == {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"cpu": "16", "memory": "64Gi"}}
+    assert "nodeSelector" not in pod and "tolerations" not in pod  # any node, not the tainted GPU pool
+    assert [v["name"] for v in pod["volumes"]] == ["ray-logs", "dshm"]  # no model cache on CPU workers
+    assert {e["name"] for e in worker["env"]} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    assert group["template"]["metadata"]["labels"]["videolake/ray-node"] == "cpu-worker"
+
+    # the API token: in a projected volume of the head pod that only the autoscaler sidecar mounts
+    head_pod = spec["headGroupSpec"]["template"]["spec"]
+    token = next(v for v in head_pod["volumes"] if v["name"] == AUTOSCALER_TOKEN_VOLUME)["projected"]["sources"]
+    assert token[0] == {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+    assert token[1]["configMap"]["name"] == "kube-root-ca.crt"
+    for p in (head_pod, pod):
+        assert p["automountServiceAccountToken"] is False and p["serviceAccountName"] == "videolake-ray"
+        assert all(m["name"] != AUTOSCALER_TOKEN_VOLUME for c in p["containers"] for m in c["volumeMounts"])
+    assert crd_errors(build_raycluster_manifest(cfg, "dg-prod-1234abcd-cpu")) == []
+
+
+def test_cpu_stage_cluster_starts_with_its_minimum():
+    cfg = cpu_stage_cluster_config(worker_min_replicas=3, worker_max_replicas=8)
+    assert (cfg.worker_replicas, cfg.worker_min_replicas, cfg.worker_max_replicas) == (3, 3, 8)
+    assert cpu_stage_cluster_config(worker_min_replicas=0).worker_replicas == 0
+    assert build_raycluster_spec(RayClusterSpecConfig())["enableInTreeAutoscaling"] is False  # the GPU step: fixed
+    assert "autoscalerOptions" not in build_raycluster_spec(RayClusterSpecConfig())
+
+
 def test_model_cache_volume_kinds():
     ephemeral = build_raycluster_spec(RayClusterSpecConfig(model_cache_volume="ephemeral", model_cache_size="500Gi",
                                                            model_cache_storage_class="local-nvme"))
@@ -99,6 +148,10 @@ def test_model_cache_volume_kinds():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"worker_replicas": 2, "worker_max_replicas": 1}, "worker_replicas"),
+    ({"autoscaling": True, "worker_replicas": 0, "worker_max_replicas": 0}, "worker_max_replicas >= 1"),
+    ({"autoscaling": True, "autoscaler_upscaling_mode": "Fast"}, "autoscaler_upscaling_mode"),
+    ({"autoscaling": True, "autoscaler_idle_timeout_s": -1}, "autoscaler_idle_timeout_s"),
+    ({"autoscaling": True, "autoscaler_token_expiration_s": 60}, "autoscaler_token_expiration_s"),
     ({"worker_min_replicas": 2, "worker_replicas": 1}, "worker_min_replicas"),
     ({"model_cache_volume": "nfs"}, "model_cache_volume"),
     ({"model_cache_path": "models"}, "absolute"),
@@ -118,148 +171,113 @@ def test_manifest_metadata_merges_labels():
     assert crd_errors(m) == []
 
 
-# ------------------------------------------------------------------------------------------------ fake Kubernetes API
-class FakeKubernetesApi(k8s.ApiClient):
-    """A fake kubernetes ApiClient: RayClusters in a dict, KubeRay's status on .../status, every call recorded.
-
-    ``cluster_state`` is the state KubeRay reports ("ready" or "failed").
-    """
-
-    def __init__(self, cluster_state: str = "ready") -> None:
-        super().__init__(k8s.Configuration(host="https://fake-apiserver.invalid"))
-        self.cluster_state = cluster_state
-        self.clusters: dict[str, dict] = {}
-        self.calls: list[tuple[str, str, str]] = []  # (method, path, label selector)
-        self.created: list[dict] = []
-        self.deleted: list[str] = []
-
-    def call_api(self, resource_path, method, path_params=None, query_params=None, header_params=None, body=None,
-                 *args, **kwargs):
-        path = resource_path
-        for key, value in (path_params or {}).items():
-            path = path.replace("{" + key + "}", str(value))
-        selector = dict(query_params or []).get("labelSelector", "")
-        self.calls.append((method, path, selector))
-        return self._answer(method, path, selector, body)
-
-    def _answer(self, method: str, path: str, selector: str, body):
-        ray = re.fullmatch(rf"/apis/ray\.io/v1/namespaces/{NAMESPACE}/rayclusters(?:/([^/]+))?(/status)?", path)
-        if ray:
-            name, status = ray.group(1), ray.group(2)
-            if method == "POST" and name is None:
-                name = body["metadata"]["name"]
-                self.clusters[name] = body
-                self.created.append(body)
-                return body
-            if method == "GET" and name is None:
-                wanted = dict(kv.split("=", 1) for kv in selector.split(",") if kv)
-                return {"items": [c for c in self.clusters.values()
-                                  if wanted.items() <= c["metadata"].get("labels", {}).items()]}
-            if name not in self.clusters:
-                raise ApiException(status=404, reason="Not Found")
-            if method == "GET" and status:
-                return {**self.clusters[name], "status": {
-                    "state": self.cluster_state,
-                    "head": {"podName": f"{name}-head-abcde", "serviceIP": "10.0.0.7",
-                             "serviceName": f"{name}-head-svc"},
-                    "endpoints": {"client": "10001", "dashboard": "8265", "gcs-server": "6379"},
-                }}
-            if method == "GET":
-                return self.clusters[name]
-            if method == "DELETE":
-                self.deleted.append(name)
-                return {"kind": "Status", "status": "Success"}
-        pod = re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)(/log)?", path)
-        if pod and method == "GET":
-            if pod.group(2):
-                return "ray.exceptions: the GPU worker could not start (fake log)\n"
-            return k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=pod.group(1)),
-                             spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=HEAD_CONTAINER)]))
-        raise AssertionError(f"unexpected Kubernetes API call {method} {path}")
-
-    def permissions_used(self) -> set[tuple[str, str, str]]:
-        """The recorded calls as RBAC (apiGroup, resource, verb) triples."""
-        used = set()
-        for method, path, _selector in self.calls:
-            m = re.fullmatch(r"/apis?/(?:([^/]+)/)?v1/namespaces/[^/]+/([^/]+)(?:/([^/]+))?(?:/([^/]+))?", path)
-            assert m, path
-            group = m.group(1) if path.startswith("/apis/") else ""
-            resource = m.group(2) + (f"/{m.group(4)}" if m.group(4) else "")
-            named = m.group(3) is not None
-            verb = {"GET": "get" if named else "list", "POST": "create", "DELETE": "delete", "PATCH": "patch",
-                    "PUT": "update"}[method]
-            used.add((group, resource, verb))
-        return used
+# ------------------------------------------------------------------------------------------------ lifecycle on the fake API
+# The two Ray resources of the prod profile, as resource key -> (cluster config, asset name). The tests build them
+# with the prod profile's own builder; only the client (the fake) and the Ray connect differ.
+CLUSTERS = {
+    "ray_cluster": (cpu_stage_cluster_config, "scene_clips_stub"),
+    "caption_ray": (RayClusterSpecConfig, "clip_captions_stub"),
+}
 
 
-def role_permissions() -> set[tuple[str, str, str]]:
-    (role,) = [d for d in load_docs(REPO / "k8s" / "rbac.yaml") if d["kind"] == "Role"]
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-            for v in rule["verbs"]}
-
-
-def kuberay_resource(api: FakeKubernetesApi, cfg: RayClusterSpecConfig) -> KubeRayCluster:
-    return KubeRayCluster(
-        ray_cluster=RayClusterConfig(metadata={"namespace": cfg.namespace, "labels": dict(cfg.labels)},
-                                     spec=RayClusterSpec(**dagster_ray_spec_kwargs(cfg))),
+def fake_resource(api: FakeKubernetesApi, cfg: RayClusterSpecConfig, **extra) -> KubeRayCluster:
+    return kuberay_cluster_resource(
+        cfg,
         client=RayClusterClient(api_client=api),
         # connect=False: nothing answers ray:// here; create, wait and cleanup are the Kubernetes side
         lifecycle=Lifecycle(connect=False, cleanup="always"),
         deployment_name="prod",
         poll_interval=0.01,
         timeout=10,
-        env_vars={"VIDEOLAKE_PROFILE": "prod"},
+        **extra,
     )
 
 
-def run_gpu_step(api: FakeKubernetesApi, *, fail_in_step: bool = False) -> dg.ExecuteInProcessResult:
-    @dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2024-01-01"))
-    def clip_captions_stub(ray_cluster: KubeRayCluster) -> dg.MaterializeResult:
+def run_step(api: FakeKubernetesApi, key: str, *, fail_in_step: bool = False, resource: KubeRayCluster | None = None,
+             instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    """One partition of a one-asset run whose asset needs the Ray resource ``key`` (its own step)."""
+    make_cfg, name = CLUSTERS[key]
+
+    @dg.asset(name=name, partitions_def=DAILY, required_resource_keys={key})
+    def stub(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         if fail_in_step:
-            raise RuntimeError("captioning failed")
-        return dg.MaterializeResult(metadata={"cluster": ray_cluster.name})
+            raise RuntimeError("the stage failed")
+        return dg.MaterializeResult(metadata={"cluster": getattr(context.resources, key).name})
 
-    return dg.materialize([clip_captions_stub], resources={"ray_cluster": kuberay_resource(api, RayClusterSpecConfig())},
-                          partition_key="2024-01-05", raise_on_error=False)
+    return dg.materialize([stub], resources={key: resource or fake_resource(api, make_cfg())},
+                          partition_key=PARTITION, raise_on_error=False, instance=instance)
 
 
-def test_dagster_ray_renders_a_valid_raycluster_from_our_spec():
+def without_injected_env(spec: dict) -> dict:
+    """``spec`` without the env var dagster-ray appends to every container (VIDEOLAKE_PROFILE, from env_vars)."""
+    spec = yaml.safe_load(yaml.safe_dump(spec))
+    for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
+        for container in group["template"]["spec"]["containers"]:
+            assert container["env"][-1] == {"name": "VIDEOLAKE_PROFILE", "value": "prod"}
+            container["env"] = container["env"][:-1]
+    return spec
+
+
+@pytest.mark.parametrize("key", list(CLUSTERS))
+def test_step_creates_its_cluster_with_our_spec_and_deletes_it(key):
     api = FakeKubernetesApi()
-    result = run_gpu_step(api)
+    result = run_step(api, key)
     assert result.success
     (posted,) = api.created
     assert crd_errors(posted) == []
     name = posted["metadata"]["name"]
-    assert name.startswith("dg-prod-") and api.deleted == [name]
+    assert name.startswith(f"dg-prod-{result.run_id[:8]}-") and api.deleted == [name] and api.clusters == {}
+    assert result.asset_materializations_for_node(CLUSTERS[key][1])[0].metadata["cluster"].value == name
     labels = posted["metadata"]["labels"]
     assert labels["app.kubernetes.io/part-of"] == "videolake"
     assert labels["dagster/run-id"] == result.run_id
+    assert labels["dagster/resource-key"] == key
     assert labels["dagster/deployment"] == "prod"
-    ours = build_raycluster_spec(RayClusterSpecConfig())
-    rendered = posted["spec"]
-    assert rendered["rayVersion"] == ours["rayVersion"]
-    worker = rendered["workerGroupSpecs"][0]["template"]["spec"]
-    assert worker["containers"][0]["resources"] == ours["workerGroupSpecs"][0]["template"]["spec"]["containers"][0][
-        "resources"]
-    assert worker["volumes"] == ours["workerGroupSpecs"][0]["template"]["spec"]["volumes"]
-    assert worker["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    env = {e["name"]: e for e in worker["containers"][0]["env"]}
+    assert labels["dagster/partition"] == PARTITION
+    ours = build_raycluster_spec(CLUSTERS[key][0]())
+    assert without_injected_env(posted["spec"]) == {**ours, "autoscalerOptions": ours.get("autoscalerOptions", {})}
+    assert ours == build_raycluster_spec(CLUSTERS[key][0]())  # dagster-ray did not mutate our dicts
+    # the order of the calls: existence check, create, polls of .status until ready, delete
+    verbs = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in api.calls]
+    assert verbs[:2] == [("GET", name), ("POST", "rayclusters")] and verbs[-1] == ("DELETE", name)
+    assert set(verbs[2:-1]) == {("GET", "status")}
+
+
+def test_cpu_cluster_carries_the_autoscaler_and_the_gpu_cluster_does_not():
+    posted = {}
+    for key in CLUSTERS:
+        api = FakeKubernetesApi()
+        assert run_step(api, key).success
+        (posted[key],) = api.created
+    cpu, gpu = posted["ray_cluster"]["spec"], posted["caption_ray"]["spec"]
+    assert cpu["enableInTreeAutoscaling"] is True and gpu["enableInTreeAutoscaling"] is False
+    assert cpu["autoscalerOptions"]["idleTimeoutSeconds"] == 60 and gpu["autoscalerOptions"] == {}
+    cpu_group, gpu_group = cpu["workerGroupSpecs"][0], gpu["workerGroupSpecs"][0]
+    assert (cpu_group["groupName"], cpu_group["minReplicas"], cpu_group["maxReplicas"]) == ("cpu", 1, 16)
+    assert (gpu_group["groupName"], gpu_group["minReplicas"], gpu_group["maxReplicas"]) == ("gpu", 0, 1)
+    gpu_pod = gpu_group["template"]["spec"]
+    assert gpu_pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert gpu_pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    env = {e["name"]: e for e in gpu_pod["containers"][0]["env"]}
     assert env["VIDEOLAKE_PROFILE"] == {"name": "VIDEOLAKE_PROFILE", "value": "prod"}  # injected by dagster-ray
     assert "secretKeyRef" in env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]
-    assert ours == build_raycluster_spec(RayClusterSpecConfig())  # dagster-ray did not mutate our dicts
+    assert "nvidia.com/gpu" not in cpu_group["template"]["spec"]["containers"][0]["resources"]["limits"]
 
 
-def test_cluster_is_deleted_when_the_step_fails():
+@pytest.mark.parametrize("key", list(CLUSTERS))
+def test_cluster_is_deleted_when_the_step_fails(key):
     api = FakeKubernetesApi()
-    result = run_gpu_step(api, fail_in_step=True)
+    result = run_step(api, key, fail_in_step=True)
     assert not result.success
     (posted,) = api.created
-    assert api.deleted == [posted["metadata"]["name"]]
+    assert posted["metadata"]["labels"]["dagster/run-id"] == result.run_id
+    assert api.deleted == [posted["metadata"]["name"]] and api.clusters == {}
 
 
-def test_cluster_that_never_becomes_ready_is_deleted_and_its_head_log_read():
+@pytest.mark.parametrize("key", list(CLUSTERS))
+def test_cluster_that_never_becomes_ready_is_deleted_and_its_head_log_read(key):
     api = FakeKubernetesApi(cluster_state="failed")
-    result = run_gpu_step(api)
+    result = run_step(api, key)
     assert not result.success
     (posted,) = api.created
     name = posted["metadata"]["name"]
@@ -267,23 +285,154 @@ def test_cluster_that_never_becomes_ready_is_deleted_and_its_head_log_read():
     assert ("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}-head-abcde/log", "") in api.calls
 
 
+# ------------------------------------------------------------------------------------------------ one cluster per step
+def cpu_stages_job() -> dg.JobDefinition:
+    """Three CPU stages in a chain, each needing `ray_cluster`, on the fake API in the directory
+    $VIDEOLAKE_FAKE_K8S_DIR: loaded again in each step process by Dagster's multiprocess executor."""
+    import os
+
+    api = FakeKubernetesApi(state_dir=os.environ["VIDEOLAKE_FAKE_K8S_DIR"])
+
+    def stage(name: str, deps: list[str]):
+        @dg.asset(name=name, deps=deps, partitions_def=DAILY)
+        def _stage(ray_cluster: KubeRayCluster) -> dg.MaterializeResult:
+            assert ray_cluster.name in api.clusters  # the step runs while its cluster exists
+            return dg.MaterializeResult(metadata={"cluster": ray_cluster.name})
+
+        return _stage
+
+    assets = [stage("raw_videos", []), stage("scene_clips", ["raw_videos"]), stage("filtered_clips", ["scene_clips"])]
+    job = dg.define_asset_job("cpu_stages", partitions_def=DAILY,
+                              executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))
+    defs = dg.Definitions(assets=assets, jobs=[job],
+                          resources={"ray_cluster": fake_resource(api, cpu_stage_cluster_config())})
+    return defs.resolve_job_def("cpu_stages")
+
+
+@pytest.mark.slow  # three step processes, each importing dagster: 20-60 s on 2 cores
+def test_each_step_of_a_run_gets_its_own_cluster_under_the_multiprocess_executor(tmp_path, monkeypatch):
+    """The prod executor runs each step in its own process, which creates its own cluster and deletes it when the
+    step ends: three CPU stages, three clusters, never two alive at once, all labeled with the run."""
+    monkeypatch.setenv("VIDEOLAKE_FAKE_K8S_DIR", str(tmp_path / "api"))
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        job = dg.build_reconstructable_job(  # the step processes import this module from this directory
+            "test_kuberay_spec", "cpu_stages_job", reconstructor_working_directory=str(Path(__file__).parent))
+        result = dg.execute_job(job, instance=instance, tags={"dagster/partition": PARTITION})
+        assert result.success
+        clusters = {step: result.asset_materializations_for_node(step)[0].metadata["cluster"].value
+                    for step in ("raw_videos", "scene_clips", "filtered_clips")}
+    api = FakeKubernetesApi(state_dir=tmp_path / "api")
+    lifecycle = [(m, p.rsplit("/", 1)[-1] if m == "DELETE" else "") for m, p, _ in api.calls if m in ("POST", "DELETE")]
+    names = [clusters["raw_videos"], clusters["scene_clips"], clusters["filtered_clips"]]
+    assert len(set(names)) == 3
+    assert lifecycle == [("POST", ""), ("DELETE", names[0]), ("POST", ""), ("DELETE", names[1]),
+                         ("POST", ""), ("DELETE", names[2])]
+    assert [c["metadata"]["name"] for c in api.created] == names
+    assert {c["metadata"]["labels"]["dagster/run-id"] for c in api.created} == {result.run_id}
+    assert api.clusters == {}
+
+
+def test_cluster_sharing_is_unusable_with_this_kubernetes_client():
+    """Why the prod profile does not share clusters between steps (dagster-ray 0.4.8 + kubernetes 36): the first
+    step's lock heartbeat fails (only logged) and its cleanup leaves the cluster to the reaper; a second step that
+    finds the shared cluster fails before it runs. Both hit ApiClient.call_api(response_type=...)."""
+    api = FakeKubernetesApi()
+    sharing = ClusterSharing(enabled=True, ttl_seconds=600)
+    with dg.instance_for_test() as instance:
+        first = run_step(api, "ray_cluster", resource=fake_resource(api, cpu_stage_cluster_config(),
+                                                                     cluster_sharing=sharing), instance=instance)
+        assert first.success
+        logs = [e.user_message for e in instance.all_logs(first.run_id)]
+    (shared,) = api.created
+    assert shared["metadata"]["labels"]["dagster/cluster-sharing"] == "true"
+    assert any("Failed to renew the cluster sharing lock" in m and "response_type" in m for m in logs), logs
+    assert api.deleted == [] and list(api.clusters) == [shared["metadata"]["name"]]  # not deleted after its step
+    assert ("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", "") in api.calls
+
+    second = run_step(api, "ray_cluster", resource=fake_resource(api, cpu_stage_cluster_config(),
+                                                                  cluster_sharing=sharing))
+    assert not second.success
+    (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
+    error = failure.event_specific_data.error
+    assert error.cls_name == "TypeError" and "unexpected keyword argument 'response_type'" in error.message
+    assert len(api.created) == 1  # the second step found the shared cluster, then failed to lock it
+
+
+# ------------------------------------------------------------------------------------------------ RBAC
+def role_permissions() -> set[tuple[str, str, str]]:
+    (role,) = [d for d in load_docs(REPO / "k8s" / "rbac.yaml") if d["kind"] == "Role"]
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
 def test_role_grants_exactly_what_dagster_ray_calls():
     used: set[tuple[str, str, str]] = set()
-    for state, fail in (("ready", False), ("ready", True), ("failed", False)):
-        api = FakeKubernetesApi(cluster_state=state)
-        run_gpu_step(api, fail_in_step=fail)
-        used |= api.permissions_used()
+    for key in CLUSTERS:
+        for state, fail in (("ready", False), ("ready", True), ("failed", False)):
+            api = FakeKubernetesApi(cluster_state=state)
+            run_step(api, key, fail_in_step=fail)
+            used |= api.permissions_used()
 
     # dagster-ray's reaper for clusters a killed run pod could not delete: list by label, then delete.
     api = FakeKubernetesApi()
-    api.clusters["leaked"] = build_raycluster_manifest(RayClusterSpecConfig(), "leaked",
-                                                       labels={"dagster/code-location": "videolake"})
+    for name, cfg in (("leaked-cpu", cpu_stage_cluster_config()), ("leaked-gpu", RayClusterSpecConfig())):
+        api.add_cluster(build_raycluster_manifest(cfg, name, labels={"dagster/code-location": "videolake"}))
     context = dg.build_op_context(resources={"raycluster_client": RayClusterClient(api_client=api)})
     delete_kuberay_clusters_op(context, DeleteKubeRayClustersConfig(
         namespace=NAMESPACE, match_labels={"dagster/code-location": "videolake"}))
-    assert api.deleted == ["leaked"]
+    assert sorted(api.deleted) == ["leaked-cpu", "leaked-gpu"]
     used |= api.permissions_used()
 
     assert used == role_permissions(), (
         f"Role grants but unused: {sorted(role_permissions() - used)}; used but not granted: "
         f"{sorted(used - role_permissions())}")
+
+
+# ------------------------------------------------------------------------------------------------ prod wiring
+PROD_ENV = {
+    "VIDEOLAKE_S3_BUCKET": "videolake-data", "VIDEOLAKE_RAY_IMAGE": "registry.example.com/videolake/videolake:9.9.9",
+    "VIDEOLAKE_K8S_NAMESPACE": "videolake", "AWS_ACCESS_KEY_ID": "unused", "AWS_SECRET_ACCESS_KEY": "unused",
+}
+
+
+def test_prod_profile_puts_the_cpu_stages_on_an_autoscaling_kuberay_cluster(monkeypatch):
+    from videolake.resources.prod import prod_resources
+
+    for k, v in {**PROD_ENV, "VIDEOLAKE_RAY_CPU_IMAGE": "registry.example.com/videolake/cpu:9.9.9",
+                 "VIDEOLAKE_RAY_CPU_MIN_WORKERS": "2", "VIDEOLAKE_RAY_CPU_MAX_WORKERS": "40",
+                 "VIDEOLAKE_RAY_CPU_WORKER_CPUS": "16", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY": "64Gi"}.items():
+        monkeypatch.setenv(k, v)
+    resources = prod_resources()
+    cpu, gpu = resources["ray_cluster"], resources["caption_ray"]
+    for r in (cpu, gpu):
+        assert isinstance(r, KubeRayCluster)
+        assert r.lifecycle.cleanup == "always" and r.cluster_sharing.enabled is False and r.timeout == 1200
+        assert r.ray_cluster.metadata["namespace"] == "videolake"
+    expected = cpu_stage_cluster_config(image="registry.example.com/videolake/cpu:9.9.9", worker_min_replicas=2,
+                                        worker_max_replicas=40, worker_cpu="16", worker_memory="64Gi")
+    assert cpu.ray_cluster.spec.worker_group_specs == build_raycluster_spec(expected)["workerGroupSpecs"]
+    assert cpu.ray_cluster.spec.enable_in_tree_autoscaling is True
+    group = cpu.ray_cluster.spec.worker_group_specs[0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 40)
+    assert gpu.ray_cluster.spec.enable_in_tree_autoscaling is False
+    gpu_image = gpu.ray_cluster.spec.worker_group_specs[0]["template"]["spec"]["containers"][0]["image"]
+    assert gpu_image == "registry.example.com/videolake/videolake:9.9.9"
+
+
+def test_prod_cpu_cluster_defaults_and_bad_settings(monkeypatch):
+    from videolake.resources.prod import cpu_cluster_config
+
+    for k, v in PROD_ENV.items():
+        monkeypatch.setenv(k, v)
+    cfg = cpu_cluster_config()
+    assert cfg == dataclasses.replace(cpu_stage_cluster_config(), image=PROD_ENV["VIDEOLAKE_RAY_IMAGE"])
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS", "lots")
+    with pytest.raises(ValueError, match="VIDEOLAKE_RAY_CPU_MAX_WORKERS must be an integer, got 'lots'"):
+        cpu_cluster_config()
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS", "0")
+    with pytest.raises(ValueError, match="worker_replicas"):
+        cpu_cluster_config()
+    monkeypatch.delenv("VIDEOLAKE_RAY_IMAGE")
+    monkeypatch.delenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
+    with pytest.raises(RuntimeError, match="needs the environment variable VIDEOLAKE_RAY_IMAGE"):
+        cpu_cluster_config()

@@ -1,8 +1,7 @@
 """Every manifest in k8s/ validates offline; the Helm values and the instance yaml agree; the image pins hold.
 
 Built-in kinds: kubernetes-validate (bundled OpenAPI schemas, strict: unknown fields are errors), Kubernetes 1.31.
-RayCluster / RayJob: the openAPIV3Schema of KubeRay's CRDs in ../shared/k8s-schemas/ (beside the repository),
-turned into JSON Schema: x-kubernetes-int-or-string -> integer or string, nullable -> also null, and objects that
+RayCluster / RayJob: the openAPIV3Schema of KubeRay's CRDs (tests/k8s/crds/, see its README), turned into JSON Schema: x-kubernetes-int-or-string -> integer or string, nullable -> also null, and objects that
 list their properties reject unknown ones unless x-kubernetes-preserve-unknown-fields (the API server would prune
 them silently; here a typo is an error). CEL rules (x-kubernetes-validations) are not evaluated.
 """
@@ -11,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import gzip
+import json
 import re
 import shutil
 import subprocess
@@ -21,14 +22,19 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from videolake.platform.kuberay_spec import RayClusterSpecConfig, build_raycluster_manifest, render_template
+from videolake.platform.kuberay_spec import (
+    TEMPLATES,
+    RayClusterSpecConfig,
+    build_raycluster_manifest,
+    cpu_stage_cluster_config,
+    render_template,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-SHARED = REPO.parent / "shared"
-CRD_DIR = SHARED / "k8s-schemas"
+CRD_DIR = Path(__file__).resolve().parent / "crds"
 KUBERNETES_VERSION = "1.31"
-CRD_FILES = {"RayCluster": "ray.io_rayclusters.yaml", "RayJob": "ray.io_rayjobs.yaml"}
+CRD_FILES = {"RayCluster": "rayclusters.v1.schema.json.gz", "RayJob": "rayjobs.v1.schema.json.gz"}
 NOT_MANIFESTS = {"values.yaml", "dagster-postgres.yaml", "kustomization.yaml"}  # yaml, but not API objects
 
 
@@ -56,14 +62,9 @@ def structural_to_jsonschema(node):
 
 @functools.cache
 def crd_validator(kind: str) -> jsonschema.Draft7Validator:
-    path = CRD_DIR / CRD_FILES[kind]
-    if not path.exists():
-        pytest.fail(f"KubeRay CRD {path} is missing: the tests expect the project's shared/ folder beside the "
-                    f"repository ({SHARED})")
-    crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # 17k-43k lines
-    assert crd["spec"]["names"]["kind"] == kind
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = structural_to_jsonschema(version["schema"]["openAPIV3Schema"])
+    crd = json.loads(gzip.decompress((CRD_DIR / CRD_FILES[kind]).read_bytes()))
+    assert (crd["kind"], crd["version"]) == (kind, "v1")
+    schema = structural_to_jsonschema(crd["openAPIV3Schema"])
     schema["properties"]["apiVersion"] = {"const": "ray.io/v1"}
     schema["properties"]["kind"] = {"const": kind}
     schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata", "spec"})
@@ -113,6 +114,7 @@ def test_every_manifest_in_k8s_validates():
         ("rbac.yaml", "Role", "videolake-raycluster-manager"),
         ("rbac.yaml", "RoleBinding", "videolake-runs-raycluster-manager"),
         ("raycluster-template.yaml", "RayCluster", "videolake-gpu"),
+        ("raycluster-template-cpu.yaml", "RayCluster", "videolake-cpu"),
         ("secrets.example.yaml", "Secret", "videolake-s3"),
         ("secrets.example.yaml", "Secret", "dagster-postgresql-secret"),
     ])
@@ -193,10 +195,11 @@ def test_secret_example_holds_no_values():
 
 
 # ------------------------------------------------------------------------------------------------ RayCluster / RayJob
-def test_raycluster_template_is_the_rendered_default():
-    assert (K8S / "raycluster-template.yaml").read_text() == render_template(), (
-        "k8s/raycluster-template.yaml is stale: .venv/bin/python -m videolake.platform.kuberay_spec "
-        "> k8s/raycluster-template.yaml")
+@pytest.mark.parametrize("kind", ["gpu", "cpu"])
+def test_raycluster_templates_are_the_rendered_defaults(kind):
+    file = TEMPLATES[kind][2]
+    assert (K8S / file).read_text() == render_template(kind), (
+        f"k8s/{file} is stale: .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}")
 
 
 @pytest.mark.parametrize("cfg", [
@@ -207,7 +210,12 @@ def test_raycluster_template_is_the_rendered_default():
     RayClusterSpecConfig(model_cache_volume="ephemeral", model_cache_storage_class="local-path",
                          service_account=None, config_map_name=None, tolerations=()),
     RayClusterSpecConfig(model_cache_volume="emptyDir", gpus_per_worker=0, env={"VLLM_LOGGING_LEVEL": "INFO"}),
-], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only"])
+    cpu_stage_cluster_config(),
+    cpu_stage_cluster_config(worker_min_replicas=0, worker_max_replicas=200, worker_cpu="32", worker_memory="120Gi",
+                             autoscaler_upscaling_mode="Conservative", autoscaler_idle_timeout_s=300,
+                             node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"}),
+    cpu_stage_cluster_config(service_account=None, config_map_name=None),
+], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only", "cpu-stages", "cpu-stages-large", "cpu-no-sa"])
 def test_rendered_rayclusters_validate(cfg):
     manifest = build_raycluster_manifest(cfg, "dg-videolake-1234abcd-captions", labels={"dagster/run-id": "1234abcd"})
     validate_manifest(manifest)
@@ -254,6 +262,18 @@ def test_crd_validation_rejects_wrong_types_and_typos():
     assert "'nodeselector' was unexpected" in errors, errors
     with pytest.raises(AssertionError, match="RayCluster/videolake-gpu"):
         validate_manifest(m)
+
+
+def test_crd_validation_checks_the_autoscaler_options():
+    m = build_raycluster_manifest(cpu_stage_cluster_config(), "videolake-cpu")
+    assert crd_errors(m) == []
+    m["spec"]["autoscalerOptions"]["upscalingMode"] = "Fast"
+    m["spec"]["autoscalerOptions"]["idleTimeoutSeconds"] = "60"
+    m["spec"]["autoscalerOptions"]["volumeMounts"][0]["mountpath"] = "/x"
+    errors = "\n".join(crd_errors(m))
+    assert re.search(r"autoscalerOptions\.upscalingMode: 'Fast' is not one of", errors), errors
+    assert re.search(r"autoscalerOptions\.idleTimeoutSeconds: '60' is not of type 'integer'", errors), errors
+    assert "'mountpath' was unexpected" in errors, errors
 
 
 def test_crd_validation_accepts_int_or_string_quantities():
@@ -310,13 +330,44 @@ def test_service_accounts_referenced_exist():
     values = yaml.safe_load((K8S / "values.yaml").read_text())
     assert values["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] \
         in accounts
-    template = load_docs(K8S / "raycluster-template.yaml")[0]
-    pods = [template["spec"]["headGroupSpec"]["template"]["spec"]] + \
-        [g["template"]["spec"] for g in template["spec"]["workerGroupSpecs"]]
+    pods = []
+    for _, _, file in TEMPLATES.values():
+        template = load_docs(K8S / file)[0]
+        pods += [template["spec"]["headGroupSpec"]["template"]["spec"]] + \
+            [g["template"]["spec"] for g in template["spec"]["workerGroupSpecs"]]
+    assert len(pods) == 4
     assert {p["serviceAccountName"] for p in pods} == {"videolake-ray"} <= accounts
+    assert {p["automountServiceAccountToken"] for p in pods} == {False}
     configmap = load_docs(K8S / "configmap.yaml")[0]
     assert configmap["data"]["VIDEOLAKE_PROFILE"] == "prod"
     assert configmap["data"]["VIDEOLAKE_K8S_NAMESPACE"] == "videolake"
+
+
+def prod_profile_env_vars() -> set[str]:
+    """The environment variables videolake/resources/prod.py reads (every quoted VIDEOLAKE_* name in it)."""
+    source = (REPO / "videolake" / "resources" / "prod.py").read_text()
+    return set(re.findall(r'"(VIDEOLAKE_[A-Z0-9_]+)"', source))
+
+
+def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
+    names = prod_profile_env_vars()
+    assert {"VIDEOLAKE_RAY_CPU_IMAGE", "VIDEOLAKE_RAY_CPU_MIN_WORKERS", "VIDEOLAKE_RAY_CPU_MAX_WORKERS",
+            "VIDEOLAKE_RAY_CPU_WORKER_CPUS", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY", "VIDEOLAKE_RAY_GPU_WORKERS"} <= names
+    configmap = (K8S / "configmap.yaml").read_text()
+    readme = (REPO / "README.md").read_text()
+    deploy = readme[readme.index("## Deploy on Kubernetes"):]
+    deploy = deploy[:deploy.index("\n## ", 3)] if "\n## " in deploy[3:] else deploy
+    missing = {n: [where for where, text in (("k8s/configmap.yaml", configmap), ("README", deploy)) if n not in text]
+               for n in sorted(names)}
+    assert {n: w for n, w in missing.items() if w} == {}
+    data = load_docs(K8S / "configmap.yaml")[0]["data"]
+    assert all(isinstance(v, str) for v in data.values())
+    from videolake.platform.kuberay_spec import CPU_STAGE_DEFAULTS
+    # the ConfigMap's CPU cluster values are the code's defaults, so the two cannot drift apart unnoticed
+    assert (int(data["VIDEOLAKE_RAY_CPU_MIN_WORKERS"]), int(data["VIDEOLAKE_RAY_CPU_MAX_WORKERS"]),
+            data["VIDEOLAKE_RAY_CPU_WORKER_CPUS"], data["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]) == (
+        CPU_STAGE_DEFAULTS["worker_min_replicas"], CPU_STAGE_DEFAULTS["worker_max_replicas"],
+        CPU_STAGE_DEFAULTS["worker_cpu"], CPU_STAGE_DEFAULTS["worker_memory"])
 
 
 # ------------------------------------------------------------------------------------------------ image

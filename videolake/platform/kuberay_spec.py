@@ -1,14 +1,23 @@
-"""The RayCluster that runs the GPU step on Kubernetes (KubeRay), as plain dicts: no kubernetes or dagster import.
+"""The RayClusters of the prod profile on Kubernetes (KubeRay), as plain dicts: no kubernetes or dagster import.
 
-One head (no GPU, schedules nothing itself) and one GPU worker group; vLLM runs on each worker. The cluster is
-ephemeral: dagster-ray creates it for one step and deletes it afterwards, so the spec has no autoscaler and the
-worker count is fixed by ``worker_replicas``. Model weights are cached on node-local disk (``/models-cache``) so a
-new cluster on a node that already served the model does not download it again. S3 credentials reach the pods
-as environment variables read from a Kubernetes Secret, never as values in the spec.
+Two shapes, both one head (schedules nothing itself: num-cpus 0) plus one worker group, both ephemeral (dagster-ray
+creates one for a step and deletes it after the step):
+
+- the GPU step's (``RayClusterSpecConfig()``): a fixed-size GPU worker group, vLLM on each worker, no autoscaler;
+  model weights cached on node-local disk (``/models-cache``) so a node that served the model does not download it
+  again;
+- the CPU stages' (``cpu_stage_cluster_config()``): a CPU worker group that KubeRay's in-tree autoscaler moves
+  between ``worker_min_replicas`` and ``worker_max_replicas`` with the Ray tasks waiting, so decoding, scene
+  detection and scoring of a day spread over as many pods as the queue needs, and idle workers go after
+  ``autoscaler_idle_timeout_s``. The autoscaler (a sidecar of the head) is the only Ray component that calls the
+  Kubernetes API: KubeRay binds its Role to the head's ServiceAccount, and the token is projected into the autoscaler
+  container alone (the pods mount no token otherwise; the head's Ray Client server runs driver code).
+
+S3 credentials reach the pods as environment variables read from a Kubernetes Secret, never as values in the spec.
 
 ``build_raycluster_spec`` gives the ``spec`` (what dagster-ray's ``RayClusterSpec`` takes, see
 ``dagster_ray_spec_kwargs``); ``build_raycluster_manifest`` wraps it into a full RayCluster object (the k8s/
-template, offline schema validation). ``python -m videolake.platform.kuberay_spec`` prints the template.
+templates, offline schema validation). ``python -m videolake.platform.kuberay_spec [gpu|cpu]`` prints a template.
 """
 
 from __future__ import annotations
@@ -20,7 +29,11 @@ API_VERSION = "ray.io/v1"
 KIND = "RayCluster"
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_CACHE_VOLUME = "model-cache"
-MODEL_CACHE_VOLUME_KINDS = ("hostPath", "ephemeral", "emptyDir")
+MODEL_CACHE_VOLUME_KINDS = ("hostPath", "ephemeral", "emptyDir", "none")
+UPSCALING_MODES = ("Default", "Aggressive", "Conservative")  # KubeRay autoscalerOptions.upscalingMode
+# The Ray autoscaler reads the API token, CA and namespace where Kubernetes mounts them for a ServiceAccount.
+AUTOSCALER_TOKEN_VOLUME = "autoscaler-api-token"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
 # Ports the head exposes: GCS (cluster membership), dashboard (job API, metrics), Ray Client (dagster-ray connects
@@ -35,7 +48,8 @@ DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
 
 @dataclass(frozen=True)
 class RayClusterSpecConfig:
-    """Everything that varies between deployments; defaults fit one GPU node pool with 1-GPU workers."""
+    """Everything that varies between deployments. The defaults are the GPU step's cluster (one GPU node pool with
+    1-GPU workers); ``cpu_stage_cluster_config`` gives the CPU stages' autoscaling cluster."""
 
     image: str = "registry.example.com/videolake/videolake:0.1.0"  # user-code + Ray image (k8s/Dockerfile) on all pods
     ray_version: str = "2.60.0"  # must match the ray installed in the image
@@ -48,21 +62,21 @@ class RayClusterSpecConfig:
     head_cpu: str = "2"  # CPU request = limit
     head_memory: str = "8Gi"  # memory request = limit (GCS, dashboard, object store of the head)
     head_num_cpus: str = "0"  # Ray's logical CPUs on the head
-    # GPU worker group
-    worker_group_name: str = "gpu"
-    worker_replicas: int = 1  # workers started with the cluster (no autoscaler: this is the size)
+    # the worker group (GPU by default)
+    worker_group_name: str = "gpu"  # also names the pods' videolake/ray-node label: <name>-worker
+    worker_replicas: int = 1  # workers started with the cluster (without autoscaler: the size)
     worker_min_replicas: int = 0  # KubeRay bounds; replicas must lie within [min, max]
     worker_max_replicas: int = 1
-    gpus_per_worker: int = 1  # nvidia.com/gpu limit and Ray's num-gpus per worker pod
-    worker_cpu: str = "8"  # CPU request = limit per worker
+    gpus_per_worker: int = 1  # nvidia.com/gpu limit and Ray's num-gpus per worker pod (0: a CPU group)
+    worker_cpu: str = "8"  # CPU request = limit per worker (KubeRay gives Ray as many logical CPUs)
     worker_memory: str = "48Gi"  # memory request = limit per worker (vLLM engine + frames)
     gpu_resource_name: str = GPU_RESOURCE  # extended resource name of the device plugin
-    node_selector: dict[str, str] = field(default_factory=dict)  # GPU workers only, e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # GPU workers only
+    node_selector: dict[str, str] = field(default_factory=dict)  # workers only, e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # workers only
     shm_size: str = "16Gi"  # /dev/shm (memory-backed emptyDir): Ray's object store and vLLM/NCCL need a large one
     # model cache on node-local disk, mounted at model_cache_path in the workers
     model_cache_path: str = "/models-cache"
-    model_cache_volume: str = "hostPath"  # "hostPath" (survives clusters), "ephemeral" (a PVC per pod), "emptyDir"
+    model_cache_volume: str = "hostPath"  # "hostPath" (survives clusters), "ephemeral" (a PVC per pod), "emptyDir", "none"
     model_cache_host_path: str = "/mnt/videolake/models-cache"  # node directory for "hostPath"
     model_cache_size: str = "200Gi"  # size of an "ephemeral" claim / limit of an "emptyDir"
     model_cache_storage_class: str | None = None  # "ephemeral": a node-local class (e.g. local-path); None = default
@@ -72,6 +86,14 @@ class RayClusterSpecConfig:
     config_map_name: str | None = "videolake-config"  # non-secret settings (bucket, endpoint ...) as env, if set
     env: dict[str, str] = field(default_factory=dict)  # extra plain env vars on head and workers
     run_as_group: int = 1000  # fsGroup of the Ray pods (the image's user is uid/gid 1000)
+    # KubeRay's in-tree autoscaler (a sidecar of the head): replicas become the start size, the autoscaler then
+    # moves the group within [worker_min_replicas, worker_max_replicas] with the resources Ray tasks wait for.
+    autoscaling: bool = False
+    autoscaler_idle_timeout_s: int = 60  # a worker idle this long is removed (down to worker_min_replicas)
+    autoscaler_upscaling_mode: str = "Default"  # "Default": no rate limit; "Conservative": pending <= cluster size
+    autoscaler_cpu: str = "500m"  # autoscaler container request = limit (KubeRay's default size)
+    autoscaler_memory: str = "512Mi"
+    autoscaler_token_expiration_s: int = 3607  # projected API token lifetime (kubelet rotates it; Ray re-reads it)
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -87,6 +109,43 @@ class RayClusterSpecConfig:
             raise ValueError(f"model_cache_volume must be one of {MODEL_CACHE_VOLUME_KINDS}")
         if not self.model_cache_path.startswith("/"):
             raise ValueError("model_cache_path must be absolute")
+        if self.autoscaling:
+            if self.worker_max_replicas < 1:
+                raise ValueError("an autoscaling worker group needs worker_max_replicas >= 1")
+            if self.autoscaler_upscaling_mode not in UPSCALING_MODES:
+                raise ValueError(f"autoscaler_upscaling_mode must be one of {UPSCALING_MODES}")
+            if self.autoscaler_idle_timeout_s < 0:
+                raise ValueError("autoscaler_idle_timeout_s must be >= 0")
+            if self.autoscaler_token_expiration_s < 600:
+                raise ValueError("autoscaler_token_expiration_s must be >= 600 (the API server's minimum)")
+
+    @property
+    def uses_model_cache(self) -> bool:
+        return self.model_cache_volume != "none"
+
+
+# The CPU stages' cluster (raw_videos, scene_clips, filtered_clips): CPU workers on any node (no GPU toleration),
+# no model cache, autoscaling from one worker up to sixteen 8-CPU workers.
+CPU_STAGE_DEFAULTS: dict[str, Any] = {
+    "worker_group_name": "cpu",
+    "gpus_per_worker": 0,
+    "worker_cpu": "8",
+    "worker_memory": "32Gi",
+    "worker_min_replicas": 1,
+    "worker_max_replicas": 16,
+    "tolerations": (),
+    "model_cache_volume": "none",
+    "shm_size": "8Gi",  # Ray's object store (decoded frames between tasks) lives in /dev/shm
+    "autoscaling": True,
+}
+
+
+def cpu_stage_cluster_config(**overrides: Any) -> RayClusterSpecConfig:
+    """The CPU stages' autoscaling cluster: ``CPU_STAGE_DEFAULTS`` with ``overrides``; it starts with
+    ``worker_min_replicas`` workers unless ``worker_replicas`` is given."""
+    kwargs = {**CPU_STAGE_DEFAULTS, **overrides}
+    kwargs.setdefault("worker_replicas", kwargs["worker_min_replicas"])
+    return RayClusterSpecConfig(**kwargs)
 
 
 def _env(cfg: RayClusterSpecConfig, *, worker: bool) -> list[dict[str, Any]]:
@@ -94,7 +153,7 @@ def _env(cfg: RayClusterSpecConfig, *, worker: bool) -> list[dict[str, Any]]:
         {"name": key, "valueFrom": {"secretKeyRef": {"name": cfg.s3_secret_name, "key": key}}}
         for key in cfg.s3_secret_keys
     ]
-    if worker:
+    if worker and cfg.uses_model_cache:
         # Hugging Face / vLLM caches on the node-local volume: weights are downloaded once per node.
         env += [
             {"name": "VIDEOLAKE_MODEL_CACHE", "value": cfg.model_cache_path},
@@ -132,8 +191,29 @@ def _shm_volume(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": cfg.shm_size}}
 
 
+def _autoscaler_token_volume(cfg: RayClusterSpecConfig) -> dict[str, Any]:
+    """What Kubernetes mounts for a ServiceAccount (token, cluster CA, namespace), as a volume that only the
+    autoscaler container mounts: the pod itself has automountServiceAccountToken false."""
+    return {"name": AUTOSCALER_TOKEN_VOLUME, "projected": {"defaultMode": 0o444, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": cfg.autoscaler_token_expiration_s}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
+def build_autoscaler_options(cfg: RayClusterSpecConfig) -> dict[str, Any]:
+    """KubeRay's ``autoscalerOptions``: the sidecar's size, scaling behaviour and its API-token mount."""
+    return {
+        "upscalingMode": cfg.autoscaler_upscaling_mode,
+        "idleTimeoutSeconds": cfg.autoscaler_idle_timeout_s,
+        "resources": _resources(cfg.autoscaler_cpu, cfg.autoscaler_memory),
+        "volumeMounts": [{"name": AUTOSCALER_TOKEN_VOLUME, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True}],
+    }
+
+
 def _pod_spec(cfg: RayClusterSpecConfig, container: dict[str, Any], volumes: list[dict[str, Any]],
-              *, gpu: bool) -> dict[str, Any]:
+              *, workers: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
@@ -143,9 +223,11 @@ def _pod_spec(cfg: RayClusterSpecConfig, container: dict[str, Any], volumes: lis
     }
     if cfg.service_account:
         spec["serviceAccountName"] = cfg.service_account
-        # Ray pods never call the Kubernetes API: no token in the pod.
+    if cfg.service_account or cfg.autoscaling:
+        # Ray's own processes never call the Kubernetes API: no token in the pod (the autoscaler sidecar gets its
+        # token from a projected volume only it mounts).
         spec["automountServiceAccountToken"] = False
-    if gpu:
+    if workers:
         if cfg.node_selector:
             spec["nodeSelector"] = dict(cfg.node_selector)
         if cfg.tolerations:
@@ -165,12 +247,14 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         "volumeMounts": [{"name": "ray-logs", "mountPath": "/tmp/ray"}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
     volumes = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
+    if cfg.autoscaling:
+        volumes.append(_autoscaler_token_volume(cfg))
     return {
         "serviceType": "ClusterIP",
         "rayStartParams": {"num-cpus": cfg.head_num_cpus, "dashboard-host": "0.0.0.0"},
         "template": {
             "metadata": {"labels": {**cfg.labels, "videolake/ray-node": "head"}},
-            "spec": _pod_spec(cfg, container, volumes, gpu=False),
+            "spec": _pod_spec(cfg, container, volumes, workers=False),
         },
     }
 
@@ -184,35 +268,39 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         "resources": _resources(cfg.worker_cpu, cfg.worker_memory, gpu_limits),
         "env": _env(cfg, worker=True),
         "envFrom": _env_from(cfg),
-        "volumeMounts": [
-            {"name": "ray-logs", "mountPath": "/tmp/ray"},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": MODEL_CACHE_VOLUME, "mountPath": cfg.model_cache_path},
-        ],
+        "volumeMounts": [{"name": "ray-logs", "mountPath": "/tmp/ray"}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    volumes = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg), _model_cache_volume(cfg)]
+    volumes = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
+    if cfg.uses_model_cache:
+        container["volumeMounts"].append({"name": MODEL_CACHE_VOLUME, "mountPath": cfg.model_cache_path})
+        volumes.append(_model_cache_volume(cfg))
     return {
         "groupName": cfg.worker_group_name,
         "replicas": cfg.worker_replicas,
         "minReplicas": cfg.worker_min_replicas,
         "maxReplicas": cfg.worker_max_replicas,
-        # rayStartParams values are strings in the CRD. num-gpus tells Ray what the pod was given.
+        # rayStartParams values are strings in the CRD. num-gpus tells Ray what the pod was given (0 on a CPU
+        # group, so no GPU task lands there); KubeRay derives num-cpus and memory from the container limits.
         "rayStartParams": {"num-gpus": str(cfg.gpus_per_worker)},
         "template": {
-            "metadata": {"labels": {**cfg.labels, "videolake/ray-node": "gpu-worker"}},
-            "spec": _pod_spec(cfg, container, volumes, gpu=True),
+            "metadata": {"labels": {**cfg.labels, "videolake/ray-node": f"{cfg.worker_group_name}-worker"}},
+            "spec": _pod_spec(cfg, container, volumes, workers=True),
         },
     }
 
 
 def build_raycluster_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
-    """The RayCluster ``spec``: head group + one GPU worker group, no autoscaler (fixed size, ephemeral)."""
-    return {
+    """The RayCluster ``spec``: head group + one worker group; with ``autoscaling`` KubeRay's in-tree autoscaler
+    and its options, without it a fixed size."""
+    spec: dict[str, Any] = {
         "rayVersion": cfg.ray_version,
-        "enableInTreeAutoscaling": False,
-        "headGroupSpec": build_head_group_spec(cfg),
-        "workerGroupSpecs": [build_worker_group_spec(cfg)],
+        "enableInTreeAutoscaling": cfg.autoscaling,
     }
+    if cfg.autoscaling:
+        spec["autoscalerOptions"] = build_autoscaler_options(cfg)
+    spec["headGroupSpec"] = build_head_group_spec(cfg)
+    spec["workerGroupSpecs"] = [build_worker_group_spec(cfg)]
+    return spec
 
 
 def build_raycluster_manifest(cfg: RayClusterSpecConfig, name: str,
@@ -237,29 +325,40 @@ def dagster_ray_spec_kwargs(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     return {
         "ray_version": spec["rayVersion"],
         "enable_in_tree_autoscaling": spec["enableInTreeAutoscaling"],
+        # {} without autoscaling: otherwise dagster-ray renders its own defaults, which KubeRay would ignore anyway
+        "autoscaler_options": spec.get("autoscalerOptions", {}),
         "head_group_spec": spec["headGroupSpec"],
         "worker_group_specs": spec["workerGroupSpecs"],
     }
 
 
-TEMPLATE_NAME = "videolake-gpu"
+TEMPLATES = {  # kind -> (config, RayCluster name, k8s/ file)
+    "gpu": (RayClusterSpecConfig, "videolake-gpu", "raycluster-template.yaml"),
+    "cpu": (cpu_stage_cluster_config, "videolake-cpu", "raycluster-template-cpu.yaml"),
+}
 TEMPLATE_HEADER = (
-    "# RayCluster template for the GPU step, rendered from videolake/platform/kuberay_spec.py with its defaults.\n"
+    "# RayCluster template for the {what}, rendered from videolake/platform/kuberay_spec.py\n"
+    "# with its defaults.\n"
     "# Do not edit by hand: regenerate with\n"
-    "#   .venv/bin/python -m videolake.platform.kuberay_spec > k8s/raycluster-template.yaml\n"
-    "# dagster-ray creates one such cluster per GPU step (name dg-<deployment>-<run>-..., dagster/* labels) and\n"
+    "#   .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}\n"
+    "# dagster-ray creates one such cluster per step (name dg-<deployment>-<run>-..., dagster/* labels) and\n"
     "# deletes it afterwards; this file is the reviewable shape of it (and `kubectl apply -f` gives a long-lived\n"
     "# cluster for debugging). It is not listed in kustomization.yaml on purpose.\n"
 )
+WHAT = {"gpu": "GPU step (clip_captions)", "cpu": "CPU stages (raw_videos, scene_clips, filtered_clips)"}
 
 
-def render_template(cfg: RayClusterSpecConfig | None = None) -> str:
-    """The k8s/raycluster-template.yaml text for ``cfg`` (defaults when None)."""
+def render_template(kind: str = "gpu", cfg: RayClusterSpecConfig | None = None) -> str:
+    """The k8s/ template text of ``kind`` ("gpu" or "cpu") for ``cfg`` (that kind's defaults when None)."""
     import yaml
 
-    manifest = build_raycluster_manifest(cfg or RayClusterSpecConfig(), TEMPLATE_NAME)
-    return TEMPLATE_HEADER + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
+    make_default, name, file = TEMPLATES[kind]
+    manifest = build_raycluster_manifest(cfg or make_default(), name)
+    header = TEMPLATE_HEADER.format(what=WHAT[kind], kind=kind, file=file)
+    return header + yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
 
 
 if __name__ == "__main__":
-    print(render_template(), end="")
+    import sys
+
+    print(render_template(sys.argv[1] if len(sys.argv) > 1 else "gpu"), end="")

@@ -1,14 +1,32 @@
-"""The prod profile: data and tables in S3, Dagster on Kubernetes, the GPU step on an ephemeral KubeRay cluster.
+"""The prod profile: data and tables in S3, Dagster on Kubernetes, every Ray step on its own ephemeral KubeRay cluster.
 
-Why KubeRayCluster rather than KubeRayInteractiveJob: with dagster-ray 0.4.8 and the kubernetes 36 client,
-KubeRayInteractiveJob.connect (and cluster sharing) call a JSON-patch helper that raises TypeError(response_type);
-KubeRayCluster's create -> wait -> connect -> delete path does not patch, and the GPU asset needs nothing a RayJob
-adds (it drives Ray Data from the step as a Ray client). Sharing stays off: one cluster per step, deleted after it
-(``cleanup="always"``), also on failure; dagster-ray's reaper sensor catches clusters a killed pod leaked.
+Two cluster shapes (videolake/platform/kuberay_spec.py), both created by dagster-ray's KubeRayCluster when a step
+starts and deleted when it ends, on success and on failure (``cleanup="always"``):
+
+- ``ray_cluster`` (raw_videos, scene_clips, filtered_clips): a CPU worker group that KubeRay's autoscaler grows from
+  VIDEOLAKE_RAY_CPU_MIN_WORKERS to VIDEOLAKE_RAY_CPU_MAX_WORKERS pods while Ray tasks wait, so one day's decoding,
+  scene detection and scoring is no longer bound to the run pod;
+- ``caption_ray`` (clip_captions): a fixed GPU worker group.
+
+One cluster per step, not one shared by a run's steps. Sharing would save, on each later step of a run, the start
+of a cluster minus a connect to a running one. Measured with the real Ray (k8s/bench_ray_startup.py, fresh process
+per measurement, 2-core machine shared with other jobs; quietest of four runs, ranges over all four): ``ray start
+--head`` 9.7 s (9.7-22.3), a worker's ``ray start`` 6.8 s (6.8-18.7), a Ray Client connect + one task + disconnect,
+which both paths pay, 6.8 s (6.8-10.7); LocalRay's ``ray.init`` + one task 7.4 s. Documented Kubernetes figures add
+the rest (README, "One RayCluster per step"): a pod starts in <= 5 s at p99 without the image pull (the Kubernetes
+pod-startup SLO), KubeRay's readiness probe first runs 10 s after a Ray container starts, and a multi-GB image takes
+minutes to pull only on a node without it; nodes outlive the clusters (cluster-autoscaler keeps an unneeded node 10
+min), so later steps start on warm nodes. That is about 25-40 s per step, at most about 2 min per run of three CPU
+steps, against CPU steps that take hours at the reference workload (600 TB a day). And sharing in dagster-ray 0.4.8
+does not work with the kubernetes 36 client it resolves with: a step that finds a shared cluster stamps its lock
+through a JSON-patch helper that passes ``response_type`` to ``ApiClient.call_api``, which raises TypeError (the lock
+heartbeat makes the same call and only logs it, so a lock can expire under a running step); its cleanup also leaves
+the cluster to the reaper sensor for a lock TTL (30 min by default), and it needs lease and patch rights.
+tests/k8s/test_kuberay_spec.py pins both facts and that each step of a run gets, and deletes, its own cluster.
 
 Run with Dagster's per-step (multiprocess or k8s_job) executor, the default of the K8sRunLauncher: each step then
-initializes only its own resources. An in-process run would set up `ray_cluster` (a local Ray) and `caption_ray`
-(a ray:// client) in one process, and Ray allows one connection per process.
+initializes only its own resources, so the GPU cluster exists only during clip_captions. An in-process run would
+set up both clusters at run start and connect twice in one process (Ray Client allows one connection).
 
 Non-secret settings come from the videolake-config ConfigMap (k8s/configmap.yaml), read at load time; credentials
 only through dg.EnvVar (resolved at run time from the videolake-s3 Secret), never stored in code or config.
@@ -21,6 +39,11 @@ import os
 
 import dagster as dg
 
+# How long a step waits for its RayCluster to be ready before it fails (dagster-ray's default is 600 s). A cluster on
+# nodes that must first be provisioned and pull the multi-GB image can take longer (README, "Deploy on Kubernetes");
+# the same bound as run monitoring's start timeout in k8s/values.yaml.
+READY_TIMEOUT_S = 1200.0
+
 
 def _env(name: str, default: str | None = None) -> str:
     value = os.environ.get(name, default)
@@ -29,16 +52,23 @@ def _env(name: str, default: str | None = None) -> str:
     return value
 
 
+def _int_env(name: str) -> int:
+    try:
+        return int(os.environ[name])
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {os.environ[name]!r}") from None
+
+
 def ray_cluster_config():
     """The RayCluster shape of the GPU step, from environment settings (defaults in RayClusterSpecConfig)."""
     from videolake.platform.kuberay_spec import RayClusterSpecConfig
 
     kwargs = {"image": _env("VIDEOLAKE_RAY_IMAGE"), "namespace": _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")}
     if "VIDEOLAKE_RAY_GPU_WORKERS" in os.environ:
-        n = int(os.environ["VIDEOLAKE_RAY_GPU_WORKERS"])
+        n = _int_env("VIDEOLAKE_RAY_GPU_WORKERS")
         kwargs.update(worker_replicas=n, worker_max_replicas=n)
     if "VIDEOLAKE_RAY_GPUS_PER_WORKER" in os.environ:
-        kwargs["gpus_per_worker"] = int(os.environ["VIDEOLAKE_RAY_GPUS_PER_WORKER"])
+        kwargs["gpus_per_worker"] = _int_env("VIDEOLAKE_RAY_GPUS_PER_WORKER")
     if "VIDEOLAKE_RAY_NODE_SELECTOR" in os.environ:
         kwargs["node_selector"] = json.loads(os.environ["VIDEOLAKE_RAY_NODE_SELECTOR"])
     if "VIDEOLAKE_RAY_TOLERATIONS" in os.environ:
@@ -46,27 +76,57 @@ def ray_cluster_config():
     return RayClusterSpecConfig(**kwargs)
 
 
-def caption_ray_resource(cfg=None):
+def cpu_cluster_config():
+    """The CPU stages' autoscaling RayCluster, from environment settings (defaults in CPU_STAGE_DEFAULTS)."""
+    from videolake.platform.kuberay_spec import cpu_stage_cluster_config
+
+    kwargs = {
+        "image": os.environ.get("VIDEOLAKE_RAY_CPU_IMAGE") or _env("VIDEOLAKE_RAY_IMAGE"),
+        "namespace": _env("VIDEOLAKE_K8S_NAMESPACE", "videolake"),
+    }
+    if "VIDEOLAKE_RAY_CPU_MIN_WORKERS" in os.environ:
+        kwargs["worker_min_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MIN_WORKERS")
+    if "VIDEOLAKE_RAY_CPU_MAX_WORKERS" in os.environ:
+        kwargs["worker_max_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
+    if "VIDEOLAKE_RAY_CPU_WORKER_CPUS" in os.environ:
+        kwargs["worker_cpu"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_CPUS"]
+    if "VIDEOLAKE_RAY_CPU_WORKER_MEMORY" in os.environ:
+        kwargs["worker_memory"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]
+    return cpu_stage_cluster_config(**kwargs)
+
+
+def kuberay_cluster_resource(cfg, **overrides):
+    """dagster-ray's KubeRayCluster for one step with the RayCluster of ``cfg``: created at step start, deleted at
+    its end whatever happened, no cluster sharing. ``overrides`` (tests: a fake API client, no Ray connect) go to
+    the resource as given."""
     from dagster_ray import Lifecycle
     from dagster_ray.kuberay import KubeRayCluster
     from dagster_ray.kuberay.configs import RayClusterConfig, RayClusterSpec
 
     from videolake.platform.kuberay_spec import dagster_ray_spec_kwargs
 
-    cfg = cfg or ray_cluster_config()
-    return KubeRayCluster(
-        ray_cluster=RayClusterConfig(
+    kwargs = {
+        "ray_cluster": RayClusterConfig(
             metadata={"namespace": cfg.namespace, "labels": dict(cfg.labels)},
             spec=RayClusterSpec(**dagster_ray_spec_kwargs(cfg)),
         ),
-        lifecycle=Lifecycle(cleanup="always"),
-        env_vars={"VIDEOLAKE_PROFILE": "prod"},
-    )
+        "lifecycle": Lifecycle(cleanup="always"),
+        "timeout": READY_TIMEOUT_S,
+        "env_vars": {"VIDEOLAKE_PROFILE": "prod"},
+        **overrides,
+    }
+    return KubeRayCluster(**kwargs)
+
+
+def caption_ray_resource(cfg=None, **overrides):
+    return kuberay_cluster_resource(cfg or ray_cluster_config(), **overrides)
+
+
+def cpu_ray_resource(cfg=None, **overrides):
+    return kuberay_cluster_resource(cfg or cpu_cluster_config(), **overrides)
 
 
 def prod_resources() -> dict:
-    from dagster_ray import LocalRay
-
     from videolake.definitions import captioner_from_env
     from videolake.resources import LakeResource, ObjectStoreResource
 
@@ -81,8 +141,7 @@ def prod_resources() -> dict:
             kind="s3", bucket=bucket, prefix=prefix, endpoint_url=endpoint, region=region, **creds
         ),
         "lake": LakeResource(root=lake_root, endpoint_url=endpoint, region=region, **creds),
-        # CPU assets run their Ray tasks inside the run pod (K8sRunLauncher sizes it); the GPU step gets a cluster.
-        "ray_cluster": LocalRay(ray_init_options={"include_dashboard": False, "ignore_reinit_error": True}),
+        "ray_cluster": cpu_ray_resource(),
         "caption_ray": caption_ray_resource(),
         "captioner": captioner_from_env(default_gpus=1.0),
     }
