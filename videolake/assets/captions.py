@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster_ray import RayResource
 
-from videolake.assets.metadata import column_schema, reason_counts, write_metadata
+from videolake.assets.metadata import asset_metadata, caption_figures, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
-from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
+from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview, tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -73,6 +73,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         from videolake.platform.captioning.pipeline import caption_clips
 
         keys = partition_keys(context)
+        tag_run(context, "clip_captions", captioner_code_version=version)
         rng = PartitionRange.of(keys)
         lk = lake.get_lake()
         clips = clips_to_caption(lk, rng)
@@ -86,40 +87,15 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         )
         elapsed = time.monotonic() - t0
         result = lk.write_partitions("clip_captions", table, rng)
-        m = metrics.to_metadata()
-        add_partition_metadata(context, table, keys, _captions_partition_metadata)
+        add_partition_metadata(context, "clip_captions", table, keys)
         return dg.MaterializeResult(
             metadata={
-                **write_metadata(result, keys),
-                "dagster/column_lineage": column_lineage("clip_captions"),
-                # numeric, so the UI plots them over partitions
-                **{k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
-                   for k, v in m.items()},
-                "per_actor": dg.MetadataValue.json([a.__dict__ for a in metrics.per_actor]),
-                "failures_by_reason": dg.MetadataValue.json(
-                    reason_counts([e.split(":")[0] if e else None for e in table.column("error").to_pylist()])
+                **asset_metadata(
+                    "clip_captions", table, keys, result, elapsed, preview=record_preview("clip_captions", table),
+                    extra={**caption_figures(metrics), "model": config.model_label, "prompt_version": config.prompt_version},
                 ),
-                "model": dg.MetadataValue.text(config.model_label),
-                "prompt_version": dg.MetadataValue.text(config.prompt_version),
-                "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-                "preview": record_preview(table, CAPTIONS_PREVIEW),
+                "dagster/column_lineage": column_lineage("clip_captions"),
             }
         )
 
     return clip_captions
-
-
-# The caption row's way back to its clip, video and source object, then the caption itself.
-CAPTIONS_PREVIEW = ["clip_id", "video_id", "source_uri", "status", "caption", "error", "output_tokens"]
-
-
-def _captions_partition_metadata(part: pa.Table) -> dict:
-    status = part.column("status").to_pylist()
-    return {
-        "captions": dg.MetadataValue.int(status.count("ok")),
-        "captions_failed": dg.MetadataValue.int(status.count("failed")),
-        "failures_by_reason": dg.MetadataValue.json(
-            reason_counts([e.split(":")[0] if e else None for e in part.column("error").to_pylist()])
-        ),
-        "preview": record_preview(part, CAPTIONS_PREVIEW),
-    }

@@ -12,9 +12,9 @@ import dagster as dg
 from dagster_ray import RayResource
 
 from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
-from videolake.assets.metadata import column_schema, reason_counts, write_metadata
+from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
-from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
+from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview, tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -71,33 +71,11 @@ def raw_videos(
     table = ingest_partition(store, objects, config.to_engine(), progress=_progress(context, "probed"))
     elapsed = time.monotonic() - t0
     result = lake.get_lake().write_partitions("raw_videos", table, PartitionRange.of(keys))
-    status = table.column("status").to_pylist()
-    add_partition_metadata(context, table, keys, _raw_videos_partition_metadata)
+    tag_run(context, "raw_videos")
+    add_partition_metadata(context, "raw_videos", table, keys)
     return dg.MaterializeResult(
-        metadata={
-            **write_metadata(result, keys),
-            "videos_ok": dg.MetadataValue.int(status.count("ok")),
-            "videos_rejected": dg.MetadataValue.int(status.count("rejected")),
-            "rejections_by_reason": dg.MetadataValue.json(reason_counts(table.column("reject_reason").to_pylist())),
-            "bytes": dg.MetadataValue.int(sum(table.column("size_bytes").to_pylist())),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, RAW_PREVIEW),
-        }
+        metadata=asset_metadata("raw_videos", table, keys, result, elapsed, preview=record_preview("raw_videos", table))
     )
-
-
-RAW_PREVIEW = ["video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"]
-
-
-def _raw_videos_partition_metadata(part):
-    status = part.column("status").to_pylist()
-    return {
-        "videos_ok": dg.MetadataValue.int(status.count("ok")),
-        "videos_rejected": dg.MetadataValue.int(status.count("rejected")),
-        "rejections_by_reason": dg.MetadataValue.json(reason_counts(part.column("reject_reason").to_pylist())),
-        "bytes": dg.MetadataValue.int(sum(part.column("size_bytes").to_pylist())),
-        "preview": record_preview(part, RAW_PREVIEW),
-    }
 
 
 @dg.asset(
@@ -126,33 +104,15 @@ def scene_clips(
     table = split_partition(object_store.get_store(), videos, config.to_engine(), progress=_progress(context, "split"))
     elapsed = time.monotonic() - t0
     result = lk.write_partitions("scene_clips", table, rng)
-    errors = [e for e in table.column("detect_error").to_pylist() if e]
-    add_partition_metadata(context, table, keys, _scene_clips_partition_metadata)
+    tag_run(context, "scene_clips")
+    add_partition_metadata(context, "scene_clips", table, keys)
     return dg.MaterializeResult(
         metadata={
-            **write_metadata(result, keys),
+            **asset_metadata("scene_clips", table, keys, result, elapsed, extra={"frames": frames},
+                             preview=record_preview("scene_clips", table)),
             "dagster/column_lineage": column_lineage("scene_clips"),
-            "videos": dg.MetadataValue.int(len(ok)),
-            "clips": dg.MetadataValue.int(table.num_rows),
-            "detect_errors": dg.MetadataValue.int(len(errors)),
-            "frames": dg.MetadataValue.int(frames),
-            "frames_per_s": dg.MetadataValue.float(round(frames / elapsed, 1) if elapsed > 0 else 0.0),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, CLIPS_PREVIEW),
         }
     )
-
-
-CLIPS_PREVIEW = ["clip_id", "video_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s"]
-
-
-def _scene_clips_partition_metadata(part):
-    return {
-        "videos": dg.MetadataValue.int(len(set(part.column("video_id").to_pylist()))),
-        "clips": dg.MetadataValue.int(part.num_rows),
-        "detect_errors": dg.MetadataValue.int(sum(1 for e in part.column("detect_error").to_pylist() if e)),
-        "preview": record_preview(part, CLIPS_PREVIEW),
-    }
 
 
 @dg.asset(
@@ -183,35 +143,12 @@ def filtered_clips(
     )
     elapsed = time.monotonic() - t0
     result = lk.write_partitions("filtered_clips", table, rng)
-    passed = table.column("passed").to_pylist()
-    n = len(passed)
-    add_partition_metadata(context, table, keys, _filtered_clips_partition_metadata)
+    tag_run(context, "filtered_clips")
+    add_partition_metadata(context, "filtered_clips", table, keys)
     return dg.MaterializeResult(
         metadata={
-            **write_metadata(result, keys),
+            **asset_metadata("filtered_clips", table, keys, result, elapsed,
+                             preview=record_preview("filtered_clips", table)),
             "dagster/column_lineage": column_lineage("filtered_clips"),
-            "clips": dg.MetadataValue.int(n),
-            "passed": dg.MetadataValue.int(sum(passed)),
-            "rejected": dg.MetadataValue.int(n - sum(passed)),
-            "pass_rate": dg.MetadataValue.float(round(sum(passed) / n, 4) if n else 0.0),
-            "rejections_by_reason": dg.MetadataValue.json(reason_counts(table.column("reject_reason").to_pylist())),
-            "seconds": dg.MetadataValue.float(round(elapsed, 3)),
-            "preview": record_preview(table, FILTERED_PREVIEW),
         }
     )
-
-
-FILTERED_PREVIEW = ["clip_id", "video_id", "motion", "sharpness", "brightness", "passed", "reject_reason"]
-
-
-def _filtered_clips_partition_metadata(part):
-    passed = part.column("passed").to_pylist()
-    n = len(passed)
-    return {
-        "clips": dg.MetadataValue.int(n),
-        "passed": dg.MetadataValue.int(sum(passed)),
-        "rejected": dg.MetadataValue.int(n - sum(passed)),
-        "pass_rate": dg.MetadataValue.float(round(sum(passed) / n, 4) if n else 0.0),
-        "rejections_by_reason": dg.MetadataValue.json(reason_counts(part.column("reject_reason").to_pylist())),
-        "preview": record_preview(part, FILTERED_PREVIEW),
-    }
