@@ -151,10 +151,10 @@ def test_good_partition_passes_every_gate_with_metadata_on_its_materialization(t
         record = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey(table), asset_partitions=[D]), 1)
         assert target.storage_id == record.records[0].storage_id and mats[table].partition == D
     overlap = evals[("scene_clips", "clips_ordered_non_overlapping", D)]
-    assert overlap.metadata["overlapping"].value == 0 and overlap.metadata["failing_ids"].value == []
+    assert overlap.metadata["overlapping"].value == 0 and overlap.metadata["failing_ids"].value == "none"
     rate = evals[("filtered_clips", "pass_rate", D)]
     assert rate.metadata["pass_rate"].value == 0.833 and rate.metadata["rows"].value == 6  # rounded: 5/6
-    assert rate.metadata["thresholds"].value == {"min_pass_rate": 0.05, "max_pass_rate": 0.999, "min_rows_for_rate": 10}
+    assert rate.metadata["thresholds"].value == "min_pass_rate=0.05, max_pass_rate=0.999, min_rows_for_rate=10"
     assert rate.metadata["severity"].value == "error"
     # What the UI shows for D: every gate passed; nothing else recorded.
     for t in GATED_TABLES:
@@ -169,7 +169,7 @@ def test_overlapping_clips_fail_the_check_skip_downstream_and_fail_the_run(tmp_p
     failed = evaluations(result)[("scene_clips", "clips_ordered_non_overlapping", E)]
     assert failed.passed is False and failed.severity == dg.AssetCheckSeverity.ERROR and failed.blocking
     assert failed.metadata["overlapping"].value == 1 and failed.metadata["out_of_order"].value == 0
-    assert failed.metadata["failing_ids"].value == [clip_id("a06", 40, 70)]
+    assert failed.metadata["failing_ids"].value == clip_id("a06", 40, 70)
     assert "1 clip(s) starting before an earlier clip of the video ends" in failed.description
     assert not any(k[0] in ("filtered_clips", "clip_captions") for k in evaluations(result))
     rng = PartitionRange.of([E])
@@ -210,7 +210,7 @@ def test_single_run_backfill_records_each_partition_like_one_day_runs(tmp_path):
         failed = evals[("raw_videos", "reject_rate", E)]
         assert (failed.metadata["reject_rate"].value, failed.metadata["rows"].value) == (0.667, 6)
         assert failed.metadata["rejected"].value == 4
-        assert failed.metadata["thresholds"].value == {"max_reject_rate": 0.5, "min_rows_for_rate": 5}
+        assert failed.metadata["thresholds"].value == "max_reject_rate=0.5, min_rows_for_rate=5"
         assert failed.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5"
         assert evals[("raw_videos", "reject_rate", D)].metadata["reject_rate"].value == 0.333
 

@@ -19,6 +19,7 @@ path through the step (``execute_step.core_dagster_event_sequence_for_step``): a
 fails the step after all partitions were evaluated, which skips the downstream steps of the run.
 """
 
+import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -140,8 +141,9 @@ def gate_evaluation(
 
 
 def gate_metadata(r: GateResult) -> dict[str, Any]:
-    """Check metadata of one partition: each measured value (numbers, rounded, which the check's plots chart), the
-    thresholds and the failing ids (JSON), the gate's severity (text)."""
+    """Check metadata of one partition: each measured value (numbers, rounded, which the check's plots chart), then
+    the thresholds, the failing ids and the severity as text, which the UI shows inline (JSON hides behind a button).
+    """
     from videolake.assets.metadata import rounded
 
     md: dict[str, Any] = {}
@@ -155,10 +157,16 @@ def gate_metadata(r: GateResult) -> dict[str, Any]:
             md[label] = dg.MetadataValue.float(rounded(value))
         else:
             md[label] = dg.MetadataValue.text(str(value))
-    md["thresholds"] = dg.MetadataValue.json(rounded(plain["thresholds"]))
-    md["failing_ids"] = dg.MetadataValue.json(plain["failing_ids"])
+    md["thresholds"] = dg.MetadataValue.text(
+        ", ".join(f"{k}={_text(v)}" for k, v in rounded(plain["thresholds"]).items()) or "none"
+    )
+    md["failing_ids"] = dg.MetadataValue.text(", ".join(plain["failing_ids"]) or "none")
     md["severity"] = dg.MetadataValue.text(r.severity if r.enabled else f"{r.severity} (disabled by config)")
     return md
+
+
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 def blocked_message(table: str, blocking: Sequence[tuple[str, GateResult]]) -> str:
