@@ -211,7 +211,8 @@ def test_single_run_backfill_records_each_partition_like_one_day_runs(tmp_path):
         assert (failed.metadata["reject_rate"].value, failed.metadata["rows"].value) == (0.667, 6)
         assert failed.metadata["rejected"].value == 4
         assert failed.metadata["thresholds"].value == "max_reject_rate=0.5, min_rows_for_rate=5"
-        assert failed.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5"
+        assert failed.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5 (e.g. c06, j06, k06, l06)"
+        assert failed.metadata["failing_ids"].value == "c06, j06, k06, l06"  # the rejected videos
         assert evals[("raw_videos", "reject_rate", D)].metadata["reject_rate"].value == 0.333
 
         one_day = {p: run(tmp_path / "d", daily, data, partition=p) for p in (D, E)}

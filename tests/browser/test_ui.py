@@ -542,10 +542,17 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
 #   exists for runs that did not fail), and a single-run step covers both days, so both days show it.
 
 
+def junk_ids(day: str, n: int) -> set[str]:
+    """video_id (sha256) of the text files landed as .mp4 on a gate day (tests/browser/conftest.py)."""
+    import hashlib
+
+    return {hashlib.sha256(f"not a video, file {i} of {day}\n".encode()).hexdigest() for i in range(n)}
+
+
 def test_gate_backfill_fails_on_raw_videos_gates(gate_backfill, dagster_ui, sample_data):
     assert gate_backfill.status == "Failed", gate_backfill.page_text[-3000:]
     details = failure_details(dagster_ui, gate_backfill.id)
-    assert "step raw_videos_gates failed: 1 blocking asset check failed with ERROR severity:\nraw_videos: reject_rate" in details, details
+    assert "step raw_videos_gates failed: dagster._core.errors.DagsterAssetCheckFailedError: 1 blocking asset check failed with ERROR severity:\nraw_videos: reject_rate" in details, details
     failed_steps = [ln for ln in details.splitlines() if ln.startswith("  step ")]
     assert len(failed_steps) == 1, details  # no other step failed: the downstream steps never started
 
@@ -583,7 +590,8 @@ def test_check_partitions_tab_shows_each_day(page, dagster_ui, gate_backfill, sa
     shot(page, "g09-check-partition-failed")
     rejected, rows = sample_data.gate_rejected[bad_day]
     assert bad["status"] == "Failed", bad
-    assert bad["description"] == f"raw_videos.reject_rate failed: reject rate {rejected / rows:.4g} > max 0.5", bad
+    assert bad["description"].startswith(f"raw_videos.reject_rate failed: reject rate {rejected / rows:.4g} > max 0.5 (e.g. "), bad
+    assert set(bad["metadata"]["failing_ids"].split(", ")) == junk_ids(bad_day, rejected), bad  # the rejected files
     assert bad["metadata"]["reject_rate"] == f"{rejected / rows:g}" and bad["metadata"]["rows"] == str(rows), bad
     assert bad["metadata"]["rejected"] == str(rejected), bad
     assert bad["metadata"]["thresholds"] == "max_reject_rate=0.5, min_rows_for_rate=5", bad
@@ -651,6 +659,7 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     md = {m["label"]: m.get("floatValue", m.get("intValue", m.get("text"))) for m in bad["evaluation"]["metadataEntries"]}
     assert md["reject_rate"] == round(rejected / rows, 3) and md["rows"] == rows and md["rejected"] == rejected, md
     assert md["thresholds"] == "max_reject_rate=0.5, min_rows_for_rate=5", md
+    assert set(md["failing_ids"].split(", ")) == junk_ids(bad_day, rejected), md
     assert bad["evaluation"]["targetMaterialization"]["runId"] == bad["runId"]  # judged that run's materialization
     [down] = executions("scene_clips", "coverage", bad_day)
     assert (down["status"], down["evaluation"], down["runId"]) == ("EXECUTION_FAILED", None, bad["runId"])
