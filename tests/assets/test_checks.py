@@ -154,7 +154,7 @@ def test_good_partition_passes_every_gate_with_metadata_on_its_materialization(t
     assert overlap.metadata["overlapping"].value == 0 and overlap.metadata["failing_ids"].value == "none"
     rate = evals[("filtered_clips", "pass_rate", D)]
     assert rate.metadata["pass_rate"].value == 0.833 and rate.metadata["rows"].value == 6  # rounded: 5/6
-    assert rate.metadata["thresholds"].value == "min_pass_rate=0.05, max_pass_rate=0.999, min_rows_for_rate=10"
+    assert rate.metadata["thresholds"].value == "min_pass_rate: 0.05, max_pass_rate: 0.999, min_rows_for_rate: 10"
     assert rate.metadata["severity"].value == "error"
     # What the UI shows for D: every gate passed; nothing else recorded.
     for t in GATED_TABLES:
@@ -210,7 +210,7 @@ def test_single_run_backfill_records_each_partition_like_one_day_runs(tmp_path):
         failed = evals[("raw_videos", "reject_rate", E)]
         assert (failed.metadata["reject_rate"].value, failed.metadata["rows"].value) == (0.667, 6)
         assert failed.metadata["rejected"].value == 4
-        assert failed.metadata["thresholds"].value == "max_reject_rate=0.5, min_rows_for_rate=5"
+        assert failed.metadata["thresholds"].value == "max_reject_rate: 0.5, min_rows_for_rate: 5"
         assert failed.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5 (e.g. c06, j06, k06, l06)"
         assert failed.metadata["failing_ids"].value == "c06, j06, k06, l06"  # the rejected videos
         assert evals[("raw_videos", "reject_rate", D)].metadata["reject_rate"].value == 0.333

@@ -100,7 +100,7 @@ def test_caption_metadata_has_no_constants_or_per_actor_plots():
 def test_preview_uses_short_ids_and_cuts_long_text():
     long_caption = "A long caption " * 20
     preview = record_preview("clip_captions", caption_rows(long_caption))
-    assert [c.name for c in preview.schema.columns] == ["clip", "source", "status", "caption", "error", "output_tokens"]
+    assert [c.name for c in preview.schema.columns] == ["clip", "status", "caption", "error", "source", "output_tokens"]
     first = preview.records[0].data
     assert first["clip"] == "3f9a1c2b7d…_0_45" and first["source"] == f"{D}/long_name.mp4"
     assert len(first["caption"]) == TEXT_CHARS and first["caption"].endswith("…")

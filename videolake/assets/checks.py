@@ -158,7 +158,7 @@ def gate_metadata(r: GateResult) -> dict[str, Any]:
         else:
             md[label] = dg.MetadataValue.text(str(value))
     md["thresholds"] = dg.MetadataValue.text(
-        ", ".join(f"{k}={_text(v)}" for k, v in rounded(plain["thresholds"]).items()) or "none"
+        ", ".join(f"{k}: {_text(v)}" for k, v in rounded(plain["thresholds"]).items()) or "none"
     )
     md["failing_ids"] = dg.MetadataValue.text(", ".join(plain["failing_ids"]) or "none")
     md["severity"] = dg.MetadataValue.text(r.severity if r.enabled else f"{r.severity} (disabled by config)")

@@ -135,8 +135,9 @@ PREVIEW_COLUMNS: dict[str, list[str]] = {
     "raw_videos": ["video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"],
     "scene_clips": ["clip_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error"],
     "filtered_clips": ["clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"],
-    # The caption row's way back to its clip (whose id starts with its video id) and source object, then the caption.
-    "clip_captions": ["clip_id", "source_uri", "status", "caption", "error", "output_tokens"],
+    # The caption first (the asset page gives a preview ~500 px), then its way back to the source object; the clip
+    # id starts with its video id.
+    "clip_captions": ["clip_id", "status", "caption", "error", "source_uri", "output_tokens"],
 }
 
 

@@ -32,7 +32,7 @@ RAW_VIDEOS = pa.schema(
         pa.field("reject_reason", pa.string(), metadata={"description": "null when status is ok"}),
         pa.field("reject_detail", pa.string(), metadata={"description": "human-readable explanation of the rejection"}),
         pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False, metadata={"description": "when the video was probed (UTC)"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day (Dagster partition key): the object was under landing/<date>/"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day (Dagster partition key): the object was under landing/YYYY-MM-DD/"}),
     ]
 )
 
