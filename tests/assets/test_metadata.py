@@ -88,7 +88,8 @@ def test_caption_metadata_has_no_constants_or_per_actor_plots():
     assert (md["captions_per_s"].value, md["goodput"].value, md["stragglers"].value) == (0.488, 0.05, 1)
     assert md["captions_failed"].value == 1 and md["dagster/row_count"].value == 3  # counted from the rows
     assert not [k for k in md if k.startswith("actor_") or k in ("accelerator_is_gpu", "idle_actors", "delta_version")]
-    details = md["details"].value
+    assert md["details"].value == {"captions": 2, "failure_rate": 0.333, "failures_by_reason": {"engine error": 1}}
+    details = md["step"].value  # measured once for the step: the pool, its actors, timings
     assert details["per_actor"] == [
         {"actor": "a0", "captions": 10, "captions_per_s": 5.0, "load_s": 30.12, "straggler": False},
         {"actor": "a1", "captions": 10, "captions_per_s": 2.5, "load_s": 30.12, "straggler": True},
@@ -136,6 +137,8 @@ def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run
         assert {p: md["reject_rate"].value for p, md in mats.items()} == {D: 0.0, E: 0.5}
         assert {p: md["videos_per_s"].value for p, md in mats.items()} == {D: 2.0, E: 2.0}  # step-wide: 4 / 2 s
         assert {p: md["details"].value["rejections_by_reason"] for p, md in mats.items()} == {D: {}, E: {"not_a_video": 1}}
+        assert {p: md["step"].value for p, md in mats.items()} == dict.fromkeys(
+            [D, E], {"seconds": 2.0, "delta_version": 1, "partitions": 2})
         assert [r.data["source"] for r in mats[E]["preview"].records] == [f"{E}/v2.mp4", f"{E}/x.mp4"]
         run = instance.get_run_by_id(result.run_id)
         assert run.tags["videolake/partitions"] == f"{D}...{E}" and "videolake/gpu" not in run.tags

@@ -2,8 +2,9 @@
 
 A curator reads an asset's page: Dagster plots EVERY int/float metadata entry over partitions, so only a short,
 fixed list per table (``PLOTTED``: rows, throughput, pass/reject rates, failures, goodput, stragglers) is numeric;
-every other figure (constants, per-actor values, timings, Delta version, reasons) goes into one JSON entry
-(``details``) or text. All numbers are rounded (``rounded``).
+every other figure goes into a JSON entry: ``details`` (counts by reason and the like, per partition) or ``step``
+(what the step measured once for its whole range: timings, the caption pool, per-actor values, Delta version), or
+text. All numbers are rounded (``rounded``).
 
 Figures are computed from a table of SUMMARY_COLUMNS only (a column-pruned read is enough; no caption text or
 probe fields are needed), so a step that streams its rows to storage can read them back cheaply after the commit.
@@ -202,12 +203,14 @@ def asset_metadata(
     listed in PLOTTED); ``preview``: ui_metadata.record_preview of a few rows. Per-partition values are added by
     ui_metadata.add_partition_metadata (they override the range's counts on each partition).
     """
-    figures = {**table_figures(table_name, rows), **dict(extra or {})}
-    figures.update(throughput(table_name, figures, seconds))
-    step = {"seconds": seconds, "delta_version": write.version, "partitions": len(keys)}
+    counts = table_figures(table_name, rows)
+    step = {**dict(extra or {}), **throughput(table_name, {**counts, **dict(extra or {})}, seconds)}
+    step.update(seconds=seconds, delta_version=write.version, partitions=len(keys))
     md = {
-        **figures_metadata(table_name, figures),
-        "step": dg.MetadataValue.json(rounded(step)),
+        # counts of the range; add_partition_metadata replaces them (and ``details``) with each partition's own
+        **figures_metadata(table_name, counts, "details"),
+        # the step's own figures, the same on every partition: throughput, caption pool, timings, Delta version
+        **figures_metadata(table_name, step, "step"),
         "table_uri": dg.MetadataValue.path(write.uri),
         "partitions": dg.MetadataValue.text(keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"),
     }
