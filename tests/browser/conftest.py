@@ -41,6 +41,9 @@ CHROMIUM_ARGS = [
 # newest partitions of the definition only, so old sample dates would leave the plots empty.
 _TODAY = dt.datetime.now(dt.timezone.utc).date()
 DAY1, DAY2 = (_TODAY - dt.timedelta(days=3)).isoformat(), (_TODAY - dt.timedelta(days=2)).isoformat()
+# The gate backfill's days: on GATE_PASS 2 of 5 landed files are not videos (reject rate 0.4, passes the 0.5 gate),
+# on GATE_FAIL 4 of 5 (0.8: raw_videos' blocking reject_rate gate fails).
+GATE_PASS, GATE_FAIL = (_TODAY - dt.timedelta(days=5)).isoformat(), (_TODAY - dt.timedelta(days=4)).isoformat()
 PARTITIONS_START = (_TODAY - dt.timedelta(days=30)).isoformat()
 SERVER_START_TIMEOUT_S = 240
 
@@ -54,6 +57,8 @@ class SampleData:
     files: dict[str, list[str]]  # day -> landed file names
     expected_clips: dict[str, int]  # day -> scene_clips rows (cuts + 1 per ok video)
     expected_videos: dict[str, int]  # day -> raw_videos rows
+    gate_days: tuple[str, str] = (GATE_PASS, GATE_FAIL)  # the second backfill: one day passes, one fails a gate
+    gate_rejected: dict[str, tuple[int, int]] = field(default_factory=dict)  # gate day -> (rejected, rows)
 
 
 def _sample_specs():
@@ -95,7 +100,21 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
         files[day] = sorted(p.name for p in folder.iterdir())
         clips[day] = n_clips
         videos[day] = len(files[day])
-    return SampleData(data_dir=Path(data_dir), days=(DAY1, DAY2), files=files, expected_clips=clips, expected_videos=videos)
+    # The gate days reuse the rendered videos (their bytes only need to be distinct within a day) plus text files
+    # named .mp4, each with different bytes so that none is grouped as a duplicate.
+    rendered = sorted((data_dir / "store" / "landing" / DAY1).glob("d1_*.mp4")) + sorted(
+        (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4"))
+    gate_rejected = {}
+    for day, n_ok, n_junk in ((GATE_PASS, 3, 2), (GATE_FAIL, 1, 4)):
+        folder = data_dir / "store" / "landing" / day
+        folder.mkdir(parents=True)
+        for path in rendered[:n_ok]:
+            shutil.copy(path, folder / path.name)
+        for i in range(n_junk):
+            (folder / f"not_a_video_{i}.mp4").write_text(f"not a video, file {i} of {day}\n")
+        gate_rejected[day] = (n_junk, n_ok + n_junk)
+    return SampleData(data_dir=Path(data_dir), days=(DAY1, DAY2), files=files, expected_clips=clips,
+                      expected_videos=videos, gate_rejected=gate_rejected)
 
 
 @pytest.fixture(scope="session")

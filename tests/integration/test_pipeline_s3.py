@@ -308,7 +308,7 @@ def test_one_partition_all_four_assets_on_s3(seaweed, prefix, landed, resources,
                        if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
     assert failed_blocking == []
     mats = {e.asset_key.path[-1]: e.materialization.metadata for e in result.get_asset_materialization_events()}
-    assert mats["clip_captions"]["rows"].value == len(passed)
+    assert mats["clip_captions"]["dagster/row_count"].value == len(passed)
     assert str(mats["raw_videos"]["table_uri"].value) == f"s3://{seaweed.bucket}/{prefix}/tables/raw_videos"
 
 

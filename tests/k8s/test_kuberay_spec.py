@@ -10,7 +10,6 @@ must be exactly what k8s/rbac.yaml's Role grants.
 """
 
 import dataclasses
-import re
 from pathlib import Path
 
 import dagster as dg
@@ -34,7 +33,6 @@ from videolake.platform.kuberay_spec import (
     build_raycluster_manifest,
     build_raycluster_spec,
     cpu_stage_cluster_config,
-    dagster_ray_spec_kwargs,
 )
 from videolake.resources.prod import kuberay_cluster_resource
 

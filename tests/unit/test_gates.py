@@ -250,8 +250,8 @@ def test_raw_reject_reason_consistent_fails(cfg):
 def test_raw_reject_rate_fails_above_bound(cfg):
     rows = [raw_row("v1"), raw_row("v2")] + [rejected_row(f"r{i}") for i in range(4)]
     r = gates_raw(rows, cfg)["reject_rate"]
-    assert_failed(r, {"rows": 6, "rejected": 4, "reject_rate": 4 / 6}, ())
-    assert "reject rate 0.6667 > max 0.5" in r.description
+    assert_failed(r, {"rows": 6, "rejected": 4, "reject_rate": 4 / 6}, ("r0", "r1", "r2", "r3"))  # the rejected rows
+    assert r.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5 (e.g. r0, r1, r2, r3)"
 
 
 def test_raw_reject_rate_not_enforced_below_min_rows(cfg):
@@ -489,7 +489,7 @@ def test_failure_rate_fails_above_bound_and_is_skipped_below_min_rows(cfg):
     rows[0] = failed_row(rows[0]["clip_id"])
     rows[1] = failed_row(rows[1]["clip_id"])
     r = gates_caps(rows, cfg)["failure_rate"]
-    assert_failed(r, {"rows": 9, "failed": 2, "failure_rate": 2 / 9}, ())
+    assert_failed(r, {"rows": 9, "failed": 2, "failure_rate": 2 / 9}, (rows[0]["clip_id"], rows[1]["clip_id"]))
     few = gates_caps(rows[:2], cfg)["failure_rate"]  # 2 rows, both failed: rate 1.0 but below min rows
     assert few.passed is True and few.measured["failure_rate"] == 1.0
 
@@ -573,7 +573,7 @@ def test_config_from_yaml_file_named_by_env_and_overrides(tmp_path, monkeypatch)
     assert c2.raw_videos.max_reject_rate == 0.1 and c2.clip_captions.max_len == 500  # override wins, file kept
     rows = [raw_row("v1"), raw_row("v2"), raw_row("v3"), raw_row("v4"), rejected_row("v5"), rejected_row("v6")]
     r = gates_raw(rows, c)["reject_rate"]  # 2/6 = 0.333 > 0.25 from the file
-    assert_failed(r, {"reject_rate": 2 / 6}, ())
+    assert_failed(r, {"reject_rate": 2 / 6}, ("v5", "v6"))
     assert r.thresholds["max_reject_rate"] == 0.25
 
 

@@ -12,6 +12,9 @@ pipeline_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("videolake"),
     partitions_def=daily_partitions,
     description="The whole pipeline for a daily partition: ingest, split, filter, caption, with their gates.",
+    # Schedule and sensor runs of this job carry these from their creation, so the run queue's tag limits see them:
+    # the job captions, so its runs need the GPU pool. (UI backfills get tags at run time: ui_metadata.tag_run.)
+    run_tags={"videolake/gpu": "true"},
 )
 
 # Runs shortly after midnight UTC for the day that just ended (the newest complete partition).

@@ -11,9 +11,10 @@ load per actor serve every partition of the backfill instead of paying cluster s
 import dagster as dg
 from dagster_ray import RayResource
 
-from videolake.assets.metadata import column_schema, write_metadata
+from videolake.assets.metadata import asset_metadata, caption_figures, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
-from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of
+from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
+from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -31,8 +32,8 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         name="clip_captions",
         partitions_def=daily_partitions,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        # A retry captions only the clips no checkpointed batch holds yet (the commit is one overwrite). Model
-        # errors per clip are already rows with status=failed, so only infrastructure failures reach this.
+        # Retrying re-captions the whole range; the overwrite makes it idempotent. Model errors per clip are
+        # already rows with status=failed, so only infrastructure failures (a lost actor or node) reach this.
         retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
         group_name=GROUP,
         owners=["team:ml-data"],
@@ -54,36 +55,33 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         from videolake.platform.captioning.stage import caption_partitions
 
         keys = partition_keys(context)
+        tag_run(context, "clip_captions", captioner_code_version=version)
         lk = lake.get_lake()
         config = captioner.to_config()
         run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
                                  progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
-        m = run.metrics.to_metadata()
-        for d in run.per_partition.values():
-            d.pop("useful_s", None)
-        add_partition_figures(context, lk, "clip_captions", keys, run.per_partition, CAPTIONS_PREVIEW)
+        for figures in run.per_partition.values():
+            figures.pop("useful_s", None)
+        add_partition_figures(context, "clip_captions", run.per_partition, keys, lk)
+        extra = {
+            **caption_figures(run.metrics),
+            # across every attempt of this range: model load, idle and lost work count against it
+            "goodput": run.goodput,
+            "accelerator_s_all_attempts": run.accelerator_s_all_attempts,
+            "clips_reused": run.clips_reused,
+            "clips_computed": run.clips_computed,
+            "phases_s": run.phases,
+            "model": config.model_label,
+            "prompt_version": config.prompt_version,
+        }
+        counts = merge_figures("clip_captions", list(run.per_partition.values()))
         return dg.MaterializeResult(
             metadata={
-                **write_metadata(run.write, keys),
+                **asset_metadata("clip_captions", counts, keys, run.write, run.seconds, extra=extra,
+                                 preview=preview_of(lk, "clip_captions", keys)),
                 **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
                 "dagster/column_lineage": column_lineage("clip_captions"),
-                # numeric, so the UI plots them over partitions
-                **{k: (dg.MetadataValue.float(float(v)) if isinstance(v, float) else dg.MetadataValue.int(int(v)))
-                   for k, v in m.items()},
-                "goodput": dg.MetadataValue.float(round(run.goodput, 4)),
-                "accelerator_s_all_attempts": dg.MetadataValue.float(round(run.accelerator_s_all_attempts, 2)),
-                "clips_reused": dg.MetadataValue.int(run.clips_reused),
-                "clips_computed": dg.MetadataValue.int(run.clips_computed),
-                "per_actor": dg.MetadataValue.json([a.__dict__ for a in run.metrics.per_actor]),
-                "model": dg.MetadataValue.text(config.model_label),
-                "prompt_version": dg.MetadataValue.text(config.prompt_version),
-                "seconds": dg.MetadataValue.float(round(run.seconds, 3)),
-                "preview": preview_of(lk, "clip_captions", keys, CAPTIONS_PREVIEW),
             }
         )
 
     return clip_captions
-
-
-# The caption row's way back to its clip, video and source object, then the caption itself.
-CAPTIONS_PREVIEW = ["clip_id", "video_id", "source_uri", "status", "caption", "error", "output_tokens"]

@@ -1,28 +1,40 @@
 """Blocking quality gates on every asset, per daily partition, evaluated by Great Expectations (platform.gates).
 
-One ``@multi_asset_check`` per table (the partition is read once for all its gates) with one AssetCheckSpec per
+One ``@multi_asset_check`` per table (each partition is read once for all its gates) with one AssetCheckSpec per
 gate, ``blocking=True`` and the assets' daily partitions: a gate that fails with ERROR severity skips the downstream
 assets of the run and fails the run; a gate configured ``severity: warn`` is reported and does not block.
 Thresholds are read when the check runs, from $VIDEOLAKE_GATES_FILE (see platform/gates/gates.example.yaml) and the
 ``overrides`` given to ``build_gate_checks``, so a threshold change needs no code edit or redeploy.
 
-Each check reads exactly its partition of the table (and of the tables it is compared against) from the lake.
-A single-run backfill step covers several partitions: the gates then run once per partition, each partition's
-result is logged as its own per-partition check evaluation, and the step's result per gate (which is what blocks)
-is the conjunction, with the failing partitions in its metadata.
+Per partition, the way Dagster stores partitioned checks: the run plans one execution row per (check, partition)
+and every gate result is recorded as an ``AssetCheckEvaluation`` of exactly one partition, pointing at the
+materialization of that partition it judged. A single-run backfill step (several partitions) therefore records the
+same rows, check by check and day by day, as the same days run one at a time: the check's Partitions tab, its list
+status and the asset graph read them (Dagster only counts a partition's result while it targets the partition's
+latest materialization, hence the pointer). There is no range summary row.
+
+Why ``AssetCheckEvaluation`` and not ``AssetCheckResult``: in Dagster 1.13 an AssetCheckResult yielded from a
+multi-partition step is stored without a partition (one summary of the range). Yielded evaluations take the same
+path through the step (``execute_step.core_dagster_event_sequence_for_step``): a failed blocking ERROR evaluation
+fails the step after all partitions were evaluated, which skips the downstream steps of the run.
 """
 
+import json
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # not re-exported by `dagster`
+    AssetCheckEvaluationTargetMaterializationData,
+)
 
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import GATE_DOCS, GateResult, context_tables, gate_names
 from videolake.resources import LakeResource
 
 GATED_TABLES: tuple[str, ...] = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+DOWNSTREAM: dict[str, tuple[str, ...]] = {t: GATED_TABLES[i + 1 :] for i, t in enumerate(GATED_TABLES)}
 
 
 def gate_check_specs(table: str) -> list[dg.AssetCheckSpec]:
@@ -52,36 +64,37 @@ def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None) ->
     a profile whose captioner is a random-weight test model).
     """
     frozen_overrides = dict(overrides or {})
+    specs = gate_check_specs(table)
 
     @dg.multi_asset_check(
-        specs=gate_check_specs(table),
+        specs=specs,
         name=f"{table}_gates",
         description=f"Quality gates of {table} (Great Expectations), per partition; thresholds from $VIDEOLAKE_GATES_FILE.",
         compute_kind="great_expectations",
     )
-    def _gates(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> Iterator[dg.AssetCheckResult]:
+    def _gates(context: dg.AssetCheckExecutionContext, lake: LakeResource) -> Iterator[Any]:
         from videolake.platform.gates import check_partition, load_gate_config
 
         config = load_gate_config(None, frozen_overrides)
+        selected = {k.name for k in context.selected_asset_check_keys if k.asset_key == dg.AssetKey(table)}
         keys = list(context.partition_keys)
+        targets = target_materializations(context.instance, table, keys)
         store = lake.get_lake()
-        by_partition: dict[str, list[GateResult]] = {}
+        blocking: list[tuple[str, GateResult]] = []
         for key in keys:
-            results = check_partition(store, table, key, config)
-            by_partition[key] = results
-            for r in results:
+            for r in check_partition(store, table, key, config):
+                if r.gate not in selected:
+                    continue
                 level = context.log.info if r.passed else (context.log.error if r.blocks else context.log.warning)
                 level(f"[{key}] {table}.{r.gate}: {'passed' if r.passed else 'FAILED'} - {r.description}")
-        if len(keys) == 1:
-            for r in by_partition[keys[0]]:
-                yield _result(r)
-            return
-        # Several partitions in one step (single-run backfill): one evaluation per partition, then the aggregate.
-        for key, results in by_partition.items():
-            for r in results:
-                context.op_execution_context.log_event(_evaluation(r, key))
-        for gate in gate_names(table):
-            yield _aggregate(table, gate, {k: next(r for r in rs if r.gate == gate) for k, rs in by_partition.items()})
+                if r.blocks:
+                    blocking.append((key, r))
+                yield gate_evaluation(r, key, targets.get(key))
+        for spec in specs:  # the check outputs the blocking dependencies of downstream steps wait for
+            if spec.name in selected:
+                yield dg.Output(None, output_name=spec.get_python_identifier())
+        if blocking:
+            context.log.error(blocked_message(table, blocking))
 
     return _gates
 
@@ -93,12 +106,46 @@ def build_all_gate_checks(
     return [build_gate_checks(t, overrides) for t in tables]
 
 
-def _severity(r: GateResult) -> dg.AssetCheckSeverity:
-    return dg.AssetCheckSeverity.WARN if r.severity == "warn" else dg.AssetCheckSeverity.ERROR
+def target_materializations(
+    instance: dg.DagsterInstance, table: str, keys: Sequence[str]
+) -> dict[str, AssetCheckEvaluationTargetMaterializationData]:
+    """The latest materialization of each partition of ``table`` (what each partition's evaluation judged)."""
+    out = {}
+    for key in keys:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[key]), limit=1
+        ).records
+        if records:
+            r = records[0]
+            out[key] = AssetCheckEvaluationTargetMaterializationData(
+                storage_id=r.storage_id, run_id=r.event_log_entry.run_id, timestamp=r.timestamp
+            )
+    return out
+
+
+def gate_evaluation(
+    r: GateResult, partition: str, target: AssetCheckEvaluationTargetMaterializationData | None
+) -> dg.AssetCheckEvaluation:
+    """The recorded result of gate ``r`` on ``partition``, with that day's measured values, thresholds and ids."""
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(r.table),
+        check_name=r.gate,
+        passed=r.passed,
+        severity=dg.AssetCheckSeverity.WARN if r.severity == "warn" else dg.AssetCheckSeverity.ERROR,
+        description=r.description,
+        metadata=gate_metadata(r),
+        target_materialization_data=target,
+        blocking=True,
+        partition=partition,
+    )
 
 
 def gate_metadata(r: GateResult) -> dict[str, Any]:
-    """Check metadata: every measured value (numbers plot in the UI), the thresholds and the failing ids."""
+    """Check metadata of one partition: each measured value (numbers, rounded, which the check's plots chart), then
+    the thresholds, the failing ids and the severity as text, which the UI shows inline (JSON hides behind a button).
+    """
+    from videolake.assets.metadata import rounded
+
     md: dict[str, Any] = {}
     plain = r.to_metadata()
     for label, value in plain["measured"].items():
@@ -107,58 +154,26 @@ def gate_metadata(r: GateResult) -> dict[str, Any]:
         elif isinstance(value, int):
             md[label] = dg.MetadataValue.int(value)
         elif isinstance(value, float):
-            md[label] = dg.MetadataValue.float(value)
+            md[label] = dg.MetadataValue.float(rounded(value))
         else:
             md[label] = dg.MetadataValue.text(str(value))
-    md["thresholds"] = dg.MetadataValue.json(plain["thresholds"])
-    md["failing_ids"] = dg.MetadataValue.json(plain["failing_ids"])
-    md["gate_severity"] = dg.MetadataValue.text(r.severity)
-    md["gate_enabled"] = dg.MetadataValue.bool(r.enabled)
+    md["thresholds"] = dg.MetadataValue.text(
+        ", ".join(f"{k}: {_text(v)}" for k, v in rounded(plain["thresholds"]).items()) or "none"
+    )
+    md["failing_ids"] = dg.MetadataValue.text(", ".join(plain["failing_ids"]) or "none")
+    md["severity"] = dg.MetadataValue.text(r.severity if r.enabled else f"{r.severity} (disabled by config)")
     return md
 
 
-def _result(r: GateResult) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        asset_key=dg.AssetKey(r.table),
-        check_name=r.gate,
-        passed=r.passed,
-        severity=_severity(r),
-        description=r.description,
-        metadata=gate_metadata(r),
-    )
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
 
 
-def _evaluation(r: GateResult, partition: str) -> dg.AssetCheckEvaluation:
-    return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(r.table),
-        check_name=r.gate,
-        passed=r.passed,
-        severity=_severity(r),
-        description=r.description,
-        metadata=gate_metadata(r),
-        blocking=True,
-        partition=partition,
-    )
-
-
-def _aggregate(table: str, gate: str, per_partition: dict[str, GateResult]) -> dg.AssetCheckResult:
-    failed = [k for k, r in per_partition.items() if not r.passed]
-    first = next(iter(per_partition.values()))
-    if failed:
-        text = f"{table}.{gate} failed in {len(failed)} of {len(per_partition)} partitions: " + "; ".join(
-            f"{k}: {per_partition[k].description}" for k in failed
-        )
-    else:
-        text = f"{table}.{gate} passed in all {len(per_partition)} partitions"
-    return dg.AssetCheckResult(
-        asset_key=dg.AssetKey(table),
-        check_name=gate,
-        passed=not failed,
-        severity=_severity(first),
-        description=text,
-        metadata={
-            "partitions": dg.MetadataValue.int(len(per_partition)),
-            "failed_partitions": dg.MetadataValue.json(failed),
-            "per_partition": dg.MetadataValue.json({k: r.to_metadata() for k, r in per_partition.items()}),
-        },
+def blocked_message(table: str, blocking: Sequence[tuple[str, GateResult]]) -> str:
+    """What a failed blocking gate does to the rest of the run, in words (the run log's last line of the step)."""
+    failed = "; ".join(f"{table}.{r.gate} on {key}: {r.description}" for key, r in blocking)
+    skipped = ", ".join(DOWNSTREAM.get(table, ())) or "nothing"
+    return (
+        f"blocking gate(s) failed: {failed}. This run stops here: {skipped} and their gates are not run for any "
+        "partition of this run (Dagster shows those gates as 'Execution failed' for these partitions)."
     )

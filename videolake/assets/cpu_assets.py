@@ -1,8 +1,9 @@
-"""The CPU assets: raw_videos -> scene_clips -> filtered_clips. Thin: read the partition, call the engine, write.
+"""The CPU assets: raw_videos -> scene_clips -> filtered_clips. Thin: run the engine's stage, report what it did.
 
-Backfill policy: single_run for each. The work inside a run is already parallel (one Ray task per video), so one
-run per backfill keeps one Ray session per step instead of one per day, and the lake's overwrite predicate covers
-the whole range (videolake.platform.lake). Large ranges stay bounded by max_partitions_per_run.
+Each stage streams its units through Ray Data into checkpoints and commits them in one Delta transaction
+(videolake.platform.units); the step never holds the rows. Backfill policy: single_run for each. The work inside a
+run is already parallel (one Ray task per video), so one run per backfill keeps one Ray session per step instead of
+one per day, and the commit covers exactly the run's partitions.
 """
 
 
@@ -10,9 +11,10 @@ import dagster as dg
 from dagster_ray import RayResource
 
 from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
-from videolake.assets.metadata import column_schema, write_metadata
+from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
-from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of
+from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
+from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -40,25 +42,20 @@ def _progress(context: dg.AssetExecutionContext, what: str):
     return report
 
 
-def stage_metadata(run, keys: list[str]) -> dict:
-    """What every stage reports: the commit, the unit counts (resume), time."""
-    return {
-        **write_metadata(run.write, keys),
+def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[str], lake, *,
+                 extra: dict | None = None) -> dg.MaterializeResult:
+    """The metadata of a stage run: each day's figures (computed by the workers), the range's, the unit counts
+    (``units_total``/``units_reused``/``units_computed``: resume), lineage, a preview read back from the table."""
+    tag_run(context, table)
+    add_partition_figures(context, table, run.per_partition, keys, lake)
+    counts = merge_figures(table, list(run.per_partition.values()))
+    md = {
+        **asset_metadata(table, counts, keys, run.write, run.seconds, extra=extra, preview=preview_of(lake, table, keys)),
         **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
-        "seconds": dg.MetadataValue.float(round(run.seconds, 3)),
     }
-
-
-def _sum(per_partition: dict[str, dict], key: str) -> int:
-    return int(sum(p.get(key, 0) for p in per_partition.values()))
-
-
-def _merge_reasons(per_partition: dict[str, dict]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in per_partition.values():
-        for k, v in (p.get("rejections_by_reason") or {}).items():
-            out[k] = out.get(k, 0) + v
-    return dict(sorted(out.items()))
+    if table != "raw_videos":
+        md["dagster/column_lineage"] = column_lineage(table)
+    return dg.MaterializeResult(metadata=md)
 
 
 @dg.asset(
@@ -85,21 +82,7 @@ def raw_videos(
     lk = lake.get_lake()
     run = ingest_partitions(lk, store, objects, config.to_engine(), PartitionRange.of(keys),
                             progress=_progress(context, "probed"))
-    ok, rejected = _sum(run.per_partition, "videos_ok"), _sum(run.per_partition, "videos_rejected")
-    add_partition_figures(context, lk, "raw_videos", keys, run.per_partition, RAW_PREVIEW)
-    return dg.MaterializeResult(
-        metadata={
-            **stage_metadata(run, keys),
-            "videos_ok": dg.MetadataValue.int(ok),
-            "videos_rejected": dg.MetadataValue.int(rejected),
-            "rejections_by_reason": dg.MetadataValue.json(_merge_reasons(run.per_partition)),
-            "bytes": dg.MetadataValue.int(_sum(run.per_partition, "bytes")),
-            "preview": preview_of(lk, "raw_videos", keys, RAW_PREVIEW),
-        }
-    )
-
-
-RAW_PREVIEW = ["video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"]
+    return stage_result(context, "raw_videos", run, keys, lk)
 
 
 @dg.asset(
@@ -122,20 +105,7 @@ def scene_clips(
     lk = lake.get_lake()
     run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
                            progress=_progress(context, "split"))
-    add_partition_figures(context, lk, "scene_clips", keys, run.per_partition, CLIPS_PREVIEW)
-    return dg.MaterializeResult(
-        metadata={
-            **stage_metadata(run, keys),
-            "dagster/column_lineage": column_lineage("scene_clips"),
-            "videos": dg.MetadataValue.int(_sum(run.per_partition, "videos")),
-            "clips": dg.MetadataValue.int(run.write.rows),
-            "detect_errors": dg.MetadataValue.int(_sum(run.per_partition, "detect_errors")),
-            "preview": preview_of(lk, "scene_clips", keys, CLIPS_PREVIEW),
-        }
-    )
-
-
-CLIPS_PREVIEW = ["clip_id", "video_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s"]
+    return stage_result(context, "scene_clips", run, keys, lk, extra=run.extra)
 
 
 @dg.asset(
@@ -159,20 +129,4 @@ def filtered_clips(
     lk = lake.get_lake()
     run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.split.to_engine(),
                            config.to_engine(), progress=_progress(context, "scored"))
-    n, passed = _sum(run.per_partition, "clips"), _sum(run.per_partition, "passed")
-    add_partition_figures(context, lk, "filtered_clips", keys, run.per_partition, FILTERED_PREVIEW)
-    return dg.MaterializeResult(
-        metadata={
-            **stage_metadata(run, keys),
-            "dagster/column_lineage": column_lineage("filtered_clips"),
-            "clips": dg.MetadataValue.int(n),
-            "passed": dg.MetadataValue.int(passed),
-            "rejected": dg.MetadataValue.int(n - passed),
-            "pass_rate": dg.MetadataValue.float(round(passed / n, 4) if n else 0.0),
-            "rejections_by_reason": dg.MetadataValue.json(_merge_reasons(run.per_partition)),
-            "preview": preview_of(lk, "filtered_clips", keys, FILTERED_PREVIEW),
-        }
-    )
-
-
-FILTERED_PREVIEW = ["clip_id", "video_id", "motion", "sharpness", "brightness", "passed", "reject_reason"]
+    return stage_result(context, "filtered_clips", run, keys, lk)

@@ -1,19 +1,71 @@
-"""Materialization metadata shared by the assets: what the UI shows (numbers it plots, schema, lineage, preview)."""
+"""The figures each asset reports to the Dagster UI, and which of them the UI plots.
+
+A curator reads an asset's page: Dagster plots EVERY int/float metadata entry over partitions, so only a short,
+fixed list per table (``PLOTTED``: rows, throughput, pass/reject rates, failures, goodput, stragglers) is numeric;
+every other figure goes into a JSON entry: ``details`` (counts by reason and the like, per partition) or ``step``
+(what the step measured once for its whole range: timings, the caption pool, per-actor values, Delta version), or
+text. All numbers are rounded (``rounded``).
+
+Figures are computed per day by the stage's finalize tasks on the Ray workers (``platform.figures``), from the
+rows they commit; the step only adds days up, so it never holds the rows to report on them.
+
+The asset bodies call three functions (see also ui_metadata.add_partition_figures and ui_metadata.tag_run):
+    asset_metadata(table_name, counts, keys, write, seconds, extra=..., preview=...)  -> MaterializeResult metadata
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
 import pyarrow as pa
 
+from videolake.platform.figures import ROW_COUNT, reason_counts, table_figures  # noqa: F401 - re-exported
 from videolake.platform.lake import WriteResult
+from videolake.platform.schemas import PARTITION_COLUMN
 
-PREVIEW_ROWS = 5
+# The only numeric (plotted) metadata per table, in display order. Throughput labels are step-wide (one value for
+# the whole range of a single-run backfill); the others are counted per partition.
+PLOTTED: dict[str, tuple[str, ...]] = {
+    "raw_videos": (ROW_COUNT, "videos_rejected", "reject_rate", "videos_per_s"),
+    "scene_clips": (ROW_COUNT, "videos", "detect_errors", "frames_per_s"),
+    "filtered_clips": (ROW_COUNT, "passed", "pass_rate", "clips_per_s"),
+    "clip_captions": (ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
+}
+
+# Columns ``table_figures`` needs; read only these after a commit to compute the metadata.
+SUMMARY_COLUMNS: dict[str, list[str]] = {
+    "raw_videos": ["status", "reject_reason", "size_bytes", "num_frames", PARTITION_COLUMN],
+    "scene_clips": ["video_id", "detect_error", PARTITION_COLUMN],
+    "filtered_clips": ["passed", "reject_reason", PARTITION_COLUMN],
+    "clip_captions": ["status", "error", PARTITION_COLUMN],
+}
+
+
+def rounded(value: Any) -> Any:
+    """Floats rounded for reading (>= 100: 1 decimal, >= 1: 2, below: 3 significant digits), recursively."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0:
+            return value
+        a = abs(value)
+        if a >= 100:
+            return round(value, 1)
+        if a >= 1:
+            return round(value, 2)
+        return round(value, 2 - int(math.floor(math.log10(a))))
+    if isinstance(value, Mapping):
+        return {str(k): rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    return value
 
 
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
+    """``dagster/column_schema``: every column with its type, nullability and description (from the schema)."""
     return dg.TableSchema(
         columns=[
             dg.TableColumn(
@@ -27,32 +79,82 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
     )
 
 
-def preview(table: pa.Table, columns: list[str], n: int = PREVIEW_ROWS) -> dg.MarkdownMetadataValue:
-    """A few rows as a markdown table (long ids shortened so the UI stays readable)."""
-    rows = table.select(columns).slice(0, n).to_pylist()
-    def cell(v: Any) -> str:
-        s = "" if v is None else str(v)
-        return (s[:24] + "…") if len(s) > 25 else s.replace("|", "/")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in rows]
-    return dg.MetadataValue.md("\n".join(lines))
+def figures_metadata(table_name: str, figures: Mapping[str, Any], details_label: str = "details") -> dict[str, Any]:
+    """``figures`` as metadata: the labels of PLOTTED[table_name] as rounded int/float (plotted), strings as text,
+    everything else rounded into one JSON entry named ``details_label``."""
+    plotted = PLOTTED[table_name]
+    md: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    for label, value in figures.items():
+        if label in plotted:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"plotted figure {table_name}.{label} must be a number, got {value!r}")
+            md[label] = dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(rounded(float(value)))
+        elif isinstance(value, str):
+            md[label] = dg.MetadataValue.text(value)
+        else:
+            details[label] = rounded(value)
+    if details:
+        md[details_label] = dg.MetadataValue.json(details)
+    return md
 
 
-def reason_counts(values: list[str | None]) -> dict[str, int]:
-    """Rejections by reason; multi-reason values (';'-joined) count once per reason."""
-    c: Counter[str] = Counter()
-    for v in values:
-        if v:
-            for part in v.split(";"):
-                c[part.split(":")[0].strip()] += 1
-    return dict(sorted(c.items()))
-
-
-def write_metadata(result: WriteResult, partitions: list[str]) -> dict[str, Any]:
-    return {
-        "dagster/row_count": dg.MetadataValue.int(result.rows),
-        "rows": dg.MetadataValue.int(result.rows),
-        "delta_version": dg.MetadataValue.int(result.version),
-        "table_uri": dg.MetadataValue.path(result.uri),
-        "partitions": dg.MetadataValue.text(", ".join(partitions)),
+def throughput(table_name: str, figures: Mapping[str, Any], seconds: float) -> dict[str, float]:
+    """The step's throughput figure of ``table_name`` (units per wall second of the step)."""
+    units = {
+        "raw_videos": ("videos_per_s", figures.get(ROW_COUNT, 0)),
+        "scene_clips": ("frames_per_s", figures.get("frames", 0)),
+        "filtered_clips": ("clips_per_s", figures.get(ROW_COUNT, 0)),
     }
+    if table_name not in units:
+        return {}
+    label, n = units[table_name]
+    return {label: float(n) / seconds if seconds > 0 else 0.0}
+
+
+def caption_figures(metrics) -> dict[str, Any]:
+    """Figures of a caption run (platform.captioning.metrics.CaptionMetrics): throughput, goodput and stragglers
+    plotted; the rest (pool size, load times, token rates, accelerator-seconds, per actor) as details."""
+    m = metrics.to_metadata()
+    per_actor = [
+        {"actor": a.actor_id, "captions": a.captions, "captions_per_s": a.captions_per_s, "load_s": a.load_s,
+         "straggler": a.straggler}
+        for a in metrics.per_actor
+    ]
+    keep = {k: v for k, v in m.items() if not k.startswith("actor_") and k not in ("captions", "captions_failed",
+                                                                               "accelerator_is_gpu")}
+    return {**keep, "accelerator": metrics.accelerator, "per_actor": per_actor}
+
+
+def asset_metadata(
+    table_name: str,
+    counts: Mapping[str, Any],
+    keys: list[str],
+    write: WriteResult,
+    seconds: float,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    preview: dg.TableMetadataValue | None = None,
+) -> dict[str, Any]:
+    """The MaterializeResult metadata of a step that wrote ``keys`` of ``table_name``.
+
+    ``counts``: the figures of the range (``platform.figures.merge_figures`` of the days' figures, which the
+    stage's workers computed); ``write``: the Delta commit; ``seconds``: the step's
+    work time; ``extra``: more figures (e.g. ``caption_figures(metrics)``, ``{"frames": n}``; plotted only if
+    listed in PLOTTED); ``preview``: ui_metadata.record_preview of a few rows. Per-partition values are added by
+    ui_metadata.add_partition_metadata (they override the range's counts on each partition).
+    """
+    counts = dict(counts)
+    step = {**dict(extra or {}), **throughput(table_name, {**counts, **dict(extra or {})}, seconds)}
+    step.update(seconds=seconds, delta_version=write.version, partitions=len(keys))
+    md = {
+        # counts of the range; add_partition_metadata replaces them (and ``details``) with each partition's own
+        **figures_metadata(table_name, counts, "details"),
+        # the step's own figures, the same on every partition: throughput, caption pool, timings, Delta version
+        **figures_metadata(table_name, step, "step"),
+        "table_uri": dg.MetadataValue.path(write.uri),
+        "partitions": dg.MetadataValue.text(keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"),
+    }
+    if preview is not None:
+        md["preview"] = preview
+    return md

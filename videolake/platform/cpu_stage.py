@@ -13,13 +13,14 @@ import datetime as dt
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import pyarrow as pa
 
 from videolake.platform.objectstore import ObjectInfo, ObjectStore, content_key
 from videolake.platform.schemas import FILTERED_CLIPS, TABLES, clip_id
+from videolake.platform.figures import table_figures
 from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
@@ -219,16 +220,9 @@ def ingest_partitions(
 
     version = stage_version("raw_videos-2", _config_dict(probe_config))
     units = raw_videos_units(objects_by_day, store)
-    step = PartitionStep(reduce=merge_duplicates, summarize=summarize_raw_videos)
+    step = PartitionStep(reduce=merge_duplicates, summarize=partial(table_figures, "raw_videos"))
     return run_stage(lake, "raw_videos", version, partitions, units,
                      partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)
-
-
-def summarize_raw_videos(t: pa.Table) -> dict:
-    status = t.column("status").to_pylist()
-    return {"videos_ok": status.count(STATUS_OK), "videos_rejected": status.count(STATUS_REJECTED),
-            "bytes": int(sum(x or 0 for x in t.column("size_bytes").to_pylist())),
-            "rejections_by_reason": _reasons(t.column("reject_reason").to_pylist())}
 
 
 # ---------------------------------------------------------------------------------------------------- split
@@ -346,15 +340,12 @@ def split_partitions(
 
     version = stage_version("scene_clips-2", _config_dict(config))
     units = video_units(lake, partitions, "split")
-    step = PartitionStep(summarize=summarize_scene_clips)
-    return run_stage(lake, "scene_clips", version, partitions, units,
-                     partial(_split_payload, store=store, config=config),
-                     lambda video, error: detect_error_rows(video, error, config), step, progress)
-
-
-def summarize_scene_clips(t: pa.Table) -> dict:
-    return {"videos": len(set(t.column("video_id").to_pylist())), "clips": t.num_rows,
-            "detect_errors": sum(1 for e in t.column("detect_error").to_pylist() if e)}
+    step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
+    run = run_stage(lake, "scene_clips", version, partitions, units,
+                    partial(_split_payload, store=store, config=config),
+                    lambda video, error: detect_error_rows(video, error, config), step, progress)
+    frames = sum(int(json.loads(u["payload"]).get("num_frames") or 0) for u in units)
+    return replace(run, extra={"frames": frames})
 
 
 # ---------------------------------------------------------------------------------------------------- score
@@ -429,7 +420,7 @@ def score_partitions(
         units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs]),
                       "partition_date": day, "payload": json.dumps(payload, default=str)})
     step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
-                         summarize=summarize_filtered_clips)
+                         summarize=partial(table_figures, "filtered_clips"))
     return run_stage(lake, "filtered_clips", version, partitions, units,
                      partial(_score_payload, store=store, split_config=split_config, quality_config=quality_config),
                      _score_error, step, progress)
@@ -440,13 +431,6 @@ def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable)
 
     rows = t.sort_by("clip_id").to_pylist()
     return rows_to_table(assign(rows, quality_config), FILTERED_CLIPS) if rows else t
-
-
-def summarize_filtered_clips(t: pa.Table) -> dict:
-    passed = t.column("passed").to_pylist()
-    return {"clips": len(passed), "passed": sum(1 for p in passed if p),
-            "rejected": sum(1 for p in passed if not p),
-            "rejections_by_reason": _reasons(t.column("reject_reason").to_pylist())}
 
 
 # ---------------------------------------------------------------------------------------------------- shared
@@ -460,6 +444,7 @@ class StageRun:
     progress: Any  # units.StageProgress
     per_partition: dict[str, dict]
     seconds: float
+    extra: dict = field(default_factory=dict)  # stage-specific step figures (e.g. frames decoded)
 
 
 def run_stage(lake, table, version, partitions, units, process, on_error, step, progress) -> StageRun:
@@ -482,18 +467,6 @@ def _config_dict(config: Any) -> Any:
     import dataclasses
 
     return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
-
-
-def _reasons(values: list[str | None]) -> dict[str, int]:
-    """Rejections by reason; multi-reason values (';'-joined) count once per reason."""
-    from collections import Counter
-
-    c: Counter[str] = Counter()
-    for v in values:
-        if v:
-            for part in v.split(";"):
-                c[part.split(":")[0].strip()] += 1
-    return dict(sorted(c.items()))
 
 
 def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:

@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
+from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
 from videolake.platform.lake_files import LakeFiles
 from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
@@ -288,7 +289,7 @@ def _finalize_part(
     if step.reduce is not None:
         data = step.reduce(data)
     summary = step.summarize(data) if step.summarize else {}
-    summary = {"rows": data.num_rows, **summary}
+    summary = {ROW_COUNT: data.num_rows, **summary}
     from videolake.platform.lake import conform
 
     data = conform(data.select([c for c in data.column_names if c in schema.names or c in extra_columns]), schema)

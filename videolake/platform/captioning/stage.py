@@ -250,29 +250,20 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         data = filled if data is None else pa.concat_tables([conform(data, filled.schema), filled])
     import datetime as dt
 
-    summary = {"rows": 0, "captions": 0, "captions_failed": 0, "missing_filled": missing.num_rows,
+    from videolake.platform.figures import table_figures
+
+    summary = {**table_figures(TABLE, CLIP_CAPTIONS.empty_table()), "missing_filled": missing.num_rows,
                "useful_s": useful_s}
     if data is None or data.num_rows == 0:
         return [], summary
     data = data.append_column(CLIP_CAPTIONS.field(PARTITION_COLUMN),
                               pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32()))
     data = conform(data, CLIP_CAPTIONS).sort_by("clip_id")
-    status = data.column("status").to_pylist()
-    summary.update(rows=data.num_rows, captions=status.count("ok"), captions_failed=status.count(STATUS_FAILED),
-                   failures_by_reason=_reasons(data.column("error").to_pylist()))
+    summary.update(table_figures(TABLE, data))
     data = data.drop_columns([PARTITION_COLUMN])
     rel = f"{PARTITION_COLUMN}={day}/part-{token}-00000.parquet"
     size = files.write_parquet(files.path(TABLE, rel), data)
     return [DataFile(path=rel, size=size, partition_date=day, rows=data.num_rows, stats=file_stats(data))], summary
-
-
-def _reasons(errors: list[str | None]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for e in errors:
-        if e:
-            k = e.split(":")[0].strip()
-            out[k] = out.get(k, 0) + 1
-    return dict(sorted(out.items()))
 
 
 def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from videolake.platform.gates.config import ClipCaptionsGates
-from videolake.platform.gates.core import Check, Frame, Gate
+from videolake.platform.gates.core import MAX_EXAMPLES, Check, Frame, Gate
 from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
 from videolake.platform.gates.text import repetition_score
 
@@ -122,6 +122,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
             thresholds={"max_failure_rate": cfg.max_failure_rate, "min_rows_for_rate": cfg.min_rows_for_rate},
             min_rows=cfg.min_rows_for_rate,
             extra_measured={"rows": rows, "failed": int(df["is_failed"].sum())},
+            examples=tuple(str(v) for v in df.loc[df["is_failed"] > 0, "clip_id"].head(MAX_EXAMPLES)),
         ),
     ]
     return gates, frames

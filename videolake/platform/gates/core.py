@@ -50,6 +50,9 @@ class Gate:
     min_rows: int | None = None
     rate_rows_frame: str = "rows"
     extra_measured: dict[str, Any] = field(default_factory=dict)  # context counts computed in pandas (rows, ...)
+    # For aggregate (rate) gates, whose expectations name no rows: the ids behind the rate (rejected videos, failed
+    # captions), reported as failing ids when the gate fails.
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

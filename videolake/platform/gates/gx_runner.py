@@ -126,6 +126,8 @@ def _assemble(table: str, gate: Gate, frames: dict[str, Frame], outcomes: dict[t
             failures.append(check.explain.format(n=o.value, value=_fmt(o.value)))
         if not o.success:
             examples.extend(e for e in o.examples if e not in examples)
+    if failures:
+        examples.extend(e for e in gate.examples if e not in examples)
     failing_ids = tuple(examples[:MAX_EXAMPLES])
     if gate.min_rows is not None:
         rows = len(frames[gate.rate_rows_frame].df)

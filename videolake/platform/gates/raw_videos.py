@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from videolake.platform.gates.config import RawVideosGates
-from videolake.platform.gates.core import Check, Frame, Gate
+from videolake.platform.gates.core import MAX_EXAMPLES, Check, Frame, Gate
 from videolake.platform.gates.relations import to_pandas, where
 
 OK = 'status == "ok"'
@@ -78,6 +78,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
             thresholds={"max_reject_rate": cfg.max_reject_rate, "min_rows_for_rate": cfg.min_rows_for_rate},
             min_rows=cfg.min_rows_for_rate,
             extra_measured={"rows": rows, "rejected": int(df["is_rejected"].sum())},
+            examples=tuple(str(v) for v in df.loc[df["is_rejected"] > 0, "video_id"].head(MAX_EXAMPLES)),
         ),
     ]
     return gates, frames
