@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster_ray import RayResource
 
+from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema, reason_counts, write_metadata
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
@@ -62,6 +63,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         "from a vision-language model on vLLM in a Ray actor pool; model, prompt version and token counts recorded.",
         metadata={"dagster/column_schema": column_schema(CLIP_CAPTIONS), "captioner_code_version": version},
     )
+    @step_guard
     def clip_captions(
         context: dg.AssetExecutionContext,
         object_store: ObjectStoreResource,

@@ -12,6 +12,8 @@ import dagster as dg
 from dagster_ray import RayResource
 
 from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
+from videolake.assets.guard import step_guard
+from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import column_schema, reason_counts, write_metadata
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_metadata, column_lineage, record_preview
@@ -53,6 +55,7 @@ def _progress(context: dg.AssetExecutionContext, what: str):
     "id, probe fields, ok or rejected with its reason.",
     metadata={"dagster/column_schema": column_schema(RAW_VIDEOS)},
 )
+@step_guard
 def raw_videos(
     context: dg.AssetExecutionContext,
     config: RawVideosConfig,
@@ -64,6 +67,7 @@ def raw_videos(
 
     keys = partition_keys(context)
     store = object_store.get_store()
+    require_landing_data(store, object_store.landing, keys)  # a day without a landing folder is never materialized
     objects = list_landing(store, object_store.landing, keys)
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
@@ -107,6 +111,7 @@ def _raw_videos_partition_metadata(part):
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
+@step_guard
 def scene_clips(
     context: dg.AssetExecutionContext,
     config: SceneClipsConfig,
@@ -163,6 +168,7 @@ def _scene_clips_partition_metadata(part):
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
 )
+@step_guard
 def filtered_clips(
     context: dg.AssetExecutionContext,
     config: FilteredClipsConfig,
