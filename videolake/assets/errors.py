@@ -7,8 +7,8 @@ commit conflict) is what the assets' RetryPolicy (with backoff) exists for.
 
 ``classify`` walks the exception and its causes (``raise ... from``, implicit context, Ray's ``RayTaskError.cause``)
 and answers TRANSIENT only for errors known to be transient; anything else is DETERMINISTIC: a bug or a bad input
-does not heal by waiting. ``handle_step_error`` (applied to every asset by ``@step_guard``, videolake.assets.guard) turns a
-deterministic error into a ``dg.Failure(allow_retries=False)``, which Dagster 1.13 raises past the op's RetryPolicy
+does not heal by waiting. ``handle_step_error`` (applied to every asset by ``@step_guard``, see
+videolake.assets.guard) turns a deterministic error into a ``dg.Failure(allow_retries=False)``, which Dagster 1.13 raises past the op's RetryPolicy
 (dagster/_core/execution/plan/utils.py), so the step fails after exactly one attempt; a transient error is re-raised
 unchanged for the RetryPolicy.
 """
@@ -16,8 +16,8 @@ unchanged for the RetryPolicy.
 from __future__ import annotations
 
 import enum
-import sys
 import re
+import sys
 from collections.abc import Callable, Iterator
 
 import dagster as dg
