@@ -7,6 +7,8 @@ import argparse
 import importlib
 import sys
 
+DESCRIPTION = "videolake: raw video in object storage -> captioned training clips (Dagster, Ray, Delta Lake, vLLM)."
+
 # name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int, and imports
 # nothing heavy at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -15,13 +17,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scenes": ("videolake.commands.scenes", "print the scene cuts of one video as JSON"),
     "bench": ("videolake.commands.bench", "benchmarks: cpu stage vs ffmpeg decode, caption stage vs raw vLLM"),
     "check": ("videolake.commands.check", "re-run the quality gates of a partition against the stored tables"),
-    "doctor": ("videolake.commands.doctor", "preflight: tools, packages, storage and model reachable"),
+    "doctor": ("videolake.commands.doctor", "preflight: ffmpeg, packages, storage, model, Dagster instance, stale runs"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="videolake", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="videolake", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Only the chosen subcommand's module is imported (each parser is built on demand).
     chosen = next((a for a in argv if not a.startswith("-")), None)

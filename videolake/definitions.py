@@ -78,12 +78,13 @@ def build_definitions(profile: str = PROFILE) -> dg.Definitions:
     from videolake.assets.captions import build_clip_captions
 
     from videolake.assets.checks import build_all_gate_checks
+    from videolake.assets.landing import LANDING_CHECKS
 
     resources = resources_for(profile)
     assets = [*dg.load_assets_from_modules([cpu_assets]), build_clip_captions(resources["captioner"])]
     return dg.Definitions(
         assets=assets,
-        asset_checks=build_all_gate_checks(overrides=gate_overrides(resources["captioner"])),
+        asset_checks=[*build_all_gate_checks(overrides=gate_overrides(resources["captioner"])), *LANDING_CHECKS],
         jobs=[pipeline_job],
         schedules=[daily_schedule],
         sensors=[landing_sensor],

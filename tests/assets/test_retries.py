@@ -1,26 +1,24 @@
-"""A run that fails once with a transient error succeeds on retry with no duplicate rows (issue 6).
+"""Retries only for what can succeed (issues 6 and 9): a transient failure is retried inside the run and leaves no
+duplicate rows; a deterministic one fails the step after exactly one attempt, with its message.
 
-The real CPU assets run on an ephemeral instance with a real Delta lake and a local Ray; two transient failures are
-injected ONCE each through test-only resources (subclasses of the real ones), and the assets' own RetryPolicy
-retries the failed steps inside the same run:
+The real CPU assets run on an ephemeral instance with a real Delta lake and a local Ray. Failures are injected ONCE
+each through test-only resources (subclasses of the real ones); a marker file per injection remembers it, as a step
+retried in a fresh process would see it.
 
-- raw_videos: the object store's landing listing raises ConnectionError (connection reset) on its first call, before
-  anything is written;
-- scene_clips: the Delta commit of the partition SUCCEEDS and then the step fails (the connection drops before the
-  step sees the acknowledgement). The table now holds the first attempt's rows; the retry writes them again. With an
-  append instead of the partition overwrite, every clip would be there twice.
+Transient (retried by the assets' own RetryPolicy inside the same run), all in one run:
+- raw_videos: the landing listing raises ConnectionError (connection reset) before anything is written;
+- scene_clips: the Delta commit SUCCEEDS and then the step fails (the acknowledgement was lost). The table holds the
+  first attempt's rows; the retry writes them again. With an append instead of the partition overwrite, every clip
+  would be there twice;
+- filtered_clips: a Ray worker crashes (ray.exceptions.WorkerCrashedError) before the commit.
+The run must succeed with each failing step attempted exactly twice, and every table must equal a clean run's rows.
 
-Each injection is recorded in a marker file, as a step retried in a fresh process (multiprocess executor, k8s step
-pods) would see it. The run must succeed with each failing step attempted exactly twice, and every table must equal
-a clean run's rows, each row once.
+Deterministic (fail at once; the RetryPolicy is bypassed by dg.Failure(allow_retries=False)): a listing error (the
+injected ValueError would NOT recur: the marker proves no second attempt was made), a table with another schema
+(SchemaMismatchError from delta-rs), a day without a landing folder. Each fails raw_videos after one attempt, with
+the error's first line; nothing downstream runs.
 
-Why no run-retry test here: run retries (``run_retries`` in dagster.yaml) are decided and launched by the daemon
-(EventLogConsumerDaemon -> auto_run_reexecution.retry_run), which re-executes the failed run from its remote job
-origin in a code location. A run made by ``materialize``/``execute_in_process`` has no remote job origin (the daemon
-answers "Run does not have an external job origin, unable to retry the run"), so they cannot be shown with
-execute_in_process. The repo's dagster.yaml also sets ``retry_on_asset_or_op_failure: false`` on purpose: step
-failures are the op retry policies' job (this test); run retries cover run-worker deaths (an evicted run pod). The
-browser test (tests/integration) runs the webserver and the daemon against an instance with that configuration.
+Run retries (a dead run worker) need the daemon and a launched run: tests/integration/test_run_recovery.py.
 """
 
 from __future__ import annotations
@@ -101,28 +99,57 @@ class FlakyObjectStoreResource(ObjectStoreResource):
         return _FirstListFails(super().get_store(), self.fail_marker)
 
 
+def _transient_error(kind: str, what: str) -> Exception:
+    """A real exception object of the kind a lost worker, a store outage or a lost connection raises."""
+    if kind == "connection_reset":
+        return ConnectionError(f"[Errno 104] Connection reset by peer (injected once: {what})")
+    if kind == "ray_worker_crashed":
+        from ray.exceptions import WorkerCrashedError
+
+        return WorkerCrashedError()
+    if kind == "storage_outage":
+        from botocore.exceptions import EndpointConnectionError
+
+        from videolake.platform.objectstore.base import ObjectStoreError
+
+        try:
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+        except EndpointConnectionError as cause:
+            error = ObjectStoreError(f"S3 still failing after 9 tries over 120s while trying to {what}")
+            error.__cause__ = cause
+            return error
+    raise ValueError(kind)
+
+
 @dataclass(frozen=True)
-class _CommitThenFailLake(Lake):
-    """The real lake, except that the first write of ``fail_table`` commits and then raises ConnectionError."""
+class _FlakyLake(Lake):
+    """The real lake, except for the planned failures, each raised once (its marker file remembers it):
+    ``{table: "after_commit:<kind>" | "before_commit:<kind>"}``."""
 
-    fail_marker: str = ""
-    fail_table: str = ""
+    marker_dir: str = ""
+    plan: tuple[tuple[str, str], ...] = ()
 
-    def write_partitions(self, table, data, partitions):
-        result = super().write_partitions(table, data, partitions)
-        if table == self.fail_table:
-            _inject_once(self.fail_marker, f"after the commit of {table} version {result.version}")
+    def commit_files(self, table, files, partitions, **kwargs):
+        when, _, kind = dict(self.plan).get(table, ":").partition(":")
+        marker = Path(self.marker_dir) / f"{table}-failed-once"
+        if when == "before_commit" and not marker.exists():
+            marker.write_text(f"{kind} before the commit of {table}")
+            raise _transient_error(kind, f"commit {table}")
+        result = super().commit_files(table, files, partitions, **kwargs)
+        if when == "after_commit" and not marker.exists():
+            marker.write_text(f"{kind} after the commit of {table} version {result.version}")
+            raise _transient_error(kind, f"after the commit of {table}")
         return result
 
 
 class FlakyLakeResource(LakeResource):
-    fail_marker: str
-    fail_table: str
+    marker_dir: str
+    plan: dict[str, str]
 
     def get_lake(self) -> Lake:
         lake = super().get_lake()
-        return _CommitThenFailLake(lake.root, lake.storage_options, fail_marker=self.fail_marker,
-                                   fail_table=self.fail_table)
+        return _FlakyLake(lake.root, lake.storage_options, marker_dir=self.marker_dir,
+                          plan=tuple(sorted(self.plan.items())))
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -155,9 +182,11 @@ def clean_run(landing, tmp_path) -> Lake:
 
 # ----------------------------------------------------------------------------------- test
 def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landing, tmp_path, clean_run):
-    list_marker, commit_marker = tmp_path / "list-failed-once", tmp_path / "commit-failed-once"
-    lake_resource = FlakyLakeResource(root=str(tmp_path / "lake"), fail_marker=str(commit_marker),
-                                      fail_table="scene_clips")
+    list_marker = tmp_path / "list-failed-once"
+    lake_resource = FlakyLakeResource(root=str(tmp_path / "lake"), marker_dir=str(tmp_path), plan={
+        "scene_clips": "after_commit:connection_reset",  # the commit succeeded, its acknowledgement was lost
+        "filtered_clips": "before_commit:ray_worker_crashed",  # a Ray worker died under the step
+    })
     resources = {
         "object_store": FlakyObjectStoreResource(kind="local", root=str(landing["root"]), fail_marker=str(list_marker)),
         "lake": lake_resource,
@@ -166,18 +195,19 @@ def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landin
     result = dg.materialize(ASSETS, partition_key=DAY, resources=resources, instance=dg.DagsterInstance.ephemeral())
 
     assert result.success
-    # both failures really happened, once each, and each failing step ran exactly twice inside this one run
+    # every failure really happened, once each, and each failing step ran exactly twice inside this one run
     assert list_marker.read_text() == f"list landing/{DAY}/"
-    assert commit_marker.read_text() == "after the commit of scene_clips version 0"
+    assert (tmp_path / "scene_clips-failed-once").read_text() == \
+        "connection_reset after the commit of scene_clips version 0"
+    assert (tmp_path / "filtered_clips-failed-once").read_text() == "ray_worker_crashed before the commit of filtered_clips"
     once_retried = {"STEP_START": 1, "STEP_UP_FOR_RETRY": 1, "STEP_RESTARTED": 1, "STEP_SUCCESS": 1, "STEP_FAILURE": 0}
-    assert _attempts(result, "raw_videos") == once_retried
-    assert _attempts(result, "scene_clips") == once_retried
-    assert _attempts(result, "filtered_clips") == {**once_retried, "STEP_UP_FOR_RETRY": 0, "STEP_RESTARTED": 0}
+    for step in ("raw_videos", "scene_clips", "filtered_clips"):
+        assert _attempts(result, step) == once_retried, step
 
     lake = lake_resource.get_lake()
     # scene_clips was committed twice (the lost acknowledgement, then the retry); the clean run committed once
     assert (lake.version("scene_clips"), clean_run.version("scene_clips")) == (1, 0)
-    assert (lake.version("raw_videos"), lake.version("filtered_clips")) == (0, 0)  # the list failed before any write
+    assert (lake.version("raw_videos"), lake.version("filtered_clips")) == (0, 0)  # failed before any write
     for table, key in TABLE_KEYS.items():
         rows = _rows(lake, table)
         ids = [tuple(str(r[k]) for k in key) for r in rows]
@@ -187,3 +217,74 @@ def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landin
     # the partition read back through the lake (what downstream steps read) has the clean run's clips, once each
     clips = lake.read_partitions("scene_clips", PartitionRange.of([DAY])).column("clip_id").to_pylist()
     assert sorted(clips) == sorted(r["clip_id"] for r in _rows(clean_run, "scene_clips"))
+
+
+class _FirstListRaisesValueError(_FirstListFails):
+    def list(self, prefix):
+        marker = Path(self._marker)
+        if not marker.exists():
+            marker.write_text(f"list {prefix}")
+            raise ValueError(f"key '{prefix}../../etc' escapes the store root (injected once)")
+        return self._inner.list(prefix)
+
+
+class BadListingObjectStoreResource(ObjectStoreResource):
+    fail_marker: str
+
+    def get_store(self) -> ObjectStore:
+        return _FirstListRaisesValueError(super().get_store(), self.fail_marker)
+
+
+def _failure_description(result, step: str) -> str:
+    (event,) = [e for e in result.all_events if e.step_key == step and e.event_type_value == "STEP_FAILURE"]
+    return event.step_failure_data.user_failure_data.description
+
+
+def _schema_mismatched_lake(root: Path) -> None:
+    """A raw_videos table written earlier with another schema (e.g. by an incompatible version)."""
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(root / "raw_videos"), pa.table({"partition_date": [dt.date(2026, 3, 1)], "vid": ["x"]}),
+                    partition_by=["partition_date"])
+
+
+@pytest.mark.parametrize("case", ["listing_error", "schema_mismatch", "no_landing_folder"])
+def test_deterministic_failures_fail_after_exactly_one_attempt(landing, tmp_path, case):
+    marker = tmp_path / "list-failed-once"
+    store_cls = BadListingObjectStoreResource if case == "listing_error" else FlakyObjectStoreResource
+    store = store_cls(kind="local", root=str(landing["root"]), fail_marker=str(marker))
+    if case != "listing_error":
+        marker.write_text("no injected listing failure in this case")
+    if case == "schema_mismatch":
+        _schema_mismatched_lake(tmp_path / "lake")
+    day = "2026-03-05" if case == "no_landing_folder" else DAY  # tests/assets/conftest.py lands nothing there
+    resources = {"object_store": store, "lake": LakeResource(root=str(tmp_path / "lake")),
+                 "ray_cluster": LocalRay(ray_init_options=dict(RAY))}
+    result = dg.materialize(ASSETS, partition_key=day, resources=resources, instance=dg.DagsterInstance.ephemeral(),
+                            raise_on_error=False)
+
+    assert not result.success
+    assert _attempts(result, "raw_videos") == {"STEP_START": 1, "STEP_UP_FOR_RETRY": 0, "STEP_RESTARTED": 0,
+                                               "STEP_SUCCESS": 0, "STEP_FAILURE": 1}
+    assert _attempts(result, "scene_clips")["STEP_START"] == 0  # nothing downstream ran
+    description = _failure_description(result, "raw_videos")
+    root = landing["root"].resolve().as_uri()
+    expected_first_line = {
+        "listing_error": f"ValueError: key 'landing/{DAY}/../../etc' escapes the store root (injected once) "
+                         "(deterministic: not retried)",
+        "no_landing_folder": "NoLandingDataError: no landing data for 2026-03-05: the folder "
+                             f"{root}/landing/2026-03-05/ does not exist (deterministic: not retried)",
+    }
+    if case == "schema_mismatch":
+        assert description.startswith("SchemaMismatchError: ") and "(deterministic: not retried)" in description
+    else:
+        assert description.splitlines()[0] == expected_first_line[case]
+    if case == "no_landing_folder":
+        assert description.splitlines()[1] == (f"What to do: land the day's videos under {root}/landing/2026-03-05/ "
+                                               "(or pick a date that has them), then run it again")
+        assert not (tmp_path / "lake" / "raw_videos").exists()  # the partition stays missing
+    if case == "listing_error":
+        assert marker.read_text() == f"list landing/{DAY}/"  # a retry would have listed fine: none was made

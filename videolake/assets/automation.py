@@ -1,10 +1,13 @@
 """Jobs and schedules. The job selects every asset, so the blocking checks defined with them run in it too."""
 
-from __future__ import annotations
+
+import datetime as dt
 
 import dagster as dg
 
+from videolake.assets.landing import day_prefix, folder_uri, landing_folder_exists
 from videolake.assets.partitions import daily_partitions
+from videolake.resources import ObjectStoreResource
 
 # All assets of the pipeline (and, implicitly, their asset checks) for one or more daily partitions.
 pipeline_job = dg.define_asset_job(
@@ -17,5 +20,29 @@ pipeline_job = dg.define_asset_job(
     run_tags={"videolake/gpu": "true"},
 )
 
-# Runs shortly after midnight UTC for the day that just ended (the newest complete partition).
-daily_schedule = dg.build_schedule_from_partitioned_job(pipeline_job, hour_of_day=0, minute_of_hour=30)
+SCHEDULE_CRON = "30 0 * * *"
+
+
+def scheduled_day(tick: dt.datetime) -> str:
+    """The partition a tick runs: the UTC day that ended before the tick (the newest complete partition)."""
+    return (tick.astimezone(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
+
+
+@dg.schedule(
+    name="videolake_daily_schedule",
+    cron_schedule=SCHEDULE_CRON,
+    execution_timezone="UTC",
+    job=pipeline_job,
+    description="At 00:30 UTC, the day that just ended, if its landing folder exists (otherwise the tick is skipped "
+    "with the reason: a day without data is never materialized).",
+)
+def daily_schedule(context: dg.ScheduleEvaluationContext, object_store: ObjectStoreResource):
+    tick = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
+    day = scheduled_day(tick)
+    if day not in daily_partitions.get_partition_keys(current_time=tick):
+        return dg.SkipReason(f"{day} is not a partition of videolake_daily (first: {daily_partitions.start:%Y-%m-%d})")
+    store = object_store.get_store()
+    if not landing_folder_exists(store, object_store.landing, day):
+        return dg.SkipReason(f"no landing data for {day}: {folder_uri(store, day_prefix(object_store.landing, day))} "
+                             "does not exist")
+    return dg.RunRequest(partition_key=day, run_key=day, tags={"videolake/trigger": "schedule"})

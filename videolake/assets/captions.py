@@ -11,6 +11,7 @@ load per actor serve every partition of the backfill instead of paying cluster s
 import dagster as dg
 from dagster_ray import RayResource
 
+from videolake.assets.guard import step_guard
 from videolake.assets.metadata import asset_metadata, caption_figures, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
@@ -45,6 +46,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         "from a vision-language model on vLLM in a Ray actor pool; model, prompt version and token counts recorded.",
         metadata={"dagster/column_schema": column_schema(CLIP_CAPTIONS), "captioner_code_version": version},
     )
+    @step_guard
     def clip_captions(
         context: dg.AssetExecutionContext,
         object_store: ObjectStoreResource,

@@ -11,6 +11,8 @@ import dagster as dg
 from dagster_ray import RayResource
 
 from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
+from videolake.assets.guard import step_guard
+from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
@@ -65,6 +67,7 @@ def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[
     "id, probe fields, ok or rejected with its reason.",
     metadata={"dagster/column_schema": column_schema(RAW_VIDEOS)},
 )
+@step_guard
 def raw_videos(
     context: dg.AssetExecutionContext,
     config: RawVideosConfig,
@@ -76,6 +79,7 @@ def raw_videos(
 
     keys = partition_keys(context)
     store = object_store.get_store()
+    require_landing_data(store, object_store.landing, keys)  # a day without a landing folder is never materialized
     objects = list_landing(store, object_store.landing, keys)
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
@@ -92,6 +96,7 @@ def raw_videos(
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
+@step_guard
 def scene_clips(
     context: dg.AssetExecutionContext,
     config: SceneClipsConfig,
@@ -116,6 +121,7 @@ def scene_clips(
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
 )
+@step_guard
 def filtered_clips(
     context: dg.AssetExecutionContext,
     config: FilteredClipsConfig,

@@ -1,4 +1,4 @@
-"""Local-instance plumbing shared by the CLI commands that run Dagster (demo, check)."""
+"""Local-instance plumbing shared by the CLI commands that use Dagster (demo, check, doctor)."""
 
 from __future__ import annotations
 

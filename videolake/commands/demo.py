@@ -1,12 +1,22 @@
 """`videolake demo`: synthesize landing videos for one date, run the whole pipeline for that partition through
-Dagster on the local instance, and print what happened."""
+Dagster on the local instance, and print what happened.
+
+What it prints is for a person: one line per step while the run goes, the counts per table, the gates, and when the
+run fails, the failing step (or gate), the first line of its error and what to do. Dagster's event log (and the
+output of Ray and vLLM) goes to a file whose path is printed, unless --verbose. Before the run it cleans up runs of
+this instance whose process is gone (an earlier demo killed mid-run), so their pool slots cannot block this one.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import os
 import sys
+import threading
 import time
+import uuid
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,10 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=8, help="synthetic videos to land (plus the reject cases)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-specials", action="store_true", help="omit the files the pipeline must reject/filter")
+    p.add_argument("--no-synth", action="store_true",
+                   help="land nothing: run on what is already in the date's landing folder (e.g. your own videos)")
+    p.add_argument("--verbose", action="store_true", help="print Dagster's event log instead of writing it to a file")
 
 
-def land_sample_data(store_root: str, landing: str, date: str, count: int, seed: int, specials: bool) -> int:
-    """Synthesize videos straight into <store>/<landing>/<date>/ (skipped when that folder already has videos)."""
+def land_sample_data(store_root: str, landing: str, date: str, count: int, seed: int, specials: bool) -> tuple[int, bool]:
+    """Synthesize videos straight into <store>/<landing>/<date>/, unless that folder already has files.
+    Returns (files in the folder, whether they were reused)."""
     from pathlib import Path
 
     from videolake.platform.synth import generate
@@ -26,8 +40,7 @@ def land_sample_data(store_root: str, landing: str, date: str, count: int, seed:
     out = Path(store_root) / landing / date
     existing = [p for p in out.glob("*") if p.suffix != ".json"] if out.exists() else []
     if existing:
-        print(f"landing folder {out} already has {len(existing)} files: reusing them")
-        return len(existing)
+        return len(existing), True
     # Ground-truth JSONs go beside the landing folder, not into it: they are not videos.
     truth_dir = Path(store_root).parent / "synth-truth" / date
     tmp = truth_dir / "videos"
@@ -39,37 +52,168 @@ def land_sample_data(store_root: str, landing: str, date: str, count: int, seed:
         p = Path(p)
         p.replace(out / p.name)
         n += 1
-    return n
+    return n, False
+
+
+def quiet_dagster_warnings() -> None:
+    """Dagster's BetaWarning/PreviewWarning blocks say nothing a demo user can act on (the pinned version's
+    behaviour is what the tests check)."""
+    import warnings
+
+    import dagster as dg
+
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
+@contextlib.contextmanager
+def output_to_file(path: str):
+    """Send everything written to stdout/stderr, by this process and the processes it starts (Ray workers, vLLM),
+    to ``path``; yields a writer for the terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(saved_out), "w", buffering=1)
+    with open(path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield terminal
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved_out, 1)
+            os.dup2(saved_err, 2)
+            os.close(saved_out)
+            os.close(saved_err)
+            terminal.close()
+
+
+class StepProgress(threading.Thread):
+    """Prints one line per step start/end/retry of the run while it executes (polls the run's event log)."""
+
+    def __init__(self, instance, run_id: str, write) -> None:
+        super().__init__(daemon=True, name="demo-progress")
+        self.instance, self.run_id, self.write = instance, run_id, write
+        self.stop = threading.Event()
+        self.started: dict[str, float] = {}
+
+    def run(self) -> None:
+        from dagster._core.events import DagsterEventType as T
+
+        kinds = {T.STEP_START, T.STEP_SUCCESS, T.STEP_FAILURE, T.STEP_UP_FOR_RETRY, T.STEP_SKIPPED}
+        cursor = None
+        while True:
+            stopping = self.stop.wait(1.0)
+            try:
+                conn = self.instance.get_records_for_run(self.run_id, cursor=cursor, of_type=kinds)
+            except Exception:  # noqa: BLE001 (the run has not created its records yet, or sqlite is busy)
+                conn = None
+            if conn is not None:
+                cursor = conn.cursor
+                for record in conn.records:
+                    self._print(record.event_log_entry)
+            if stopping:
+                return
+
+    def _print(self, entry) -> None:
+        event = entry.dagster_event
+        step, kind = event.step_key, event.event_type_value
+        if kind == "STEP_START":
+            self.started[step] = entry.timestamp
+            self.write(f"      {step} ...")
+        elif kind == "STEP_SUCCESS":
+            self.write(f"      {step} done ({entry.timestamp - self.started.get(step, entry.timestamp):.1f}s)")
+        elif kind == "STEP_UP_FOR_RETRY":
+            self.write(f"      {step} failed, retrying")
+        elif kind == "STEP_FAILURE":
+            self.write(f"      {step} FAILED")
+        elif kind == "STEP_SKIPPED":
+            self.write(f"      {step} skipped")
+
+
+def report_stale_runs(instance, write=print) -> None:
+    """Fail runs of this instance whose process is gone and free their pool slots; say what was done."""
+    from videolake.instance.health import clean_stale_runs
+
+    for s in clean_stale_runs(instance):
+        what = "marked FAILED" if s.status == "STARTED" else f"already {s.status}"
+        freed = f", freed pool slots {', '.join(s.slots)}" if s.slots else ""
+        write(f"cleaned up stale run {s.run_id} ({s.job_name}): {s.reason}: {what}{freed}")
 
 
 def run(args: argparse.Namespace) -> int:
     from videolake.commands._env import prepare_local_instance
 
     home = prepare_local_instance()
-    import os
-
     t0 = time.monotonic()
-    data_dir = os.environ["VIDEOLAKE_DATA_DIR"]
-    store_root = os.path.join(data_dir, "store")
-    print(f"[1/3] landing sample videos for {args.date} under {store_root}/landing/{args.date}/", flush=True)
-    n = land_sample_data(store_root, "landing", args.date, args.count, args.seed, not args.no_specials)
-    print(f"      {n} files landed ({time.monotonic() - t0:.1f}s)", flush=True)
-
+    quiet_dagster_warnings()
     import dagster as dg
 
-    from videolake.definitions import defs
+    try:
+        from videolake.definitions import defs
 
-    print(f"[2/3] materializing partition {args.date} on the Dagster instance at {home} (logs below)", flush=True)
+        job = defs.resolve_job_def("videolake_daily")
+    except Exception as exc:  # noqa: BLE001 (a broken environment or configuration: explain it, briefly)
+        from videolake.assets.errors import first_line
+
+        print(f"FAILED to load the pipeline definitions: {first_line(exc)}")
+        print("what to do: fix the setting named above (the VIDEOLAKE_* environment variables), then run the demo "
+              "again; `videolake doctor` checks the set-up")
+        return 1
     instance = dg.DagsterInstance.get()
-    job = defs.resolve_job_def("videolake_daily")
+    report_stale_runs(instance)
+
+    data_dir = os.environ["VIDEOLAKE_DATA_DIR"]
+    store_root = os.path.join(data_dir, "store")
+    folder = os.path.join(store_root, "landing", args.date)
+    if args.no_synth:
+        n = len(os.listdir(folder)) if os.path.isdir(folder) else None
+        state = f"{n} files" if n is not None else "no landing folder"
+        print(f"[1/3] using the landing folder {folder}/ as it is ({state})", flush=True)
+    else:
+        print(f"[1/3] landing sample videos for {args.date} under {folder}/", flush=True)
+        n, reused = land_sample_data(store_root, "landing", args.date, args.count, args.seed, not args.no_specials)
+        if reused:
+            print(f"      reusing the {n} files already there (delete the folder for new ones)", flush=True)
+        else:
+            print(f"      {n} files landed ({time.monotonic() - t0:.1f}s)", flush=True)
+
+    run_id = str(uuid.uuid4())
+    log_path = None if args.verbose else str(home / "logs" / f"demo-{args.date}-{run_id[:8]}.log")
+    where = "" if args.verbose else f"; event log: {log_path}"
+    print(f"[2/3] materializing partition {args.date} on the Dagster instance at {home}{where}", flush=True)
+    from videolake.instance.health import HOST_TAG, this_host
+
+    tags = {HOST_TAG: this_host(), "videolake/trigger": "demo"}
     t1 = time.monotonic()
-    result = job.execute_in_process(partition_key=args.date, instance=instance, raise_on_error=False)
+
+    def execute():
+        return job.execute_in_process(partition_key=args.date, instance=instance, raise_on_error=False,
+                                      run_id=run_id, tags=tags)
+
+    if args.verbose:
+        result = execute()
+    else:
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        with output_to_file(log_path) as terminal:
+            progress = StepProgress(instance, run_id, lambda line: print(line, file=terminal, flush=True))
+            progress.start()
+            try:
+                result = execute()
+            finally:
+                progress.stop.set()
+                progress.join(timeout=10)
     elapsed = time.monotonic() - t1
 
     print("[3/3] summary", flush=True)
-    from videolake.commands.summary import print_summary
+    from videolake.commands.summary import explain_failure, print_summary
 
     print_summary(defs, args.date, result, elapsed)
+    if not result.success:
+        print()
+        for line in explain_failure(result, args.date, log_path).lines(log_path):
+            print(line)
     print(f"\nrun {result.run_id} {'succeeded' if result.success else 'FAILED'} in {time.monotonic() - t0:.1f}s total")
     print("Browse the assets, checks and lineage in the Dagster UI:  make ui   (then open http://127.0.0.1:3000)")
     return 0 if result.success else 1

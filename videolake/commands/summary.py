@@ -1,42 +1,138 @@
-"""The human summary printed after a pipeline run (demo): counts per table, rejections by reason, gates."""
+"""What `videolake demo` prints after a run: counts per table, rejections by reason, gates, and, when the run
+failed, the failing step, the first line of its error and what to do."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+
+TABLE_ORDER = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
 
 
-def print_summary(defs, date: str, result, elapsed: float) -> None:
+def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
     from videolake.platform.lake import PartitionRange
 
+    done = materialized(result)
     lake = defs.resources["lake"].get_lake()
     rng = PartitionRange.of([date])
-    raw = lake.read_partitions("raw_videos", rng).to_pylist()
-    clips = lake.read_partitions("scene_clips", rng).to_pylist()
-    filt = lake.read_partitions("filtered_clips", rng).to_pylist()
-    caps = lake.read_partitions("clip_captions", rng).to_pylist() if "clip_captions" in _tables(defs) else []
 
-    ok = [r for r in raw if r["status"] == "ok"]
-    print(f"  videos:   {len(raw)} ({len(ok)} ok, {len(raw) - len(ok)} rejected)")
-    for reason, n in sorted(Counter(r["reject_reason"].split(":")[0] for r in raw if r["reject_reason"]).items()):
-        print(f"            rejected {reason}: {n}")
-    print(f"  clips:    {len(clips)}")
-    passed = [r for r in filt if r["passed"]]
-    print(f"  filtered: {len(passed)} passed, {len(filt) - len(passed)} rejected")
-    reasons = Counter(p for r in filt if r["reject_reason"] for p in r["reject_reason"].split(";"))
-    for reason, n in sorted(reasons.items()):
-        print(f"            rejected {reason}: {n}")
-    if caps:
+    def rows(table: str) -> list[dict]:
+        return lake.read_partitions(table, rng).to_pylist() if table in done else []
+
+    if "raw_videos" in done:
+        raw = rows("raw_videos")
+        ok = [r for r in raw if r["status"] == "ok"]
+        out(f"  videos:   {len(raw)} ({len(ok)} ok, {len(raw) - len(ok)} rejected)")
+        for reason, n in sorted(Counter(r["reject_reason"].split(":")[0] for r in raw if r["reject_reason"]).items()):
+            out(f"            rejected {reason}: {n}")
+    if "scene_clips" in done:
+        out(f"  clips:    {len(rows('scene_clips'))}")
+    if "filtered_clips" in done:
+        filt = rows("filtered_clips")
+        passed = [r for r in filt if r["passed"]]
+        out(f"  filtered: {len(passed)} passed, {len(filt) - len(passed)} rejected")
+        reasons = Counter(p for r in filt if r["reject_reason"] for p in r["reject_reason"].split(";"))
+        for reason, n in sorted(reasons.items()):
+            out(f"            rejected {reason}: {n}")
+    if "clip_captions" in done:
+        caps = rows("clip_captions")
         okc = [c for c in caps if c["status"] == "ok"]
-        print(f"  captions: {len(okc)} ok, {len(caps) - len(okc)} failed (model {caps[0]['model']})")
+        model = f" (model {caps[0]['model']})" if caps else ""
+        out(f"  captions: {len(okc)} ok, {len(caps) - len(okc)} failed{model}")
         if okc:
-            print(f"            e.g. {okc[0]['clip_id'][:20]}…: {okc[0]['caption'][:100]!r}")
-    evals = [e for e in result.get_asset_check_evaluations()] if hasattr(result, "get_asset_check_evaluations") else []
+            out(f"            e.g. {okc[0]['clip_id'][:20]}…: {okc[0]['caption'][:100]!r}")
+    missing = [t for t in TABLE_ORDER if t in _tables(defs) and t not in done]
+    if missing:
+        out(f"  not materialized: {', '.join(missing)}")
+    evals = list(result.get_asset_check_evaluations())
     if evals:
-        print("  gates:")
+        out("  gates:")
         for e in sorted(evals, key=lambda e: (e.asset_key.to_user_string(), e.check_name)):
-            print(f"            {'PASS' if e.passed else 'FAIL'}  {e.asset_key.to_user_string()}.{e.check_name}")
-    print(f"  pipeline time: {elapsed:.1f}s")
+            out(f"            {_verdict(e)}  {e.asset_key.to_user_string()}.{e.check_name}")
+    out(f"  pipeline time: {elapsed:.1f}s")
+
+
+def _verdict(evaluation) -> str:
+    import dagster as dg
+
+    if evaluation.passed:
+        return "PASS"
+    return "WARN" if evaluation.severity == dg.AssetCheckSeverity.WARN else "FAIL"
+
+
+def materialized(result) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
 
 
 def _tables(defs) -> set[str]:
     return {k.to_user_string() for k in defs.resolve_all_asset_keys()}
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    where: str  # "step raw_videos" or "gate raw_videos.reject_rate"
+    error: str  # the first line of the error
+    todo: str  # what to do
+
+    def lines(self, log_path: str | None) -> list[str]:
+        out = [f"FAILED at {self.where}: {self.error}", f"what to do: {self.todo}"]
+        if log_path:
+            out.append(f"event log: {log_path}")
+        return out
+
+
+def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
+    """The first cause of a failed run: a failed blocking gate, else the first failed step (with its error)."""
+    import dagster as dg
+
+    failed_gates = [e for e in result.get_asset_check_evaluations()
+                    if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
+    if failed_gates:
+        gate = failed_gates[0]
+        name = f"{gate.asset_key.to_user_string()}.{gate.check_name}"
+        error = _first_line(gate.description or "failed")
+        return FailureReport(
+            where=f"gate {name}",
+            error=error.removeprefix(f"{name} failed: "),
+            todo=f"the data of {date} failed this quality gate (its measured values are in the UI: `make ui`, the "
+                 f"asset's Checks tab). Fix the data, or the threshold in $VIDEOLAKE_GATES_FILE and re-check with "
+                 f"`videolake check --partition {date}`",
+        )
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    if not failures:
+        return FailureReport("the run", "it failed before any step ran", _generic_todo(log_path))
+    event = failures[0]
+    data = event.step_failure_data
+    user = data.user_failure_data if data else None
+    if user is not None and user.description:
+        hint = user.metadata.get("hint")
+        return FailureReport(f"step {event.step_key}", _first_line(user.description),
+                             hint.value if hint is not None else _generic_todo(log_path))
+    error = _user_error(data.error) if data and data.error else None
+    text = _first_line(error.message) if error else "unknown error"
+    attempts = sum(1 for e in result.all_events if e.step_key == event.step_key and e.event_type_value == "STEP_START")
+    attempts += sum(1 for e in result.all_events
+                    if e.step_key == event.step_key and e.event_type_value == "STEP_RESTARTED")
+    if attempts > 1:
+        todo = (f"a transient failure (storage, network or a lost Ray worker) persisted through {attempts} attempts: "
+                "check the services with `videolake doctor`, then run the demo again")
+    else:
+        todo = _generic_todo(log_path)
+    return FailureReport(f"step {event.step_key}", text, todo)
+
+
+def _generic_todo(log_path: str | None) -> str:
+    where = f"the event log ({log_path})" if log_path else "the output above"
+    return f"read the step's error in {where}, fix the cause, then run the demo again (`videolake doctor` checks the set-up)"
+
+
+def _user_error(error):
+    """The user's exception inside Dagster's wrapper (DagsterExecutionStepExecutionError -> cause)."""
+    while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
+        error = error.cause
+    return error
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""

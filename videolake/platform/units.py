@@ -192,6 +192,11 @@ class UnitTask:
         return self._write(row, out, time.perf_counter() - t0, error)
 
 
+class LostUnitsError(RuntimeError):
+    """Many units' workers died: a lost node or cluster (worth a retry: the finished units are reused) or broken
+    stage code (the retry fails the same way, and the error names it)."""
+
+
 def max_lost_units(n_units: int) -> int:
     """How many units may die in their workers before the stage counts as broken: 2, or 1 % of a large run."""
     return max(2, n_units // 100)
@@ -241,8 +246,9 @@ def run_units(
     if len(lost) > max_lost_units(len(units)):
         # Not one odd file: the stage itself is broken (bad code in the workers, a lost cluster). Fail the step
         # (transient causes are retried by the step's retry policy) instead of rejecting every video.
-        raise RuntimeError(f"{len(lost)} of {len(units)} units failed in their Ray workers (see the Ray worker "
-                           "logs); more than a few lost units means the stage, not the input, is broken")
+        raise LostUnitsError(f"{len(lost)} of {len(units)} units failed in their Ray workers (see the Ray worker "
+                             "logs); more than a few lost units means the stage or the cluster, not one input, "
+                             "is broken")
     for u in lost:  # its worker died on every attempt (a decoder crash on one odd file)
         log.error("unit %s: worker lost on every attempt; recording it as failed", u["unit_key"])
         prog.add(task.record_lost(u))

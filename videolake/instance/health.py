@@ -1,0 +1,157 @@
+"""Is a run's worker process alive? Stale runs, and the concurrency-pool slots they hold.
+
+Why this exists: a run whose process dies without reporting (SIGKILL, OOM killer, a closed laptop) stays STARTED in
+Dagster's run storage and keeps the pool slots its steps claimed. With pool ``gpu`` limited to 1, one such run blocks
+every later caption step ("blocked by limit for pool gpu") until a person frees the slot. On Kubernetes the
+K8sRunLauncher answers run monitoring's health check from the run Job's status. On one machine (DefaultRunLauncher,
+and the in-process runs of ``videolake demo`` and of scripts) nothing answers it, so this module does, from what
+Dagster itself records: the engine event that names the pid of the process executing the run
+("Started process for run (pid: N)" for a launched run, "Executing steps in process (pid: N)" for an in-process
+one). The process is alive when that pid exists, is not a zombie, and was created before the event (so a pid reused
+by a later process reads as dead).
+
+A pid means something only on the machine that ran it. A run is judged here only when it carries the tag
+``videolake/host`` with this machine's name (set by LocalRunLauncher and by ``videolake demo``), or, without that
+tag, when the instance stores its runs in sqlite (a local instance: every run of it ran on this machine).
+Everything else is UNKNOWN and left alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster._core.events import DagsterEventType
+from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
+
+HOST_TAG = "videolake/host"
+# Engine-event messages (Dagster 1.13) that carry the pid of the process executing the run (metadata "pid").
+_WORKER_EVENT_PREFIXES = (
+    "Started process for run",  # a launched run: the run worker the code server spawned
+    "Executing steps in process",  # in-process executor (execute_in_process, materialize, in_process_executor)
+    "Executing steps using multiprocess executor: parent process",  # the run worker of a multiprocess run
+)
+# Slack for clock rounding between the pid event's timestamp and the process start time.
+_START_SLACK_S = 2.0
+
+
+class WorkerState(enum.Enum):
+    ALIVE = "alive"
+    DEAD = "dead"
+    UNKNOWN = "unknown"  # no pid recorded yet (still starting), or the run ran on another machine
+
+
+@dataclass(frozen=True)
+class WorkerCheck:
+    state: WorkerState
+    pid: int | None
+    reason: str  # one sentence for logs and the doctor
+
+
+@dataclass(frozen=True)
+class StaleRun:
+    run_id: str
+    job_name: str
+    status: str
+    pid: int | None
+    reason: str
+    slots: tuple[str, ...]  # "pool:step_key" claimed by the run
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def _is_local_storage(instance: dg.DagsterInstance) -> bool:
+    return "sqlite" in type(instance.run_storage).__module__.lower()
+
+
+def judged_here(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """True when this machine can judge the run's pid (see the module docstring)."""
+    host = run.tags.get(HOST_TAG)
+    if host is not None:
+        return host == this_host()
+    return _is_local_storage(instance)
+
+
+def worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """(pid, event timestamp) of the newest engine event naming the run's executing process, or None."""
+    found = None
+    for record in instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT):
+        event = record.dagster_event
+        if event is None or not (event.message or "").startswith(_WORKER_EVENT_PREFIXES):
+            continue
+        pid_value = event.engine_event_data.metadata.get("pid") if event.engine_event_data else None
+        if pid_value is None:
+            continue
+        try:
+            found = (int(pid_value.value), float(record.timestamp))
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def process_alive(pid: int, started_by: float) -> bool:
+    """The pid is a live, non-zombie process that existed at ``started_by`` (not a later reuse of the number)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started_by + _START_SLACK_S
+    except psutil.Error:
+        return False
+
+
+def check_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> WorkerCheck:
+    if not judged_here(instance, run):
+        return WorkerCheck(WorkerState.UNKNOWN, None, f"run {run.run_id} ran on {run.tags.get(HOST_TAG)!r}")
+    found = worker_pid(instance, run.run_id)
+    if found is None:
+        return WorkerCheck(WorkerState.UNKNOWN, None, f"run {run.run_id} has not recorded its process yet")
+    pid, at = found
+    if process_alive(pid, at):
+        return WorkerCheck(WorkerState.ALIVE, pid, f"run worker pid {pid} is alive")
+    return WorkerCheck(WorkerState.DEAD, pid, f"run worker pid {pid} is gone (killed or crashed without reporting)")
+
+
+def slots_by_run(instance: dg.DagsterInstance) -> dict[str, list[str]]:
+    """{run_id: ["pool:step_key", ...]} for every claimed concurrency-pool slot."""
+    storage = instance.event_log_storage
+    out: dict[str, list[str]] = {}
+    if not storage.supports_global_concurrency_limits:
+        return out
+    for pool in sorted(storage.get_concurrency_keys()):
+        for slot in storage.get_concurrency_info(pool).claimed_slots:
+            out.setdefault(slot.run_id, []).append(f"{pool}:{slot.step_key}")
+    return out
+
+
+def find_stale_runs(instance: dg.DagsterInstance) -> list[StaleRun]:
+    """STARTED runs whose worker is dead, and finished runs that still hold pool slots."""
+    slots = slots_by_run(instance)
+    stale: list[StaleRun] = []
+    for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])):
+        check = check_worker(instance, run)
+        if check.state is WorkerState.DEAD:
+            stale.append(StaleRun(run.run_id, run.job_name, run.status.value, check.pid, check.reason,
+                                  tuple(slots.get(run.run_id, ()))))
+    for run_id, held in slots.items():
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            status = run.status.value if run else "DELETED"
+            stale.append(StaleRun(run_id, run.job_name if run else "?", status, None,
+                                  f"run is {status} but still holds pool slots", tuple(held)))
+    return stale
+
+
+def clean_stale_runs(instance: dg.DagsterInstance) -> list[StaleRun]:
+    """Mark each stale STARTED run failed (its reason in the event log) and free the slots of every stale run."""
+    stale = find_stale_runs(instance)
+    for s in stale:
+        run = instance.get_run_by_id(s.run_id)
+        if run is not None and run.status == DagsterRunStatus.STARTED:
+            instance.report_run_failed(run, f"Marked failed by videolake: {s.reason}.")
+        instance.event_log_storage.free_concurrency_slots_for_run(s.run_id)
+    return stale
