@@ -56,9 +56,10 @@ def _definitions():
 
 
 def gate_names(table: str) -> list[str]:
+    """The checks the asset page lists: the table's gates, plus the landing-day check of raw_videos."""
     from videolake.platform.gates import gate_names as names
 
-    return list(names(table))
+    return list(names(table)) + (["landing_not_empty"] if table == "raw_videos" else [])
 
 
 def lenient_gates(table: str) -> set[str]:
