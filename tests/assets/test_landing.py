@@ -36,7 +36,9 @@ def test_empty_landing_folder_materializes_zero_rows_with_a_warning(landing, tmp
     assert check.description == "landing folder empty for 2026-03-04: 0 raw_videos rows (0 landing objects)"
     assert check.metadata["empty_days"].value == [empty_day]
     assert lake.get_lake().read_partitions("raw_videos", PartitionRange.of([empty_day])).num_rows == 0
-    assert lake.get_lake().version("raw_videos") == 0  # the partition is materialized (with 0 rows)
+    # the partition is materialized (with 0 rows): the table exists (version 0) and the day's commit is version 1
+    assert lake.get_lake().version("raw_videos") == 1
+    assert [e.partition for e in empty.get_asset_materialization_events()] == [empty_day]
 
     full = dg.materialize([cpu_assets.raw_videos, landing_not_empty], partition_key="2026-03-02", resources=resources,
                           instance=instance)

@@ -198,7 +198,7 @@ def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landin
     # every failure really happened, once each, and each failing step ran exactly twice inside this one run
     assert list_marker.read_text() == f"list landing/{DAY}/"
     assert (tmp_path / "scene_clips-failed-once").read_text() == \
-        "connection_reset after the commit of scene_clips version 0"
+        "connection_reset after the commit of scene_clips version 1"
     assert (tmp_path / "filtered_clips-failed-once").read_text() == "ray_worker_crashed before the commit of filtered_clips"
     once_retried = {"STEP_START": 1, "STEP_UP_FOR_RETRY": 1, "STEP_RESTARTED": 1, "STEP_SUCCESS": 1, "STEP_FAILURE": 0}
     for step in ("raw_videos", "scene_clips", "filtered_clips"):
