@@ -47,9 +47,10 @@ def test_predictions_to_cuts():
     p[29] = 0.9  # hard cut: the last frame of the old shot lights up -> cut at the next frame
     p[[80, 81]] = [0.7, 0.95]  # two frames: the frame after the peak
     p[120:131] = 0.8  # an 11-frame dissolve: its middle
-    p[134] = 0.6  # closer than min_scene_len to the dissolve and weaker: dropped
-    assert predictions_to_cuts(p, 0.5, 8) == [30, 82, 125]
-    assert predictions_to_cuts(p, 0.85, 8) == [30, 82]
+    p[132] = 0.6  # closer than min_scene_len (10) to the dissolve's cut and weaker: dropped
+    assert predictions_to_cuts(p, 0.5, 10) == [30, 82, 125]
+    assert predictions_to_cuts(p, 0.5, 8) == [30, 82, 125, 133]
+    assert predictions_to_cuts(p, 0.85, 10) == [30, 82]
     assert predictions_to_cuts(np.zeros(10, np.float32), 0.5, 8) == []
 
 

@@ -18,14 +18,23 @@ drifts that move flat areas across a bin edge). The content distance ``D(i, j)``
    neighbouring frame differences, as in an adaptive threshold); a dissolve/wipe/fade of L frames at k ~ L/2, where
    both ends of the pair lie in the shots. Fast motion changes the content inside the shots at least as much, so
    its ratio stays low. Gradual candidates must also move the colour histograms (a pan mostly keeps them).
-2. Flashes: a candidate whose content returns to what it was before within ``flash_frames`` is dropped (frames
+   Before all this, letterbox/pillarbox bars (blocks dark and still for the whole video) are dropped, so a cut
+   inside a boxed picture scores like the same cut full-frame. A hard cut between similar shots may be smaller
+   than ``threshold`` (down to ``weak_share`` of it) when it beats the motion on both sides by ``strong_ratio``.
+2. Verification of gradual candidates (real footage: motion blur, whip pans, crash zooms made false cuts): the
+   frames inside the span must lie *between* its two ends, as in a dissolve or a wipe (triangle excess
+   ``(D(a, m) + D(m, e)) / D(a, e) <= max_excess``); spans through a flat frame (fades) are exempt.
+   Flashes: a candidate whose content returns to what it was before within ``flash_frames`` is dropped (frames
    after the flash compared with frames before it).
 3. Scales go from fine to coarse; a coarse candidate whose span already holds a cut is dropped: one cut per
    transition. Its frame: the first frame past the midpoint of the change (projection onto the pre->post feature
    direction), which for a hard cut is exactly the first frame of the new shot.
-4. Fades through black: a short run of dark flat frames between two brighter shots replaces whatever was found
-   inside the fade by one cut at its darkest frame (a fade out and the fade in that follows are often found as two
-   changes); a fade in at the start or out at the end of the video is no cut, nor is a dip back to the same shot.
+4. Fades through black (one transition, one cut): a run of dark flat frames between two brighter shots replaces
+   whatever was found inside the fade by ONE cut in the middle of the black when the black lasts at most
+   ``black_hold_s`` (a fade out and the fade in that follows are often found as two changes); a longer black
+   stretch becomes a clip of its own (cuts at its first frame and at the first frame after it) that the quality
+   stage rejects as black, so no content clip carries seconds of black. A fade in at the start or out at the end
+   of the video is no cut, nor is a short dip back to the same shot.
 5. Cuts closer than ``min_scene_len`` frames keep the stronger; none within ``min_scene_len`` of either end.
 
 Accuracy and speed are measured by ``scenes.evaluate`` and ``scenes.bench``.
@@ -134,9 +143,8 @@ class LumaConfig:
                              "shots, higher ignores more motion", min=0.0)
     ratio: float = param(3.0, "the change across a hard cut must be this many times the largest frame-to-frame "
                          "change just before and after it (the adaptive part: fast motion raises both)", min=1.0)
-    min_threshold: float = param(7.0, "a hard cut below ``threshold`` still counts down to this change when it "
-                                 "beats the motion around it by ``strong_ratio`` (cuts between similar shots)",
-                                 min=0.0)
+    weak_share: float = param(0.58, "a hard cut may be as small as this share of ``threshold`` when it beats the "
+                              "motion around it by ``strong_ratio`` (cuts between similar shots)", min=0.0, max=1.0)
     strong_ratio: float = param(4.0, "ratio to the neighbouring frame changes required below ``threshold``",
                                 min=1.0)
     hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance",
@@ -251,7 +259,7 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
         if k == 1:
             ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
             # A cut between similar shots: a smaller change, but far above the motion on both sides.
-            ok |= (N >= cfg.min_threshold) & (N >= cfg.strong_ratio * floor) & ~np.isnan(S_pre) & ~np.isnan(S_post)
+            ok |= (N >= cfg.weak_share * cfg.threshold) & (N >= cfg.strong_ratio * floor) & ~np.isnan(S_pre) & ~np.isnan(S_post)
             # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
             # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
             S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
