@@ -149,10 +149,10 @@ class LumaConfig:
                                 min=1.0)
     hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance",
                                min=0.0)
-    gradual_ratio: float = param(2.5, "the same ratio for gradual candidates (spans of more than one frame), whose "
+    gradual_ratio: float = param(2.25, "the same ratio for gradual candidates (spans of more than one frame), whose "
                                  "motion estimate is an upper bound; they must also exceed it by ``threshold``",
                                  min=1.0)
-    min_hist_change: float = param(0.12, "gradual transitions must change the colour histograms at least this much "
+    min_hist_change: float = param(0.18, "gradual transitions must change the colour histograms at least this much "
                                    "(0..1): a pan or zoom moves the picture but keeps its colours", min=0.0)
     max_excess: float = param(1.6, "a gradual candidate's frames must lie between its ends: max over inner frames m "
                               "of (D(a, m) + D(m, e)) / D(a, e) (1.0 for a dissolve or wipe; motion blur and "
