@@ -234,15 +234,14 @@ def cached_cuts(det, path: str, cache_dir: str | None = CACHE_DIR) -> list[int]:
     if det.name == "transnetv2":
         import numpy as np
 
-        from videolake.platform.scenes.transnet import predictions_to_cuts
-
-        probs = os.path.join(cache_dir, "transnetv2-probs", _file_key(path) + ".npy")
-        if not os.path.exists(probs):
-            os.makedirs(os.path.dirname(probs), exist_ok=True)
-            pred, _ = det.predict(path)
-            np.save(probs + ".tmp.npy", pred)
-            os.replace(probs + ".tmp.npy", probs)
-        return predictions_to_cuts(np.load(probs), det.config.threshold, det.config.min_scene_len)
+        base = os.path.join(cache_dir, "transnetv2-probs", _file_key(path))
+        if not os.path.exists(base + ".npz"):
+            os.makedirs(os.path.dirname(base), exist_ok=True)
+            pred, fps, black = det.predict(path)
+            np.savez(base + ".tmp.npz", pred=pred, fps=np.float64(fps), black=black)
+            os.replace(base + ".tmp.npz", base + ".npz")
+        z = np.load(base + ".npz")
+        return det.cuts_from(z["pred"], float(z["fps"]), z["black"])
     tag = hashlib.sha256(f"{det.name}|{det.params_json()}".encode()).hexdigest()[:12]
     out = os.path.join(cache_dir, f"{det.name}-{tag}", _file_key(path) + ".json")
     if os.path.exists(out):

@@ -12,7 +12,9 @@ only the middle 50 predictions (frames 25..74) are kept. The single-frame head g
 that a transition happens there; a hard cut lights up the last frame of the old shot.
 
 Frames to cuts (``predictions_to_cuts``): each run of frames above ``threshold`` is one transition; a run of one or
-two frames is a hard cut at the frame after its peak, a longer run a gradual transition cut at its middle.
+two frames is a hard cut at the frame after its peak, a longer run a gradual transition cut at its middle. The
+network cuts a fade out to black and the fade in after it separately: ``merge_fades`` applies the project's rule
+(one transition, one cut; a black stretch longer than ``black_hold_s`` is a clip of its own), as ``luma`` does.
 ``torch`` is imported only when the model loads, so importing this module costs nothing.
 """
 
@@ -44,6 +46,9 @@ class TransNetConfig:
     windows_per_batch: int = param(32, "windows of 100 frames per network call (GPU: >= 32 keeps it busy)", min=1)
     threads: int = param(1, "decoder threads (1 = least CPU; 0 = FFmpeg automatic)", min=0)
     torch_threads: int = param(0, "CPU threads of the network when on CPU (0 = torch's default)", min=0)
+    black_hold_s: float = param(1.0, "a fade out to black and back in is ONE cut (middle of the black) when the black "
+                                "lasts at most this long; a longer black stretch is a clip of its own (the network "
+                                "alone cuts a fade out and the fade in after it separately)", min=0.0)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -146,6 +151,46 @@ def predictions_to_cuts(pred: np.ndarray, threshold: float, min_scene_len: int) 
     return [c for c, _ in cuts if 0 < c < n]
 
 
+# Per-frame darkness of the 48x27 RGB input: a frame is black when its mean is below BLACK_MEAN and it is flat.
+BLACK_MEAN, BLACK_STD = 24.0, 8.0
+FADE_REACH = 24  # frames on each side of a black stretch whose cuts belong to the fade through it
+
+
+def black_frames(frames: np.ndarray) -> np.ndarray:
+    """bool per frame of ``frames`` (T, 27, 48, 3) uint8: near-black and flat."""
+    f = frames.reshape(len(frames), -1).astype(np.float32)
+    return (f.mean(axis=1) < BLACK_MEAN) & (f.std(axis=1) < BLACK_STD)
+
+
+def merge_fades(cuts: list[int], black: np.ndarray, hold: int, min_scene_len: int) -> list[int]:
+    """One transition, one cut (the project's rule, as in ``luma``): the cuts around a black stretch between two
+    shots become one cut in the middle of the black when it lasts at most ``hold`` frames, or cuts at its first
+    frame and at the first frame after it when longer (a black clip the quality stage rejects). Black at the start
+    or the end of the video, or a stretch with no cut around it (a dip back to the same shot), changes nothing."""
+    n = len(black)
+    if not cuts or not black.any():
+        return cuts
+    idx = np.flatnonzero(black)
+    runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
+    out = sorted(cuts)
+    for run in runs:
+        s, e = int(run[0]), int(run[-1])
+        if s <= min_scene_len or e >= n - 1 - min_scene_len:
+            continue
+        mid = (s + e + 1) // 2
+        # The fade out's cut (the last before the middle) and the fade in's (the first after): other cuts nearby
+        # are shots of their own.
+        before = [c for c in out if s - FADE_REACH <= c <= mid]
+        after = [c for c in out if mid < c <= e + 1 + FADE_REACH]
+        near = before[-1:] + after[:1]
+        if not near:
+            continue
+        out = [c for c in out if c not in near]
+        out.extend([(s + e + 1) // 2] if e - s + 1 <= hold else [s, e + 1])
+        out.sort()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The network.
 # ---------------------------------------------------------------------------------------------------------------------
@@ -188,8 +233,10 @@ class TransNetV2Model:
         return probs.cpu().numpy().astype(np.float32)
 
 
-def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig) -> tuple[np.ndarray, float]:
-    """Per-frame transition probabilities of ``path`` (decoded in one streaming pass) and its fps."""
+def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig,
+                  black: list | None = None) -> tuple[np.ndarray, float]:
+    """Per-frame transition probabilities of ``path`` (decoded in one streaming pass) and its fps; ``black`` (a
+    list) receives the per-frame black flags."""
     fps_box = [0.0]
 
     def frames():
@@ -204,6 +251,8 @@ def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig) -> tup
     def counted():
         for f in frames():
             count[0] += 1
+            if black is not None:
+                black.append(bool(black_frames(f[None])[0]))
             yield f
 
     preds: list[np.ndarray] = []
@@ -236,11 +285,18 @@ class TransNetV2Detector(SceneDetector):
 
     Config = TransNetConfig
 
-    def predict(self, path: str) -> tuple[np.ndarray, float]:
-        """Per-frame transition probabilities and fps (the evaluation caches these to try thresholds)."""
-        return predict_video(path, shared_model(self.config), self.config)
+    def predict(self, path: str) -> tuple[np.ndarray, float, np.ndarray]:
+        """Per-frame transition probabilities, fps and black flags (the evaluation caches these)."""
+        black: list[bool] = []
+        pred, fps = predict_video(path, shared_model(self.config), self.config, black)
+        return pred, fps, np.array(black, bool)
+
+    def cuts_from(self, pred: np.ndarray, fps: float, black: np.ndarray) -> list[int]:
+        c = self.config
+        cuts = predictions_to_cuts(pred, c.threshold, c.min_scene_len)
+        hold = max(c.min_scene_len, int(round(c.black_hold_s * (fps if fps > 0 else 25.0))))
+        return merge_fades(cuts, black, hold, c.min_scene_len)
 
     def detect(self, path: str) -> SceneResult:
-        pred, fps = self.predict(path)
-        cuts = predictions_to_cuts(pred, self.config.threshold, self.config.min_scene_len)
-        return SceneResult(cuts=cuts, fps=fps, num_frames=len(pred), stats=None)
+        pred, fps, black = self.predict(path)
+        return SceneResult(cuts=self.cuts_from(pred, fps, black), fps=fps, num_frames=len(pred), stats=None)

@@ -32,8 +32,10 @@ from videolake.platform.scenes.transnet import (
     WINDOW,
     TransNetConfig,
     TransNetV2Model,
+    black_frames,
     iter_small_frames,
     iter_windows,
+    merge_fades,
     predictions_to_cuts,
 )
 
@@ -91,7 +93,8 @@ class TransNetV2Predictor:
     (= setup), ``__call__`` runs one network call over the batch's windows, whichever videos they come from.
 
     Batch in: numpy dict with video_id, path, kind, window, frames, fps, num_frames, error (from decode_windows).
-    Batch out: the same rows without ``frames``, plus ``probs`` (50 float32 per row; zeros for meta rows).
+    Batch out: the same rows without ``frames``, plus ``probs`` (50 float32 per row; zeros for meta rows) and
+    ``black`` (50 bools: the window's predicted frames that are black, for the fade rule).
     """
 
     def __init__(self, config: TransNetConfig | Mapping[str, Any] | None = None) -> None:
@@ -106,7 +109,10 @@ class TransNetV2Predictor:
         kinds = np.asarray(batch["kind"])
         frames = batch["frames"]
         probs = np.zeros((len(kinds), STEP), np.float32)
+        black = np.zeros((len(kinds), STEP), bool)
         idx = np.flatnonzero(kinds == "window")
+        for i in idx:
+            black[i] = black_frames(frames[i][25 : 25 + STEP])
         size = self.config.windows_per_batch
         for start in range(0, len(idx), size):
             sel = idx[start : start + size]
@@ -114,10 +120,12 @@ class TransNetV2Predictor:
             self.calls += 1
         out = {k: v for k, v in batch.items() if k != "frames"}
         out["probs"] = probs
+        out["black"] = black
         return out
 
 
-def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len: int) -> dict[str, np.ndarray]:
+def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len: int,
+                   black_hold_s: float = 1.0) -> dict[str, np.ndarray]:
     """Ray Data ``map_groups`` (numpy): all rows of one video -> one row with its cuts."""
     kinds = np.asarray(group["kind"])
     meta = np.flatnonzero(kinds == "meta")
@@ -137,7 +145,9 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
             error = f"windows missing for {video_id}: got {len(order)} for {n} frames"
         else:
             pred = np.asarray(group["probs"])[order].reshape(-1)[:n]
-            cuts = predictions_to_cuts(pred, threshold, min_scene_len)
+            black = np.asarray(group["black"])[order].reshape(-1)[:n].astype(bool)
+            hold = max(min_scene_len, int(round(black_hold_s * (fps if fps > 0 else 25.0))))
+            cuts = merge_fades(predictions_to_cuts(pred, threshold, min_scene_len), black, hold, min_scene_len)
     return {
         "video_id": np.array([video_id]),
         "path": np.array([path]),
@@ -168,7 +178,8 @@ def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = Tr
         num_gpus=ray_config.num_gpus_per_actor or None,
     )
     return ds.groupby("video_id").map_groups(
-        assemble_video, fn_kwargs={"threshold": config.threshold, "min_scene_len": config.min_scene_len},
+        assemble_video, fn_kwargs={"threshold": config.threshold, "min_scene_len": config.min_scene_len,
+                                   "black_hold_s": config.black_hold_s},
         batch_format="numpy",
     )
 
