@@ -111,3 +111,24 @@ def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     assert got["a"]["cuts"] == [30, 58, 90, 120] and got["a"]["num_frames"] == 150 and got["a"]["error"] == ""
     assert got["b"]["cuts"] == [40] and got["b"]["num_frames"] == 70 and got["b"]["fps"] == pytest.approx(25.0)
     assert got["c"]["cuts"] == [] and "broken.mp4" in got["c"]["error"]
+
+
+def test_decode_windows_reads_uris_through_open_source(videos):
+    import contextlib
+
+    from videolake.platform.scenes.transnet_ray import decode_windows
+
+    opened = []
+
+    @contextlib.contextmanager
+    def opener(uri):
+        opened.append(uri)
+        yield videos["tn_short"][0]
+
+    rows = list(decode_windows({"video_id": "v", "path": "s3://bucket/short.mp4"}, open_source=opener))
+    assert opened == ["s3://bucket/short.mp4"]
+    assert [(r["kind"], r["path"]) for r in rows] == [("window", "s3://bucket/short.mp4")] * 2 + [
+        ("meta", "s3://bucket/short.mp4")]
+    assert rows[-1]["num_frames"] == 70 and rows[-1]["error"] == ""
+    missing = list(decode_windows({"video_id": "m", "path": "/nonexistent/x.mp4"}))
+    assert len(missing) == 1 and missing[0]["kind"] == "meta" and "/nonexistent/x.mp4" in missing[0]["error"]

@@ -18,9 +18,10 @@ inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -56,8 +57,12 @@ class RayDetectConfig:
     decode_num_cpus: float = param(1.0, "CPUs per decode task (one video each)", min=0.0)
 
 
-def decode_windows(row: Mapping[str, Any], threads: int = 1) -> Iterator[dict[str, Any]]:
+def decode_windows(row: Mapping[str, Any], threads: int = 1,
+                   open_source: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
     """Ray Data ``flat_map``: one video row (video_id, path) -> its window rows, then one ``meta`` row.
+
+    ``path`` is a local path, or any URI when ``open_source(uri)`` is given: a context manager yielding a local
+    path (e.g. ``lambda uri: store.open_local(store.key_from_uri(uri))`` for the object store).
 
     Window rows: kind="window", window=w (predicting frames [50w, 50w + 50)), frames (100, 27, 48, 3) uint8.
     The meta row (kind="meta", window=-1) carries fps, num_frames and error ("" when the video decoded).
@@ -78,12 +83,18 @@ def decode_windows(row: Mapping[str, Any], threads: int = 1) -> Iterator[dict[st
             yield frame
 
     w = 0
+    local = contextlib.nullcontext(path) if open_source is None else None
     try:
-        for window in iter_windows(frames()):
-            yield {**base, "kind": "window", "window": w, "frames": window, "fps": 0.0, "num_frames": 0, "error": ""}
-            w += 1
-    except ValueError as exc:  # undecodable: the meta row carries the reason, windows already sent are ignored
-        error = str(exc)
+        if local is None:
+            local = open_source(path)
+        with local as local_path:
+            path = str(local_path)
+            for window in iter_windows(frames()):
+                yield {**base, "kind": "window", "window": w, "frames": window, "fps": 0.0, "num_frames": 0,
+                       "error": ""}
+                w += 1
+    except (ValueError, OSError, KeyError) as exc:  # unreadable/undecodable: the meta row carries the reason
+        error = str(exc) or type(exc).__name__
     yield {**base, "kind": "meta", "window": -1, "frames": _EMPTY_WINDOW, "fps": float(fps),
            "num_frames": int(count) if not error else 0, "error": error}
 
@@ -159,15 +170,17 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
 
 
 def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
-                  ray_config: RayDetectConfig = RayDetectConfig()):
-    """The lazy Ray Dataset of the pipeline above over (video_id, path) pairs (nothing runs until consumed)."""
+                  ray_config: RayDetectConfig = RayDetectConfig(), open_source: Callable[[str], Any] | None = None):
+    """The lazy Ray Dataset of the pipeline above over (video_id, path or URI) pairs (nothing runs until consumed);
+    ``open_source`` (pickled to the decode tasks) maps a URI to a context manager yielding a local path."""
     import ray.data
 
     items = [{"video_id": str(v), "path": str(p)} for v, p in videos]
     if not items:
         raise ValueError("no videos given")
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    ds = ds.flat_map(decode_windows, fn_kwargs={"threads": config.threads}, num_cpus=ray_config.decode_num_cpus)
+    ds = ds.flat_map(decode_windows, fn_kwargs={"threads": config.threads, "open_source": open_source},
+                     num_cpus=ray_config.decode_num_cpus)
     ds = ds.map_batches(
         TransNetV2Predictor,
         fn_constructor_kwargs={"config": config},
@@ -185,14 +198,15 @@ def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = Tr
 
 
 def detect_scenes_ray(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
-                      ray_config: RayDetectConfig = RayDetectConfig()) -> dict[str, dict[str, Any]]:
+                      ray_config: RayDetectConfig = RayDetectConfig(),
+                      open_source: Callable[[str], Any] | None = None) -> dict[str, dict[str, Any]]:
     """Run the pipeline and collect: video_id -> {path, cuts, fps, num_frames, error} (one entry per input)."""
     videos = list(videos)
     ids = [str(v) for v, _ in videos]
     if len(set(ids)) != len(ids):
         raise ValueError("video ids must be unique")
     out: dict[str, dict[str, Any]] = {}
-    for row in scene_dataset(videos, config, ray_config).iter_rows():
+    for row in scene_dataset(videos, config, ray_config, open_source).iter_rows():
         out[str(row["video_id"])] = {
             "path": str(row["path"]),
             "cuts": [int(c) for c in row["cuts"]],
