@@ -106,7 +106,11 @@ def _fetch_package(src: Source, cache: Path) -> Path:
         return out
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         if src.kind == "deb":
-            _run(["apt-get", "download", f"{src.package}={src.version}"], cwd=tmp)
+            try:
+                _run(["apt-get", "download", f"{src.package}={src.version}"], cwd=tmp)
+            except RuntimeError:  # a fresh machine may have no package lists yet: fetch them once and retry
+                _run(["apt-get", "update", "-qq"], cwd=tmp)
+                _run(["apt-get", "download", f"{src.package}={src.version}"], cwd=tmp)
             debs = glob.glob(os.path.join(tmp, "*.deb"))
             if len(debs) != 1:
                 raise RuntimeError(f"apt-get download {src.package}: expected one .deb, found {debs}")
