@@ -183,6 +183,78 @@ def test_score_cuts():
     assert score_cuts([11, 35, 36], ranges) == (1, 2, 2)
     assert score_cuts([], ranges) == (0, 0, 3)
     assert score_cuts([5], []) == (0, 1, 0)
+    # +-1 frame tolerance, and predictions inside an ignore range count neither way.
+    assert score_cuts([11, 35, 59], ranges, tolerance=1) == (3, 0, 0)
+    assert score_cuts([12, 35, 60], ranges, tolerance=1) == (2, 1, 1)
+    assert score_cuts([2, 10, 35, 60], ranges, ignore=[[0, 3]]) == (3, 0, 0)
+    assert score_cuts([2, 10], ranges, ignore=[[5, 6]]) == (1, 1, 2)
+
+
+def test_detector_params_are_typed_and_validated():
+    from videolake.platform.scenes.base import detector_params
+    from videolake.platform.scenes.params import ParamError
+
+    det = get_detector("luma", threshold="9.5", min_scene_len="12", letterbox="false", max_excess=2)
+    assert (det.config.threshold, det.config.min_scene_len, det.config.letterbox) == (9.5, 12, False)
+    assert det.config.max_excess == 2.0 and isinstance(det.config.max_excess, float)
+    assert json.loads(det.params_json())["min_scene_len"] == 12
+    with pytest.raises(ParamError, match=r"'luma'.*unknown parameter 'treshold'; known: .*threshold"):
+        get_detector("luma", treshold=3)
+    with pytest.raises(ParamError, match="'min_scene_len' must be an integer, got 'soon'"):
+        get_detector("luma", min_scene_len="soon")
+    with pytest.raises(ParamError, match="'min_scene_len' must be an integer, got 2.5"):
+        get_detector("adaptive", min_scene_len=2.5)
+    with pytest.raises(ParamError, match=r"'filter_mode' must be one of \['merge', 'suppress'\], got 'both'"):
+        get_detector("content", filter_mode="both")
+    with pytest.raises(ParamError, match="'threshold' must be <= 1.0, got 1.5"):
+        get_detector("transnetv2", threshold=1.5)
+    with pytest.raises(ParamError, match="must be true or false"):
+        get_detector("luma", letterbox="maybe")
+    assert get_detector("transnetv2", device="cpu", windows_per_batch="8").config.windows_per_batch == 8
+    rows = {r["name"]: r for r in detector_params("transnetv2")}
+    assert rows["device"]["choices"] == ("auto", "cpu", "cuda") and rows["threshold"]["type"] == "float"
+    assert all(r["help"] for name in ("luma", "adaptive", "content", "transnetv2") for r in detector_params(name))
+
+
+def _fade_hold(tmp_path, hold: int) -> str:
+    """2 s of testsrc2 fading out over 15 frames, ``hold`` black frames, a 15-frame fade in to 3 s of mandelbrot."""
+    out = tmp_path / f"fade_hold_{hold}.mp4"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-y",
+         "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25,trim=end_frame=75,fade=t=out:st=2.4:d=0.6",
+         "-f", "lavfi", "-i", f"color=black:size=320x240:rate=25,trim=end_frame={hold}",
+         "-f", "lavfi", "-i", "mandelbrot=size=320x240:rate=25,trim=end_frame=75,fade=t=in:st=0:d=0.6",
+         "-filter_complex", "[0][1][2]concat=n=3:v=1:a=0,format=yuv420p", "-c:v", "libx264", "-preset", "veryfast",
+         str(out)], check=True)
+    return str(out)
+
+
+def test_fade_out_to_black_and_back_in_is_one_cut(tmp_path, luma, ffmpeg):
+    # Black frames 75..84, fade out 60..74, fade in 85..99: one transition, one cut in the middle of the black.
+    res = luma.detect(_fade_hold(tmp_path, 10))
+    assert res.num_frames == 160 and res.cuts == [80]
+
+
+def test_long_black_stretch_is_a_clip_of_its_own(tmp_path, luma, ffmpeg):
+    # 37 black frames (1.5 s > black_hold_s): cuts at its first frame and at the first frame after it, so the black
+    # stretch is one clip (the quality stage rejects it as black) and each shot keeps its own fade.
+    from videolake.platform.quality import QualityConfig
+
+    res = luma.detect(_fade_hold(tmp_path, 37))
+    assert res.num_frames == 187 and res.cuts == [75, 113]
+    black = res.stats.slice(75, 113)
+    assert float((black.luma_mean < QualityConfig().black_luma).mean()) > QualityConfig().max_black_ratio
+    # With a longer allowed hold the same video is one transition again.
+    assert get_detector("luma", black_hold_s=2.0).detect(_fade_hold(tmp_path, 37)).cuts == [94]
+
+
+def test_letterboxed_picture_keeps_its_cuts(videos, tmp_path, ffmpeg):
+    # The hard video pillarboxed into 16:9 (as films and 4:3 footage often are): bars dilute every change.
+    path, truth = videos["hard"]
+    boxed = tmp_path / "boxed.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", path, "-vf", "pad=560:240:120:0:black", "-c:v", "libx264",
+                    "-preset", "veryfast", str(boxed)], check=True)
+    assert get_detector("luma").detect(str(boxed)).cuts == truth["cuts"]
 
 
 def _scenes_cli(*args: str) -> subprocess.CompletedProcess:
@@ -197,6 +269,19 @@ def test_cli_prints_exactly_one_json_object(videos):
     assert proc.stdout.count("\n") == 1 and proc.stdout.endswith("\n")
     data = json.loads(proc.stdout)
     assert data == {"cuts": truth["cuts"], "fps": 25.0, "num_frames": truth["num_frames"]}
+
+
+def test_cli_typed_params_and_transnetv2(videos):
+    path, truth = videos["hard"]
+    proc = _scenes_cli("-m", "videolake.cli", "scenes", path, "--param", "min_scene_len=abc")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "'min_scene_len' must be an integer, got 'abc'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _scenes_cli("-m", "videolake.cli", "scenes", "--detector", "transnetv2", "--list-params")
+    assert proc.returncode == 0 and {r["name"] for r in json.loads(proc.stdout)} >= {"threshold", "device"}
+    proc = _scenes_cli("-m", "videolake.cli", "scenes", path, "--detector", "transnetv2", "--param", "device=cpu")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("\n") == 1
+    assert json.loads(proc.stdout) == {"cuts": truth["cuts"], "fps": 25.0, "num_frames": truth["num_frames"]}
 
 
 def test_cli_options_and_other_detectors(videos):

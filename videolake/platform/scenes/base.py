@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from videolake.platform.frames import FrameStats
 from videolake.platform.registry import Registry
+from videolake.platform.scenes.params import ParamError, describe, parse_params
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,21 @@ class SceneResult:
 
 
 class SceneDetector(ABC):
-    """Subclasses declare a frozen dataclass ``Config`` and register with ``@DETECTORS.register(name)``."""
+    """Subclasses declare a frozen dataclass ``Config`` (fields made with ``params.param``: typed and described)
+    and register with ``@DETECTORS.register(name)``.
+
+    ``Detector(**params)`` parses and validates the parameters against ``Config``: an unknown name, a wrong type or
+    an out-of-range value raises ``ParamError`` (a ``ValueError``) naming the detector and the field.
+    """
 
     Config: ClassVar[type]
     registered_name: ClassVar[str]
 
     def __init__(self, config: Any | None = None, **overrides: Any) -> None:
-        base = config if config is not None else self.Config()
-        self.config = type(base)(**{**asdict(base), **overrides}) if overrides else base
+        owner = f"scene detector {getattr(self, 'registered_name', type(self).__name__)!r}"
+        if config is not None and not isinstance(config, self.Config):
+            raise ParamError(f"{owner}: config must be a {self.Config.__name__}, got {type(config).__name__}")
+        self.config = parse_params(self.Config, overrides, owner, base=config if config is not None else self.Config())
 
     @property
     def name(self) -> str:
@@ -54,8 +62,19 @@ class SceneDetector(ABC):
 DETECTORS: Registry[SceneDetector] = Registry("scene detector")
 
 
-def get_detector(name: str, **params: Any) -> SceneDetector:
-    # Import the implementations so they register themselves (kept lazy: the CLI's `scenes` must start fast).
-    from videolake.platform.scenes import luma, pyscenedetect  # noqa: F401
+def _load_implementations() -> None:
+    # Import the implementations so they register themselves. Each imports its heavy library (scenedetect, torch)
+    # inside ``detect``, so this stays cheap: the CLI's `scenes` must start fast.
+    from videolake.platform.scenes import luma, pyscenedetect, transnet  # noqa: F401
 
+
+def get_detector(name: str, **params: Any) -> SceneDetector:
+    """The registered detector ``name`` with ``params`` (typed per detector; ``ParamError`` when they do not fit)."""
+    _load_implementations()
     return DETECTORS.get(name)(**params)
+
+
+def detector_params(name: str) -> list[dict[str, Any]]:
+    """The parameters detector ``name`` accepts: name, type, default, help (and min/max/choices)."""
+    _load_implementations()
+    return describe(DETECTORS.get(name).Config)

@@ -1,5 +1,9 @@
 """Accuracy harness for scene detectors: score predicted cuts against ground truth, on a suite of lavfi videos.
 
+Three sets (``set_items``): synthetic (``synth.generate``), hard (the lavfi ``CASES`` below) and real (the
+real-footage corpus of ``corpus.py`` with its hand-made truth); ``python -m videolake.platform.scenes.evaluate``
+prints precision/recall/F1 per detector and set (+-1 frame tolerance), cuts cached under /tmp/scenes-eval-cache.
+
 Ground truth follows the synthetic-video convention (``videolake.platform.synth``): ``cut_ranges`` holds one
 inclusive ``[lo, hi]`` frame range per scene change; a hard cut has ``lo == hi`` (the first frame of the new shot),
 a gradual transition spans its mixed frames and the detector must report exactly one frame inside it.
@@ -22,22 +26,25 @@ from typing import Iterable, Sequence
 log = logging.getLogger(__name__)
 
 
-def score_cuts(pred: Iterable[int], truth_ranges: Sequence[Sequence[int]]) -> tuple[int, int, int]:
+def score_cuts(pred: Iterable[int], truth_ranges: Sequence[Sequence[int]], tolerance: int = 0,
+               ignore: Sequence[Sequence[int]] = ()) -> tuple[int, int, int]:
     """(true positives, false positives, false negatives) of predicted cut frames against inclusive truth ranges.
 
-    Each truth range is matched by at most one prediction inside it (the earliest unused one); a second prediction
-    inside the same range, or one outside every range, is a false positive.
+    Each truth range, widened by ``tolerance`` frames on each side, is matched by at most one prediction inside it
+    (the earliest unused one); a second prediction inside the same range, or one outside every range, is a false
+    positive. Predictions inside an ``ignore`` range (and no truth range) count neither way.
     """
     preds = sorted(int(p) for p in pred)
     used = [False] * len(preds)
     tp = 0
-    for lo, hi in sorted((int(r[0]), int(r[1])) for r in truth_ranges):
+    for lo, hi in sorted((int(r[0]) - tolerance, int(r[1]) + tolerance) for r in truth_ranges):
         for i, p in enumerate(preds):
             if not used[i] and lo <= p <= hi:
                 used[i] = True
                 tp += 1
                 break
-    fp = len(preds) - tp
+    ignored = sum(1 for i, p in enumerate(preds) if not used[i] and any(a <= p <= b for a, b in ignore))
+    fp = len(preds) - tp - ignored
     fn = len(truth_ranges) - tp
     return tp, fp, fn
 
@@ -204,8 +211,52 @@ CASES: tuple[Case, ...] = (
 )
 
 
-def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | None, verbose: bool) -> dict:
-    """Run detector ``name`` on (label, path, truth) items; totals and per-item rows."""
+CACHE_DIR = os.environ.get("VIDEOLAKE_SCENES_EVAL_CACHE", "/tmp/scenes-eval-cache")
+SYNTH_DIR, SUITE_DIR = "/tmp/scenes-synth", "/tmp/scenes-suite"
+SETS = ("synthetic", "hard", "real")
+
+
+def _file_key(path: str) -> str:
+    st = os.stat(path)
+    return f"{os.path.basename(path)}-{st.st_size}-{int(st.st_mtime)}"
+
+
+def cached_cuts(det, path: str, cache_dir: str | None = CACHE_DIR) -> list[int]:
+    """``det.detect(path).cuts``, cached per (detector, parameters, file) under ``cache_dir`` (None: no cache).
+
+    TransNetV2's per-frame probabilities are cached instead, so other thresholds cost nothing. Decoding dominates
+    every detector's cost, and the machine this runs on is small.
+    """
+    import hashlib
+
+    if cache_dir is None:
+        return list(det.detect(path).cuts)
+    if det.name == "transnetv2":
+        import numpy as np
+
+        base = os.path.join(cache_dir, "transnetv2-probs", _file_key(path))
+        if not os.path.exists(base + ".npz"):
+            os.makedirs(os.path.dirname(base), exist_ok=True)
+            pred, fps, black = det.predict(path)
+            np.savez(base + ".tmp.npz", pred=pred, fps=np.float64(fps), black=black)
+            os.replace(base + ".tmp.npz", base + ".npz")
+        z = np.load(base + ".npz")
+        return det.cuts_from(z["pred"], float(z["fps"]), z["black"])
+    tag = hashlib.sha256(f"{det.name}|{det.params_json()}".encode()).hexdigest()[:12]
+    out = os.path.join(cache_dir, f"{det.name}-{tag}", _file_key(path) + ".json")
+    if os.path.exists(out):
+        with open(out) as fh:
+            return json.load(fh)
+    cuts = [int(c) for c in det.detect(path).cuts]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as fh:
+        json.dump(cuts, fh)
+    return cuts
+
+
+def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | None, verbose: bool,
+           tolerance: int = 0, cache_dir: str | None = None) -> dict:
+    """Run detector ``name`` on (label, path, truth) items; totals (precision, recall, F1) and per-item rows."""
     from videolake.platform.scenes.base import get_detector
 
     det = get_detector(name, **(params or {}))
@@ -215,22 +266,102 @@ def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | Non
     for label, path, truth in items:
         t0 = time.process_time()
         try:
-            cuts = list(det.detect(path).cuts)
+            cuts = cached_cuts(det, path, cache_dir)
         except ValueError as exc:
             if truth.get("num_frames"):
                 raise
             log.info("%s: undecodable, as expected (%s)", label, exc)
             continue
         cpu += time.process_time() - t0
-        tp, fp, fn = score_cuts(cuts, truth["cut_ranges"])
+        tp, fp, fn = score_cuts(cuts, truth["cut_ranges"], tolerance, truth.get("ignore", ()))
         tot = [tot[0] + tp, tot[1] + fp, tot[2] + fn]
         rows[label] = {"tp": tp, "fp": fp, "fn": fn, "cuts": cuts, "truth": truth["cut_ranges"]}
         if verbose and (fp or fn):
-            print(f"  {name:9s} {label:36s} tp={tp} fp={fp} fn={fn} pred={cuts} truth={truth['cut_ranges']}")
+            shown = cuts if len(cuts) <= 20 else f"{len(cuts)} cuts"
+            print(f"  {name:10s} {label:36s} tp={tp} fp={fp} fn={fn} pred={shown}")
     p = tot[0] / max(1, tot[0] + tot[1])
     r = tot[0] / max(1, tot[0] + tot[2])
-    print(f"{name:9s} precision={p:.3f} recall={r:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} files={len(rows)} cpu={cpu:.1f}s")
-    return {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "cpu_s": cpu, "files": rows}
+    f1 = 2 * p * r / (p + r) if p + r else 0.0
+    if verbose:
+        print(f"{name:10s} precision={p:.3f} recall={r:.3f} f1={f1:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} "
+              f"files={len(rows)} cpu={cpu:.1f}s")
+    return {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "f1": f1, "cpu_s": cpu, "files": rows}
+
+
+def _truth_dir_items(directory: str) -> list[tuple[str, str, dict]]:
+    """(name, path, truth) for every video of ``directory`` with a truth JSON beside it (``<stem>.json`` as
+    ``videolake synth`` writes, or ``<file>.json`` as ``build_case`` writes); rejected files are left out."""
+    items = []
+    for name in sorted(os.listdir(directory)):
+        stem, ext = os.path.splitext(name)
+        if ext in (".json", ".done"):
+            continue
+        for truth_path in (os.path.join(directory, name + ".json"), os.path.join(directory, stem + ".json")):
+            if os.path.exists(truth_path):
+                with open(truth_path) as fh:
+                    truth = json.load(fh)
+                if "cut_ranges" in truth and not str(truth.get("expect", "ok")).startswith("reject"):
+                    items.append((name, os.path.join(directory, name), truth))
+                break
+    return items
+
+
+def set_items(name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR,
+              corpus_dir: str | None = None) -> list[tuple[str, str, dict]]:
+    """The (label, path, truth) items of an evaluation set, built or fetched (and cached) on first use.
+
+    synthetic: ``synth.generate(count=24, variants=1, seed=0)`` (hard cuts, dissolves, fades, wipes, flashes, fast
+    pans, VFR, 4 codecs, 240p-1080p, and their scaled/cropped/re-encoded/speed-changed variants).
+    hard: ``CASES`` above (flashes, fast pans, long dissolves, fades through black and white, wipes, noise, life).
+    real: the real-footage corpus (``corpus.py``) and its hand-made truth (``real_truth.json``).
+    """
+    if name == "synthetic":
+        if not os.path.exists(os.path.join(synth_dir, ".done")):
+            from videolake.platform.synth import generate
+
+            generate(synth_dir, count=24, variants=1, seed=0)
+            open(os.path.join(synth_dir, ".done"), "w").close()
+        return _truth_dir_items(synth_dir)
+    if name == "hard":
+        os.makedirs(suite_dir, exist_ok=True)
+        for case in CASES:
+            if not any(os.path.exists(os.path.join(suite_dir, f"{case.name}.{e}.json")) for e in ("mp4", "webm", "avi")):
+                build_case(case, suite_dir)
+        return _truth_dir_items(suite_dir)
+    if name == "real":
+        from videolake.platform.scenes import corpus
+
+        paths = corpus.fetch(corpus_dir or corpus.DEFAULT_DEST)
+        videos = corpus.load_truth()["videos"]
+        return [(n, str(paths[n]), {**videos[n], "num_frames": videos[n]["num_frames"]}) for n in paths]
+    raise ValueError(f"unknown evaluation set {name!r}; known: {', '.join(SETS)}")
+
+
+def evaluate_sets(detectors: Sequence[str], sets: Sequence[str] = SETS, tolerance: int = 1,
+                  cache_dir: str | None = CACHE_DIR, verbose: bool = False,
+                  params: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+    """set -> detector -> totals, for every detector on every set (cuts cached: see ``cached_cuts``)."""
+    out: dict[str, dict[str, dict]] = {}
+    for s in sets:
+        items = set_items(s)
+        if verbose:
+            print(f"== {s} ({len(items)} files)")
+        out[s] = {d: _score(d, items, (params or {}).get(d), verbose, tolerance, cache_dir) for d in detectors}
+    return out
+
+
+def markdown_table(results: dict[str, dict[str, dict]]) -> str:
+    """The README table: one row per detector, precision / recall / F1 per set."""
+    sets = list(results)
+    dets = list(next(iter(results.values())))
+    lines = ["| detector | " + " | ".join(f"{s} P / R / F1" for s in sets) + " |", "|---|" + "---|" * len(sets)]
+    for d in dets:
+        cells = []
+        for s in sets:
+            r = results[s][d]
+            cells.append(f"{r['precision']:.3f} / {r['recall']:.3f} / **{r['f1']:.3f}** ({r['tp'] + r['fn']} cuts)")
+        lines.append(f"| `{d}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def run_suite(
@@ -259,35 +390,32 @@ def evaluate_dir(
     detectors: Sequence[str] = ("luma", "adaptive", "content"),
     params: dict[str, dict] | None = None,
     verbose: bool = True,
+    tolerance: int = 0,
 ) -> dict[str, dict]:
-    """Score detectors on every video of ``directory`` that has a ``<stem>.json`` truth beside it (the layout
-    ``videolake synth`` / ``synth.generate`` writes). Files without video (num_frames 0) must fail to decode."""
-    items = []
-    for name in sorted(os.listdir(directory)):
-        stem, ext = os.path.splitext(name)
-        truth_path = os.path.join(directory, stem + ".json")
-        if ext == ".json" or not os.path.exists(truth_path):
-            continue
-        with open(truth_path) as fh:
-            truth = json.load(fh)
-        if "cut_ranges" in truth:
-            items.append((name, os.path.join(directory, name), truth))
-    return {name: _score(name, items, (params or {}).get(name), verbose) for name in detectors}
+    """Score detectors on every video of ``directory`` that has a truth JSON beside it."""
+    items = _truth_dir_items(directory)
+    return {name: _score(name, items, (params or {}).get(name), verbose, tolerance) for name in detectors}
 
 
-if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [DIR ...] [--detectors luma,adaptive]
+if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [--sets ...] [--detectors ...] [DIR ...]
     import argparse
 
-    ap = argparse.ArgumentParser(description="precision/recall of scene detectors on the lavfi suite or truth dirs")
-    ap.add_argument("dirs", nargs="*", help="directories of videos with <stem>.json truth (default: the built-in suite)")
-    ap.add_argument("--detectors", default="luma,adaptive,content")
-    ap.add_argument("--suite-dir", default="/tmp/videolake-scenes-suite", help="where the built-in suite is built")
-    ap.add_argument("-q", "--quiet", action="store_true", help="totals only")
+    logging.basicConfig(level=logging.WARNING)
+    ap = argparse.ArgumentParser(description="precision/recall/F1 of scene detectors on the synthetic, hard and "
+                                 "real sets (or on truth dirs)")
+    ap.add_argument("dirs", nargs="*", help="directories of videos with truth JSON (instead of the sets)")
+    ap.add_argument("--detectors", default="luma,adaptive,content,transnetv2")
+    ap.add_argument("--sets", default=",".join(SETS), help="synthetic, hard, real")
+    ap.add_argument("--tolerance", type=int, default=1, help="frames a predicted cut may be off (default 1)")
+    ap.add_argument("--no-cache", action="store_true", help=f"do not reuse cached cuts ({CACHE_DIR})")
+    ap.add_argument("-q", "--quiet", action="store_true", help="the table only")
     a = ap.parse_args()
     names = [d for d in a.detectors.split(",") if d]
     if a.dirs:
         for d in a.dirs:
             print(f"== {d}")
-            evaluate_dir(d, names, verbose=not a.quiet)
+            evaluate_dir(d, names, verbose=not a.quiet, tolerance=a.tolerance)
     else:
-        run_suite(names, a.suite_dir, verbose=not a.quiet)
+        res = evaluate_sets(names, [s for s in a.sets.split(",") if s], a.tolerance,
+                            None if a.no_cache else CACHE_DIR, verbose=not a.quiet)
+        print(markdown_table(res))

@@ -18,14 +18,23 @@ drifts that move flat areas across a bin edge). The content distance ``D(i, j)``
    neighbouring frame differences, as in an adaptive threshold); a dissolve/wipe/fade of L frames at k ~ L/2, where
    both ends of the pair lie in the shots. Fast motion changes the content inside the shots at least as much, so
    its ratio stays low. Gradual candidates must also move the colour histograms (a pan mostly keeps them).
-2. Flashes: a candidate whose content returns to what it was before within ``flash_frames`` is dropped (frames
+   Before all this, letterbox/pillarbox bars (blocks dark and still for the whole video) are dropped, so a cut
+   inside a boxed picture scores like the same cut full-frame. A hard cut between similar shots may be smaller
+   than ``threshold`` (down to ``weak_share`` of it) when it beats the motion on both sides by ``strong_ratio``.
+2. Verification of gradual candidates (real footage: motion blur, whip pans, crash zooms made false cuts): the
+   frames inside the span must lie *between* its two ends, as in a dissolve or a wipe (triangle excess
+   ``(D(a, m) + D(m, e)) / D(a, e) <= max_excess``); spans through a flat frame (fades) are exempt.
+   Flashes: a candidate whose content returns to what it was before within ``flash_frames`` is dropped (frames
    after the flash compared with frames before it).
 3. Scales go from fine to coarse; a coarse candidate whose span already holds a cut is dropped: one cut per
    transition. Its frame: the first frame past the midpoint of the change (projection onto the pre->post feature
    direction), which for a hard cut is exactly the first frame of the new shot.
-4. Fades through black: a short run of dark flat frames between two brighter shots replaces whatever was found
-   inside the fade by one cut at its darkest frame (a fade out and the fade in that follows are often found as two
-   changes); a fade in at the start or out at the end of the video is no cut, nor is a dip back to the same shot.
+4. Fades through black (one transition, one cut): a run of dark flat frames between two brighter shots replaces
+   whatever was found inside the fade by ONE cut in the middle of the black when the black lasts at most
+   ``black_hold_s`` (a fade out and the fade in that follows are often found as two changes); a longer black
+   stretch becomes a clip of its own (cuts at its first frame and at the first frame after it) that the quality
+   stage rejects as black, so no content clip carries seconds of black. A fade in at the start or out at the end
+   of the video is no cut, nor is a short dip back to the same shot.
 5. Cuts closer than ``min_scene_len`` frames keep the stronger; none within ``min_scene_len`` of either end.
 
 Accuracy and speed are measured by ``scenes.evaluate`` and ``scenes.bench``.
@@ -40,6 +49,7 @@ import numpy as np
 
 from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledChunk, SampledDecoder, grid_sums, luma_grid
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+from videolake.platform.scenes.params import param
 
 log = logging.getLogger(__name__)
 
@@ -128,40 +138,65 @@ FADE_DEPTH = 24.0
 
 @dataclass(frozen=True)
 class LumaConfig:
-    # Minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block grids (0..255 scale) plus
-    # hist_weight x histogram distance (0..1). Lower finds cuts between similar shots, higher ignores more motion.
-    threshold: float = 12.0
-    # The change across a boundary must be this many times the change over the same span inside the shots around
-    # it (the adaptive part: fast motion raises both, so it does not cut).
-    ratio: float = 3.0
-    # Weight of the histogram distance (0..1) in the content distance.
-    hist_weight: float = 60.0
-    # The same for gradual candidates (spans of more than one frame), whose motion estimate is an upper bound; they
-    # must also exceed it by ``threshold``.
-    gradual_ratio: float = 2.0
-    # Gradual transitions (longer than one frame) must change the colour histograms at least this much (0..1):
-    # a pan or zoom moves the picture but keeps its colours.
-    min_hist_change: float = 0.12
-    # Longest gradual transition detected, in frames (the largest scale is half of it).
-    max_transition: int = 64
-    # Frames within which the content may return to what it was before a change for that change to be a flash.
-    flash_frames: int = 4
-    # A change that returns to within this share of its size is a flash, not a cut.
-    flash_return: float = 0.5
-    # Minimum frames between two cuts (the weaker one is dropped).
-    min_scene_len: int = 8
-    # Sampled luma width (see frames.DecodeOptions.sample_width).
-    sample_width: int = 64
-    # Skip the deblocking filter while decoding (see frames.DecodeOptions.fast_decode).
-    fast_decode: bool = True
-    # Decoder threads (1 = least CPU; 0 = FFmpeg automatic).
-    threads: int = 1
-    # Motion inside the shots is measured over this many frames (and scaled to the span of a candidate change).
-    motion_gap: int = 4
-    # Frames on each side of a candidate change over which motion inside the shots is measured.
-    motion_window: int = 6
-    # Noise floor of the content distance, so a perfectly static shot does not make every tiny change a cut.
-    noise_floor: float = 1.0
+    threshold: float = param(12.0, "minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block "
+                             "grids (0..255) + hist_weight x histogram distance; lower finds cuts between similar "
+                             "shots, higher ignores more motion", min=0.0)
+    ratio: float = param(3.0, "the change across a hard cut must be this many times the largest frame-to-frame "
+                         "change just before and after it (the adaptive part: fast motion raises both)", min=1.0)
+    weak_share: float = param(0.58, "a hard cut may be as small as this share of ``threshold`` when it beats the "
+                              "motion around it by ``strong_ratio`` (cuts between similar shots)", min=0.0, max=1.0)
+    strong_ratio: float = param(4.0, "ratio to the neighbouring frame changes required below ``threshold``",
+                                min=1.0)
+    hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance",
+                               min=0.0)
+    gradual_ratio: float = param(2.25, "the same ratio for gradual candidates (spans of more than one frame), whose "
+                                 "motion estimate is an upper bound; they must also exceed it by ``threshold``",
+                                 min=1.0)
+    min_hist_change: float = param(0.18, "gradual transitions must change the colour histograms at least this much "
+                                   "(0..1): a pan or zoom moves the picture but keeps its colours", min=0.0)
+    max_excess: float = param(1.6, "a gradual candidate's frames must lie between its ends: max over inner frames m "
+                              "of (D(a, m) + D(m, e)) / D(a, e) (1.0 for a dissolve or wipe; motion blur and "
+                              "whip pans go far above). Spans through a flat frame (fades) are exempt", min=1.0)
+    max_transition: int = param(64, "longest gradual transition detected, in frames", min=1)
+    flash_frames: int = param(4, "frames within which the content may return to what it was before a change for "
+                              "that change to be a flash", min=0)
+    flash_return: float = param(0.5, "a change that returns to within this share of its size is a flash", min=0.0,
+                                max=1.0)
+    min_scene_len: int = param(8, "minimum frames between two cuts (the weaker one is dropped)", min=1)
+    black_hold_s: float = param(1.0, "a fade out to black and back in is ONE cut (in the middle of the black) when "
+                                "the black lasts at most this long; a longer black stretch is a clip of its own (a "
+                                "cut into it and one out of it), which the quality stage rejects as black", min=0.0)
+    letterbox: bool = param(True, "ignore blocks that stay dark and still for the whole video (letterbox or "
+                            "pillarbox bars): they dilute every change of the picture inside them")
+    sample_width: int = param(64, "sampled luma width (see frames.DecodeOptions.sample_width)", min=16)
+    fast_decode: bool = param(True, "skip the deblocking filter while decoding (see frames.DecodeOptions)")
+    threads: int = param(1, "decoder threads (1 = least CPU; 0 = FFmpeg automatic)", min=0)
+    motion_gap: int = param(4, "motion inside the shots is measured over this many frames (scaled to the span)",
+                            min=1)
+    motion_window: int = param(6, "frames on each side of a candidate over which motion inside the shots is "
+                               "measured", min=1)
+    noise_floor: float = param(1.0, "noise floor of the content distance, so a static shot does not make every tiny "
+                               "change a cut", min=0.0)
+
+
+def active_area(sig: CutSignals) -> CutSignals:
+    """``sig`` restricted to the picture: Y/U/V blocks that stay dark (mean luma < 35) and still (temporal std < 2)
+    over the whole video are letterbox/pillarbox bars and are dropped; histogram distances are scaled by the share
+    of the frame the picture covers, so a cut inside a boxed picture scores like the same cut full-frame."""
+    n = sig.num_frames
+    nb = sig.grid.shape[1] // 3
+    if n < 8 or nb < 4:
+        return sig
+    y = sig.grid[:, :nb]
+    bars = (y.mean(axis=0) < 35.0) & (y.std(axis=0) < 2.0)
+    share = 1.0 - float(bars.mean())
+    if not 0.4 <= share <= 0.95:
+        return sig  # no bars (or a mostly dark still video: nothing to gain)
+    keep = np.tile(~bars, 3)
+    grid = np.ascontiguousarray(sig.grid[:, keep])
+    gy = grid[:, : int((~bars).sum())]
+    return CutSignals(grid=grid, hist=sig.hist * np.float32(1.0 / share), luma_mean=gy.mean(axis=1),
+                      contrast=gy.std(axis=1))
 
 
 def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -181,11 +216,14 @@ def distance(sig: CutSignals, i: int, j: int, hist_weight: float) -> float:
     return dg + hist_weight * dh
 
 
-def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | None = None) -> list[int]:
-    """Cut frames (first frame of each new scene) from the per-frame signals."""
+def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | None = None,
+              fps: float = 25.0) -> list[int]:
+    """Cut frames (first frame of each new scene) from the per-frame signals (``fps`` converts black_hold_s)."""
     n = sig.num_frames
     if n < 2:
         return []
+    if cfg.letterbox:
+        sig = active_area(sig)
     cuts: list[tuple[int, float]] = []  # (frame, strength)
     scales = [k for k in SCALES if 2 * k - 1 <= max(1, cfg.max_transition)]
     short: dict[int, np.ndarray] = {}  # g -> Dend[t] = D(t - g, t) (nan for t < g)
@@ -220,6 +258,8 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
         floor = np.maximum(S, cfg.noise_floor)
         if k == 1:
             ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
+            # A cut between similar shots: a smaller change, but far above the motion on both sides.
+            ok |= (N >= cfg.weak_share * cfg.threshold) & (N >= cfg.strong_ratio * floor) & ~np.isnan(S_pre) & ~np.isnan(S_post)
             # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
             # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
             S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
@@ -245,11 +285,16 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
                 if debug is not None:
                     debug.append(("flash", k, bb, float(N[best]), float(score[best])))
                 continue
+            if k > 1 and not _between(sig, a, e, cfg):
+                if debug is not None:
+                    debug.append(("not-between", k, bb, float(N[best]), float(score[best])))
+                continue
             c = _locate(sig, a, e, cfg)
             if debug is not None:
                 debug.append(("cut", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
             cuts.append((c, float(N[best])))
-    cuts = _apply_fades(sig, sorted(cuts), cfg)
+    hold = max(cfg.min_scene_len, int(round(cfg.black_hold_s * (fps if fps and fps > 0 else 25.0))))
+    cuts = _apply_fades(sig, sorted(cuts), cfg, hold)
     out: list[tuple[int, float]] = []
     for c, s in cuts:
         if out and c - out[-1][0] < cfg.min_scene_len:
@@ -285,16 +330,39 @@ def _is_flash(sig: CutSignals, a: int, e: int, change: float, cfg: LumaConfig) -
     return False
 
 
+def _between(sig: CutSignals, a: int, e: int, cfg: LumaConfig) -> bool:
+    """True when the frames inside (a, e) lie between frame a and frame e, as in a dissolve or a wipe.
+
+    Triangle excess: (D(a, m) + D(m, e)) / D(a, e) is 1 for a blend or a block-wise switch of the two pictures and
+    grows when the middle frames are something else (motion blur, a whip pan, a camera jolt). A span through a flat
+    frame (a fade through black or white) is let through: the fade logic places its cut.
+    """
+    if e - a <= 1:
+        return True
+    inner = np.arange(a + 1, e)
+    ref = min(float(sig.contrast[a]), float(sig.contrast[e]))
+    if ref > 4.0 and float(sig.contrast[inner].min()) < 0.3 * ref:
+        return True
+    hw = np.float32(cfg.hist_weight)
+    dae = float(np.abs(sig.grid[a] - sig.grid[e]).mean() + hw * np.abs(sig.hist[a] - sig.hist[e]).sum())
+    if dae <= 0:
+        return False
+    dam = np.abs(sig.grid[inner] - sig.grid[a]).mean(axis=1) + hw * np.abs(sig.hist[inner] - sig.hist[a]).sum(axis=1)
+    dme = np.abs(sig.grid[inner] - sig.grid[e]).mean(axis=1) + hw * np.abs(sig.hist[inner] - sig.hist[e]).sum(axis=1)
+    return float(((dam + dme) / dae).max()) <= cfg.max_excess
+
+
 def _black_frames(sig: CutSignals) -> np.ndarray:
     """Frames that are near-black and flat."""
     return (sig.contrast < FLAT_CONTRAST) & (sig.luma_mean < DARK_LUMA)
 
 
-def _fades(sig: CutSignals, cfg: LumaConfig) -> list[tuple[int, int, int]]:
-    """Fades through black: (first, last, darkest) frame of each, found from short runs of black frames.
+def _fades(sig: CutSignals, cfg: LumaConfig, hold: int) -> list[tuple[int, int, list[int]]]:
+    """Fades through black: (first frame, last frame, cut frames) of each, found from runs of black frames.
 
-    A run of black frames shorter than ``min_scene_len`` is not a shot but the middle of a fade; the fade extends
-    outwards as long as the mean luma keeps rising, up to ``max_transition`` frames.
+    A run of at most ``hold`` black frames is the middle of one transition: one cut, in the middle of the black.
+    A longer run is a black clip of its own: cuts at its first frame and at the first frame after it. Either way
+    the fade extends outwards as long as the mean luma keeps rising, up to ``max_transition`` frames.
     """
     flat = _black_frames(sig)
     n = sig.num_frames
@@ -316,13 +384,12 @@ def _fades(sig: CutSignals, cfg: LumaConfig) -> list[tuple[int, int, int]]:
         mid = lo + int(np.argmin(lm[lo : hi + 1]))  # the darkest frame
         away = lm - lm[mid]
         bottom = np.flatnonzero(away[lo : hi + 1] <= FADE_BOTTOM)
-        if len(bottom) >= cfg.min_scene_len:
-            continue  # a black shot, not the middle of a fade
         lo, hi = lo + int(bottom[0]), lo + int(bottom[-1])
+        cut_frames = [(lo + hi + 1) // 2] if hi - lo + 1 <= hold else [lo, hi + 1]
         a, e = _fade_edge(away, lo, -1, cfg.max_transition), _fade_edge(away, hi, 1, cfg.max_transition)
         if (a > 0 and away[a] < FADE_DEPTH) or (e < n - 1 and away[e] < FADE_DEPTH):
             continue  # not much darker than the content around it: dark content, not a fade
-        out.append((a, e, mid))
+        out.append((a, e, cut_frames))
     return out
 
 
@@ -346,25 +413,26 @@ def _fade_edge(away: np.ndarray, start: int, step: int, limit: int) -> int:
     return pos
 
 
-def _apply_fades(sig: CutSignals, cuts: list[tuple[int, float]], cfg: LumaConfig) -> list[tuple[int, float]]:
+def _apply_fades(sig: CutSignals, cuts: list[tuple[int, float]], cfg: LumaConfig, hold: int) -> list[tuple[int, float]]:
     """One cut per fade through black, at its darkest frames; none for a fade in at the start or out at the end.
 
     The fade out and the fade in are often found as two changes (the fade out is usually much quicker); a fade
     that returns to the same shot (a blink) is no cut.
     """
-    fades = _fades(sig, cfg)
+    fades = _fades(sig, cfg, hold)
     if not fades:
         return cuts
     n = sig.num_frames
     out = list(cuts)
-    for a, e, mid in fades:
+    for a, e, cut_frames in fades:
         inside = [s for c, s in out if a - 1 <= c <= e + 1]
         out = [(c, s) for c, s in out if not a - 1 <= c <= e + 1]
-        if a <= cfg.min_scene_len or e >= n - 1 - cfg.min_scene_len:
-            continue  # fade in from black at the start, fade out at the end
         change = distance(sig, max(0, a - 1), min(n - 1, e + 1), cfg.hist_weight)
-        if change >= cfg.threshold:
-            out.append((mid, max(inside, default=change)))
+        strength = max(inside, default=max(change, cfg.threshold))
+        if len(cut_frames) > 1:  # a black clip: cut out even between equal shots; at an end only its inner edge
+            out.extend((c, strength) for c in cut_frames if cfg.min_scene_len <= c <= n - cfg.min_scene_len)
+        elif a > cfg.min_scene_len and e < n - 1 - cfg.min_scene_len and change >= cfg.threshold:
+            out.append((cut_frames[0], strength))  # (a fade in at the start or out at the end is no cut)
     return sorted(out)
 
 
@@ -407,5 +475,5 @@ class LumaDetector(SceneDetector):
                 stats.add(chunk, grid)
                 signals.add(chunk, grid)
             info, n = dec.info, dec.num_frames
-        cuts = find_cuts(signals.result(), cfg)
+        cuts = find_cuts(signals.result(), cfg, fps=info.fps)
         return SceneResult(cuts=cuts, fps=info.fps, num_frames=n, stats=stats.result(info.width, info.height))

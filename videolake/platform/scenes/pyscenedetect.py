@@ -14,38 +14,31 @@ import logging
 from dataclasses import dataclass
 
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+from videolake.platform.scenes.params import param
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
-    # Ratio of a frame's content score to the average of its neighbours' needed for a cut (adaptive_threshold).
-    adaptive_threshold: float = 3.0
-    # Minimum scene length in frames: no cut closer than this to the previous one.
-    min_scene_len: int = 15
-    # Frames on each side whose scores form the rolling average.
-    window_width: int = 2
-    # Minimum raw content score (ContentDetector scale, 0..255) for a cut, whatever the ratio.
-    min_content_val: float = 15.0
-    # Score on luma only (ignore hue and saturation).
-    luma_only: bool = False
-    # Downscale frames automatically before scoring (SceneManager.auto_downscale), as the PySceneDetect CLI does.
-    auto_downscale: bool = True
+    adaptive_threshold: float = param(
+        3.0, "ratio of a frame's content score to the average of its neighbours' needed for a cut", min=0.0)
+    min_scene_len: int = param(15, "minimum scene length in frames: no cut closer than this to the previous one", min=1)
+    window_width: int = param(2, "frames on each side whose scores form the rolling average", min=1)
+    min_content_val: float = param(15.0, "minimum raw content score (ContentDetector scale, 0..255) for a cut", min=0.0)
+    luma_only: bool = param(False, "score on luma only (ignore hue and saturation)")
+    auto_downscale: bool = param(True, "downscale frames before scoring (SceneManager.auto_downscale), as its CLI does")
 
 
 @dataclass(frozen=True)
 class ContentConfig:
-    # Content score (weighted HSV + edges difference of consecutive frames, 0..255) above which a frame is a cut.
-    threshold: float = 27.0
-    # Minimum scene length in frames (also the flash filter's window).
-    min_scene_len: int = 15
-    # Flash filter: "merge" joins cuts closer than min_scene_len, "suppress" drops the later ones.
-    filter_mode: str = "merge"
-    # Score on luma only (ignore hue and saturation).
-    luma_only: bool = False
-    # Downscale frames automatically before scoring (SceneManager.auto_downscale).
-    auto_downscale: bool = True
+    threshold: float = param(27.0, "content score (weighted HSV difference of consecutive frames, 0..255) for a cut",
+                             min=0.0)
+    min_scene_len: int = param(15, "minimum scene length in frames (also the flash filter's window)", min=1)
+    filter_mode: str = param("merge", "flash filter: merge joins cuts closer than min_scene_len, suppress drops the later",
+                             choices=("merge", "suppress"))
+    luma_only: bool = param(False, "score on luma only (ignore hue and saturation)")
+    auto_downscale: bool = param(True, "downscale frames before scoring (SceneManager.auto_downscale)")
 
 
 def _frame_times(path: str) -> list[float]:
@@ -128,8 +121,6 @@ class ContentPySceneDetect(SceneDetector):
 
         c: ContentConfig = self.config
         modes = {"merge": FlashFilter.Mode.MERGE, "suppress": FlashFilter.Mode.SUPPRESS}
-        if c.filter_mode not in modes:
-            raise ValueError(f"filter_mode must be one of {sorted(modes)}, not {c.filter_mode!r}")
         det = ContentDetector(
             threshold=c.threshold,
             min_scene_len=c.min_scene_len,
