@@ -30,10 +30,12 @@ class RawVideosConfig(dg.Config):
 
 
 class SceneClipsConfig(dg.Config):
-    detector: str = Field(default="luma", description="Scene detector: luma (default), adaptive or content.")
-    detector_params: dict[str, float] = Field(
-        default_factory=dict, description="Overrides of the detector's numeric parameters, e.g. {threshold: 27}."
-    )
+    detector: str = Field(
+        default="luma", description="Scene detector: luma (default), adaptive, content or transnetv2 (the network; "
+        "slow on CPU: ~25 frames per CPU-second).")
+    detector_params: dict[str, str] = Field(
+        default_factory=dict, description="Overrides of the detector's typed parameters, e.g. {threshold: '27'}; "
+        "each value is parsed against the detector's config (`videolake scenes --detector D --list-params`).")
     min_clip_s: float = Field(default=1.0, description="Scenes shorter than this are kept and rejected as too_short.")
     max_clip_s: float = Field(default=20.0, description="Longer scenes are split into near-equal clips.")
     clip_mode: str = Field(default="ranges", description="'ranges' (frame ranges of the source) or 'files'.")

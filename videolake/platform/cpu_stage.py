@@ -338,7 +338,12 @@ def split_partitions(
     """scene_clips for the run's partitions: one unit per ok video."""
     from functools import partial
 
-    version = stage_version("scene_clips-2", _config_dict(config))
+    from videolake.platform.scenes import get_detector
+
+    # A bad detector name or parameter is the run's configuration, not a video's fault: fail here, at once,
+    # instead of recording every video as a detection error. The canonical parameters define the version.
+    params = get_detector(config.detector, **config.detector_params).params_json()
+    version = stage_version("scene_clips-3", _config_dict(config), params)
     units = video_units(lake, partitions, "split")
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
     run = run_stage(lake, "scene_clips", version, partitions, units,
