@@ -20,7 +20,8 @@ def landing_fingerprints(store, landing: str) -> dict[str, str]:
     days: dict[str, list] = {}
     for obj in store.list(landing.strip("/") + "/"):
         parts = obj.key[len(landing.strip("/")) + 1 :].split("/")
-        if len(parts) < 2 or parts[-1].startswith("."):
+        # folders (empty ones, S3 markers) and hidden entries are not landed data (list_landing's rules)
+        if len(parts) < 2 or obj.is_folder or any(p.startswith(".") for p in parts[1:]):
             continue
         try:
             dt.date.fromisoformat(parts[0])

@@ -190,12 +190,23 @@ class Lake:
                 raise
 
     def _add_new_columns(self, table: str) -> None:
-        """Schema evolution: columns a newer videolake added to a table (nullable) are added to an old table."""
+        """Schema evolution: nullable columns a newer videolake added are added to an older table. Anything else
+        (a column we do not know, a changed type, a missing required column) is a mismatch: refused, never merged."""
         from deltalake import DeltaTable, Field
+        from deltalake.exceptions import SchemaMismatchError
 
         dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
-        have = {f.name for f in dtbl.schema().fields}
-        new = [f for f in TABLES[table] if f.name not in have]
+        have = {f.name: f for f in pa.schema(dtbl.schema().to_arrow())}
+        want = TABLES[table]
+        unknown = sorted(set(have) - set(want.names))
+        changed = sorted(n for n in want.names if n in have and not _same_type(have[n].type, want.field(n).type))
+        missing_required = sorted(f.name for f in want if f.name not in have and not f.nullable)
+        if unknown or changed or missing_required:
+            raise SchemaMismatchError(
+                f"{self.table_uri(table)} has another schema than videolake's {table}: unknown columns {unknown}, "
+                f"changed types {changed}, missing required columns {missing_required}; move the table away or "
+                "point the lake root elsewhere")
+        new = [f for f in want if f.name not in have]
         if new:
             log.info("%s: adding columns %s", table, [f.name for f in new])
             dtbl.alter.add_columns([Field.from_arrow(f) for f in new])
@@ -288,6 +299,14 @@ def _unquote(path: str) -> str:
     from urllib.parse import unquote
 
     return unquote(path)
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal types, allowing for delta-rs reading strings and lists back as their large variants."""
+    norm = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+    if pa.types.is_large_list(a) or pa.types.is_list(a):
+        return (pa.types.is_large_list(b) or pa.types.is_list(b)) and _same_type(a.value_type, b.value_type)
+    return norm.get(a, a) == norm.get(b, b)
 
 
 def _relative(uri: str) -> str:
