@@ -5,6 +5,7 @@ breaks one thing on purpose and checks the exact lines a person sees (durations 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -113,7 +114,9 @@ def test_demo_whose_gate_fails_names_the_gate_and_reuses_landed_files(tmp_path, 
         "            PASS  raw_videos.video_id_unique",
         "  pipeline time: Ns",
         "",
-        "FAILED at gate raw_videos.reject_rate: reject rate 0.5 > max 0.1",
+        # the rate gate names the rows behind the rate: the rejected file's content hash
+        "FAILED at gate raw_videos.reject_rate: reject rate 0.5 > max 0.1 "
+        f"(e.g. {hashlib.sha256(b'not a video').hexdigest()})",
         "what to do: the data of 2026-03-06 failed this quality gate (its measured values are in the UI: `make ui`, "
         "the asset's Checks tab). Fix the data, or the threshold in $VIDEOLAKE_GATES_FILE and re-check with "
         "`videolake check --partition 2026-03-06`",
