@@ -18,6 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=200_000, help="scale: clip rows through the stage")
     p.add_argument("--compare-rows", type=int, default=None, help="scale: smaller run for the memory ratio (rows/10)")
     p.add_argument("--batch", type=int, default=4096, help="scale: clips per batch (= per checkpoint piece)")
+    p.add_argument("--actors", type=int, default=1, help="scale: stand-in captioner actors")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "scale":
         from videolake.platform.bench_scale import bench_scale
 
-        bench_scale(args.rows, args.compare_rows, batch=args.batch)
+        bench_scale(args.rows, args.compare_rows, batch=args.batch, actors=args.actors)
         return 0
     if args.what == "ray":
         from videolake.platform.bench_scale import bench_ray

@@ -1,7 +1,8 @@
 """`videolake bench scale` and `videolake bench ray`: the platform's own data path, measured without a model.
 
 bench scale --rows N
-    The caption stage's data path over N synthetic clip rows: plan tasks, Ray Data, an actor pool, checkpoint
+    The caption stage's data path over N synthetic clip rows: plan tasks, Ray Data, an actor pool (one actor by
+    default: the stand-in has no work to spread, and on 2 cores a second actor process only adds start-up), checkpoint
     pieces, finalize tasks and the Delta commit, exactly as the asset runs them. The actors run a STAND-IN
     captioner (a fixed caption, instantly) and no frames are decoded (input mode ``none``): the figure is the
     platform's ceiling, not a model's. The upstream tables are written by a Ray worker beforehand, so the step
@@ -160,7 +161,7 @@ def baseline_direct_write(rows: int, work: str) -> float:
     return time.perf_counter() - t0
 
 
-def bench_scale(rows: int, compare_rows: int | None = None, *, batch: int = 4096, actors: int = 2,
+def bench_scale(rows: int, compare_rows: int | None = None, *, batch: int = 4096, actors: int = 1,
                 echo=print) -> dict:
     import ray
 

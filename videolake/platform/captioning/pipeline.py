@@ -28,7 +28,12 @@ CAPTION_SCHEMA = pa.schema([f for f in CLIP_CAPTIONS if f.name != PARTITION_COLU
 
 
 def actor_env(config: CaptionerConfig) -> dict[str, str]:
-    """Environment for the captioner actors: vLLM's settings, plus the endpoint variables for the openai backend."""
+    """Environment for the captioner actors: vLLM's settings, plus the endpoint variables for the openai backend.
+
+    The stand-in backend runs no engine and gets none: an actor with a runtime environment of its own cannot reuse
+    Ray's pre-started workers, which is most of its start-up on a small node."""
+    if config.backend == "standin":
+        return {}
     env = {k: str(v) for k, v in dict(config.env).items()}
     if config.backend == "openai" and config.endpoint.forward_env:
         # Visible to anyone with Ray dashboard access: on KubeRay mount the secret into the worker pods instead

@@ -370,7 +370,7 @@ def caption_partitions(
             batch_format="numpy",
             num_cpus=config.num_cpus_per_actor,
             num_gpus=config.num_gpus_per_actor or None,
-            runtime_env={"env_vars": actor_env(config)},
+            runtime_env={"env_vars": env} if (env := actor_env(config)) else None,
         )
         done = 0
         last = 0.0
