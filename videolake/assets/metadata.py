@@ -35,6 +35,10 @@ PLOTTED: dict[str, tuple[str, ...]] = {
     "clip_captions": (ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
 }
 
+# Also numeric on every asset, besides PLOTTED: the resume counts of the step (checks outside the test suite read
+# them by these names; see platform/units.py).
+UNIT_COUNTS: tuple[str, ...] = ("units_total", "units_reused", "units_computed")
+
 # Columns ``table_figures`` needs; read only these after a commit to compute the metadata.
 SUMMARY_COLUMNS: dict[str, list[str]] = {
     "raw_videos": ["status", "reject_reason", "size_bytes", "num_frames", PARTITION_COLUMN],
