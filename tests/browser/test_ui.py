@@ -56,10 +56,15 @@ def _definitions():
 
 
 def gate_names(table: str) -> list[str]:
-    """The checks the asset page lists: the table's gates, plus the landing-day check of raw_videos."""
     from videolake.platform.gates import gate_names as names
 
-    return list(names(table)) + (["landing_not_empty"] if table == "raw_videos" else [])
+    return list(names(table))
+
+
+def check_count(table: str) -> int:
+    """Checks the asset page lists: the table's gates, plus raw_videos' non-blocking landing-day check (a WARN
+    check, not a gate: its own tests are tests/assets/test_landing.py)."""
+    return len(gate_names(table)) + (1 if table == "raw_videos" else 0)
 
 
 def lenient_gates(table: str) -> set[str]:
@@ -469,7 +474,7 @@ def test_every_gate_passed_for_both_partitions(page, dagster_ui, backfill, sampl
         expected = gate_names(asset)
         warn_only = lenient_gates(asset)
         asset_page(page, dagster_ui, asset, "checks")
-        page.get_by_text(f"Checks ({len(expected)})").wait_for()
+        page.get_by_text(f"Checks ({check_count(asset)})").wait_for()
         for gate in expected:
             row = page.get_by_title(gate, exact=True).first.locator("xpath=ancestor::div[.//*[@role='img']][1]")
             row.wait_for()
@@ -572,8 +577,9 @@ def test_gate_backfill_fails_on_raw_videos_gates(gate_backfill, dagster_ui, samp
 
 def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_backfill):
     open_ui(page, f"{dagster_ui.url}/asset-groups/{GROUP}")
-    n = len(gate_names("raw_videos"))  # 5 gates + the landing-day check; only reject_rate failed
-    assert graph_check_summary(page, "raw_videos") == (f"{n - 1} / {n} Passed", "close")
+    g, n = len(gate_names("raw_videos")), check_count("raw_videos")
+    # every gate but reject_rate passed; the non-blocking landing-day check may pass or warn
+    assert graph_check_summary(page, "raw_videos") in {(f"{g - 1} / {n} Passed", "close"), (f"{g} / {n} Passed", "close")}
     shot(page, "g07-graph-failed-gate")
     # Downstream nodes: their gates were planned for the two gate days and never ran ("Execution failed").
     for asset in ASSETS[1:]:
@@ -583,7 +589,7 @@ def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_b
 
 def test_check_list_shows_reject_rate_failed(page, dagster_ui, gate_backfill):
     asset_page(page, dagster_ui, "raw_videos", "checks")
-    page.get_by_text(f"Checks ({len(gate_names('raw_videos'))})").wait_for()
+    page.get_by_text(f"Checks ({check_count('raw_videos')})").wait_for()
     for gate in gate_names("raw_videos"):
         row = page.get_by_title(gate, exact=True).first.locator("xpath=ancestor::div[.//*[@role='img']][1]")
         status = row.inner_text().strip().splitlines()[-1].strip().lower()
