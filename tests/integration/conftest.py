@@ -15,7 +15,7 @@ import subprocess
 import pyarrow as pa
 import pytest
 
-# vLLM on CPU in the test process and in anything it starts (docs/STACK-NOTES.md).
+# vLLM on CPU in the test process and in anything it starts (docs/stack-facts.md).
 for _key, _value in {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_KVCACHE_SPACE": "1",

@@ -1,6 +1,6 @@
 """Stopping the server processes the tests start (SeaweedFS, PostgreSQL): one routine for both.
 
-Background processes here may ignore a polite signal (docs/STACK-NOTES.md), so each stop escalates to SIGKILL.
+Background processes here may ignore a polite signal (docs/stack-facts.md), so each stop escalates to SIGKILL.
 """
 
 from __future__ import annotations

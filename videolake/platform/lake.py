@@ -1,7 +1,7 @@
 """Delta Lake table IO with delta-rs: partition-exact overwrites and partition reads.
 
 Why not dagster-deltalake's IO manager: it builds its overwrite predicate from the start of the time window only, so
-a single-run backfill over several partitions fails on an existing table (docs/STACK-NOTES.md). Here the predicate covers
+a single-run backfill over several partitions fails on an existing table (docs/stack-facts.md). Here the predicate covers
 exactly the run's partitions, ``partition_date >= start AND partition_date < end``: a re-run or a backfill replaces
 those partitions and touches nothing else, and delta-rs rejects rows outside the predicate.
 """

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 
-# Environment for vLLM inside a Ray actor (docs/STACK-NOTES.md): passed through runtime_env because a KubeRay worker does
+# Environment for vLLM inside a Ray actor (docs/stack-facts.md): passed through runtime_env because a KubeRay worker does
 # not inherit the driver's environment.
 DEFAULT_VLLM_ENV: Mapping[str, str] = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # engine core in the actor process: starts in seconds, not ~30 s
@@ -113,7 +113,7 @@ class CaptionerConfig:
     batch_size: int = 32  # clips per actor call = per generate call; >= max_num_seqs keeps the engine full and
     # amortises Ray Data's per-batch cost (~0.1 s on a 2-core CPU node)
     num_actors: int = 1  # captioner actors (one model replica each)
-    num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (docs/STACK-NOTES.md)
+    num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (docs/stack-facts.md)
     num_gpus_per_actor: float = 0.0  # GPUs per replica; 0 on CPU
     extract_num_cpus: float = 0.25  # CPUs per frame-extraction task (fractional so decoding overlaps the actors)
     extract_batch_size: int = 2  # clips per frame-extraction task

@@ -5,7 +5,7 @@ tower, M-RoPE, sampling) without a model hub and without a GPU. The weights are 
 random text: the tiny model proves the path, not caption quality. Point the captioner at a real checkpoint
 (e.g. Qwen2.5-VL-7B-Instruct) on a GPU machine for real captions.
 
-Recipe (docs/STACK-NOTES.md "vLLM on CPU with a tiny model"): a byte-level BPE tokenizer trained with ``tokenizers`` on a
+Recipe (docs/stack-facts.md "vLLM on CPU with a tiny model"): a byte-level BPE tokenizer trained with ``tokenizers`` on a
 few sentences (vocab ~512) plus the Qwen special tokens and a Qwen chat template; text model hidden 128, 2 layers,
 2 heads, 1 kv head (head_dim 64), mrope_section [8, 12, 12]; vision depth 2, hidden 64, patch 14 (Qwen3-VL: 16),
 spatial merge 2, temporal patch 2; processor max_pixels 224*224.
