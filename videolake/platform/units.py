@@ -97,18 +97,6 @@ class Checkpoints:
         return removed
 
 
-@dataclass(frozen=True)
-class UnitSummary:
-    """What the driver learns about one unit: never its rows."""
-
-    key: str
-    partition_date: str
-    reused: bool
-    rows: int
-    seconds: float
-    error: str | None = None
-
-
 @dataclass
 class StageProgress:
     """Counts the driver accumulates from unit summaries (constant memory in the number of rows)."""

@@ -180,7 +180,6 @@ class CaptionWriterActor:
         days = np.asarray(batch["day"], dtype=object)
         rows = self.backend(batch)
         out = pa.table({k: pa.array(v) for k, v in rows.items()})
-        ids = out.column("clip_id").to_pylist()
         summaries = []
         for day in sorted(set(days.tolist())):
             mask = pa.array(days == day)
@@ -190,7 +189,6 @@ class CaptionWriterActor:
             self.checkpoints.files.write_parquet(path, piece)
             summaries.append(_summary(piece, day))
         self._ledger()
-        del ids
         return {k: np.array([s[k] for s in summaries]) for k in summaries[0]}
 
 
