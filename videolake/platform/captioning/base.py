@@ -199,6 +199,10 @@ class CaptionerBackend(ABC):
     """
 
     registered_name: ClassVar[str]
+    # Whether the replica runs an inference engine that needs ``config.env`` (vLLM's settings) in its actor. An
+    # actor with a runtime environment of its own cannot reuse Ray's pre-started workers, so backends without an
+    # engine say False and start faster.
+    needs_engine_env: ClassVar[bool] = True
 
     def __init__(self, config: CaptionerConfig, store: Any | None = None) -> None:
         self.config = config
@@ -355,11 +359,16 @@ def _actor_id() -> str:
 CAPTIONERS: Registry[CaptionerBackend] = Registry("captioner backend")
 
 
+def captioner_class(name: str) -> type[CaptionerBackend]:
+    """The registered backend class ``name`` (imports the implementations so they register; no heavy imports)."""
+    from videolake.platform.captioning import openai_backend, standin_backend, vllm_backend  # noqa: F401
+
+    return CAPTIONERS.get(name)
+
+
 def get_captioner(config: CaptionerConfig, store: Any | None = None) -> CaptionerBackend:
     """An (unloaded) backend for ``config``; imports the implementations so they register (no heavy imports).
 
     ``store``: the ObjectStore an object-store model URI (``config.model``) lives in, e.g. the S3 store.
     """
-    from videolake.platform.captioning import openai_backend, standin_backend, vllm_backend  # noqa: F401
-
-    return CAPTIONERS.get(config.backend)(config, store=store)
+    return captioner_class(config.backend)(config, store=store)

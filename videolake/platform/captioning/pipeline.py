@@ -28,11 +28,11 @@ CAPTION_SCHEMA = pa.schema([f for f in CLIP_CAPTIONS if f.name != PARTITION_COLU
 
 
 def actor_env(config: CaptionerConfig) -> dict[str, str]:
-    """Environment for the captioner actors: vLLM's settings, plus the endpoint variables for the openai backend.
+    """Environment for the captioner actors: the engine's settings (for backends that run one, see
+    ``CaptionerBackend.needs_engine_env``), plus the endpoint variables for the openai backend."""
+    from videolake.platform.captioning.base import captioner_class
 
-    The stand-in backend runs no engine and gets none: an actor with a runtime environment of its own cannot reuse
-    Ray's pre-started workers, which is most of its start-up on a small node."""
-    if config.backend == "standin":
+    if not captioner_class(config.backend).needs_engine_env:
         return {}
     env = {k: str(v) for k, v in dict(config.env).items()}
     if config.backend == "openai" and config.endpoint.forward_env:

@@ -18,6 +18,7 @@ STANDIN_CAPTION = "stand-in caption: no model was run"
 @CAPTIONERS.register("standin")
 class StandInCaptioner(CaptionerBackend):
     registered_name = "standin"
+    needs_engine_env = False
 
     def load(self) -> None:
         pass
