@@ -17,7 +17,7 @@ PROFILE = os.environ.get("VIDEOLAKE_PROFILE", "local")
 
 
 def local_resources() -> dict:
-    from dagster_ray import LocalRay
+    from dagster_ray import Lifecycle, LocalRay
 
     from videolake.resources import LakeResource, ObjectStoreResource
 
@@ -27,9 +27,10 @@ def local_resources() -> dict:
     return {
         "object_store": ObjectStoreResource(kind="local", root=os.path.join(data, "store")),
         "lake": LakeResource(root=os.path.join(data, "lake")),
-        "ray_cluster": LocalRay(ray_init_options=ray_init),
+        # Ray starts when a stage has work (resources/ray_on_demand.py): a day with nothing to do never starts it.
+        "ray_cluster": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
         # Locally the GPU step gets its own local Ray for the step's lifetime, like the ephemeral KubeRay cluster.
-        "caption_ray": LocalRay(ray_init_options=ray_init),
+        "caption_ray": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
         "captioner": captioner_from_env(),
     }
 

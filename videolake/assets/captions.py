@@ -19,6 +19,7 @@ from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS
 from videolake.resources import LakeResource, ObjectStoreResource
+from videolake.resources.ray_on_demand import connect_on_demand
 from videolake.resources.captioner import CaptionerResource
 
 GROUP = "videolake"
@@ -60,8 +61,9 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         tag_run(context, "clip_captions", captioner_code_version=version)
         lk = lake.get_lake()
         config = captioner.to_config()
-        run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
-                                 progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
+        with connect_on_demand(context, caption_ray):
+            run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
+                                     progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
         for figures in run.per_partition.values():
             figures.pop("useful_s", None)
         add_partition_figures(context, "clip_captions", run.per_partition, keys, lk)

@@ -20,6 +20,7 @@ from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
 from videolake.resources import LakeResource, ObjectStoreResource
+from videolake.resources.ray_on_demand import connect_on_demand
 
 GROUP = "videolake"
 OWNERS = ["team:ml-data"]
@@ -84,8 +85,9 @@ def raw_videos(
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
     lk = lake.get_lake()
-    run = ingest_partitions(lk, store, objects, config.to_engine(), PartitionRange.of(keys),
-                            progress=_progress(context, "probed"))
+    with connect_on_demand(context, ray_cluster):
+        run = ingest_partitions(lk, store, objects, config.to_engine(), PartitionRange.of(keys),
+                                progress=_progress(context, "probed"))
     return stage_result(context, "raw_videos", run, keys, lk)
 
 
@@ -108,8 +110,9 @@ def scene_clips(
 
     keys = partition_keys(context)
     lk = lake.get_lake()
-    run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
-                           progress=_progress(context, "split"))
+    with connect_on_demand(context, ray_cluster):
+        run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
+                               progress=_progress(context, "split"))
     return stage_result(context, "scene_clips", run, keys, lk, extra=run.extra)
 
 
@@ -133,6 +136,7 @@ def filtered_clips(
 
     keys = partition_keys(context)
     lk = lake.get_lake()
-    run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.split.to_engine(),
-                           config.to_engine(), progress=_progress(context, "scored"))
+    with connect_on_demand(context, ray_cluster):
+        run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.split.to_engine(),
+                               config.to_engine(), progress=_progress(context, "scored"))
     return stage_result(context, "filtered_clips", run, keys, lk)

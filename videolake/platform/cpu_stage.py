@@ -324,7 +324,14 @@ def video_units(lake: Any, partitions: Any, tag: str) -> list[dict]:
         day = v.pop("partition_date").isoformat()
         units.append({"unit_key": unit_key(tag, v["video_id"], v["source_uri"]), "partition_date": day,
                       "payload": json.dumps(v)})
+    # Longest first: decode cost follows pixels x frames, and a day whose longest video starts last ends with one
+    # busy worker and the rest idle (longest-processing-time-first scheduling; Ray Data keeps the input order).
+    units.sort(key=lambda u: -_decode_cost(json.loads(u["payload"])))
     return units
+
+
+def _decode_cost(video: dict) -> float:
+    return float(video.get("num_frames") or 0) * float(video.get("width") or 0) * float(video.get("height") or 0)
 
 
 def split_partitions(

@@ -157,6 +157,24 @@ class Lake:
         tbl = ds.to_table(columns=columns)
         return conform(tbl, schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
+    def row_count(self, table: str, partitions: PartitionRange) -> int:
+        """Rows in the given partitions, from the Delta log's per-file record counts (no data file is opened)."""
+        from deltalake import DeltaTable
+
+        if not self.exists(table):
+            return 0
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        filters = [(PARTITION_COLUMN, "in", [d.isoformat() for d in partitions.days()])]
+        actions = pa.table(dtbl.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return 0
+        if "num_records" not in actions.column_names:  # a writer without statistics: count the rows
+            return dtbl.to_pyarrow_dataset(partitions=filters).count_rows()
+        days = {d.isoformat() for d in partitions.days()}
+        col = f"partition.{PARTITION_COLUMN}"
+        return sum(int(n or 0) for d, n in zip(actions.column(col).to_pylist(), actions.column("num_records").to_pylist())
+                   if str(d) in days)
+
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
         from deltalake import DeltaTable

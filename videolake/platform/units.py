@@ -28,8 +28,9 @@ import logging
 import time
 import traceback
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -46,13 +47,33 @@ MAX_UNIT_ATTEMPTS = 3
 LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"  # unit files per finalize task when the stage has no per-partition step
 
 
+_connector: Callable[[], None] | None = None
+
+
+@contextmanager
+def ray_connector(connect: Callable[[], None]) -> Iterator[None]:
+    """Within this block, ``ensure_ray`` connects through ``connect`` (the orchestrator's Ray resource) the first
+    time a stage has work: a day without work never starts or joins a Ray cluster."""
+    global _connector
+    saved, _connector = _connector, connect
+    try:
+        yield
+    finally:
+        _connector = saved
+
+
 def ensure_ray(num_cpus: int | None = None) -> None:
-    """Use the Ray cluster the caller connected to (Dagster's RayResource); start a local one otherwise."""
+    """Connect to Ray on first use: through the connector the caller set (Dagster's Ray resource), else by
+    starting a local Ray."""
     import ray
 
-    if not ray.is_initialized():
-        log.info("no Ray cluster connected: starting a local one")
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    if ray.is_initialized():
+        return
+    if _connector is not None:
+        _connector()
+        return
+    log.info("no Ray cluster connected: starting a local one")
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
 
 
 def stage_version(*parts: Any) -> str:
@@ -185,6 +206,30 @@ class LostUnitsError(RuntimeError):
     stage code (the retry fails the same way, and the error names it)."""
 
 
+@contextmanager
+def _unit_context() -> Iterator[None]:
+    """Ray Data settings for a one-operator unit pipeline, restored afterwards (the context is process-wide).
+
+    - A unit whose worker died on every retry (a decoder segfault on one odd file) must not fail the stage: its
+      block is let go and the unit is recorded as a failure row, like any other unit error.
+    - No resource reservation: Ray Data reserves half of the cluster for an operator's downstream by default,
+      which a pipeline of one map operator does not have. With it, the map ran one task at a time for its first
+      seconds and waited ~0.15 s between tasks: 2 Ray CPUs gave 1.46x the throughput of 1 on a 16-unit day;
+      without it, 1.98x (a 1 s CPU-bound unit, ``videolake bench ray`` measures the real stage).
+    """
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    saved = (ctx.max_errored_blocks, ctx.enable_progress_bars, ctx.op_resource_reservation_enabled)
+    ctx.max_errored_blocks = -1
+    ctx.enable_progress_bars = False
+    ctx.op_resource_reservation_enabled = False
+    try:
+        yield
+    finally:
+        ctx.max_errored_blocks, ctx.enable_progress_bars, ctx.op_resource_reservation_enabled = saved
+
+
 def max_lost_units(n_units: int) -> int:
     """How many units may die in their workers before the stage counts as broken: 2, or 1 % of a large run."""
     return max(2, n_units // 100)
@@ -210,26 +255,22 @@ def run_units(
     import ray.data
 
     ensure_ray()
-    ctx = ray.data.DataContext.get_current()
-    # A unit whose worker died on every retry (a decoder segfault on one odd file) must not fail the stage: its
-    # block is let go here and the unit is recorded below as a failure row, like any other unit error.
-    ctx.max_errored_blocks = -1
-    ctx.enable_progress_bars = False
-    ds = ray.data.from_items(units, override_num_blocks=len(units))
-    # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
-    # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
-    # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
-    ds = ds.map(task, num_cpus=num_cpus, max_retries=MAX_UNIT_ATTEMPTS - 1)
     seen: set[str] = set()
-    last = 0.0
-    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-        for s in batch.to_pylist():
-            prog.add(s)
-            seen.add(s["key"])
-        now = time.monotonic()
-        if progress and now - last > 5:
-            last = now
-            progress(prog)
+    with _unit_context():
+        ds = ray.data.from_items(units, override_num_blocks=len(units))
+        # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
+        # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
+        # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
+        ds = ds.map(task, num_cpus=num_cpus, max_retries=MAX_UNIT_ATTEMPTS - 1)
+        last = 0.0
+        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+            for s in batch.to_pylist():
+                prog.add(s)
+                seen.add(s["key"])
+            now = time.monotonic()
+            if progress and now - last > 5:
+                last = now
+                progress(prog)
     lost = [u for u in units if u["unit_key"] not in seen]
     if len(lost) > max_lost_units(len(units)):
         # Not one odd file: the stage itself is broken (bad code in the workers, a lost cluster). Fail the step
@@ -308,26 +349,35 @@ def finalize(
     With a per-partition reduce the whole day is one task (its logic needs every row of the day); without one,
     a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day.
     """
-    import ray
-
-    ensure_ray()
     token = uuid.uuid4().hex[:16]
-    remote = ray.remote(num_cpus=0.5, max_retries=3)(_finalize_part)
-    refs, days_of = [], []
+    calls, days_of = [], []
     for day, paths in sorted(unit_paths_by_day.items()):
         chunk = len(paths) if step.reduce is not None else FINALIZE_MAX_UNITS
         chunks = [paths[i:i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]
         for i, group in enumerate(chunks):
-            refs.append(remote.remote(checkpoints, table, day, group, token, len(refs), step))
+            calls.append((checkpoints, table, day, group, token, len(calls), step))
             days_of.append(day)
+    results = call_each(_finalize_part, calls, on_ray=any(unit_paths_by_day.values()))
     files: list[DataFile] = []
     per_day: dict[str, dict] = {}
-    for day, (fs_, summary) in zip(days_of, ray.get(refs)):
+    for day, (fs_, summary) in zip(days_of, results):
         files.extend(fs_)
         merged = per_day.setdefault(day, {})
         for k, v in summary.items():
             merged[k] = merged.get(k, 0) + v if isinstance(v, (int, float)) and not isinstance(v, bool) else v
     return FinalizeResult(files=files, per_partition=per_day), token
+
+
+def call_each(fn: Callable[..., Any], calls: list[tuple], *, on_ray: bool, num_cpus: float = 0.5) -> list[Any]:
+    """``fn(*args)`` for each args tuple: as Ray tasks, or here when ``on_ray`` is false (no unit to read: a day
+    without work never starts or joins a Ray cluster, which costs seconds, for a few empty calls)."""
+    if not on_ray:
+        return [fn(*args) for args in calls]
+    import ray
+
+    ensure_ray()
+    remote = ray.remote(num_cpus=num_cpus, max_retries=3)(fn)
+    return ray.get([remote.remote(*args) for args in calls])
 
 
 def file_stats(table: pa.Table) -> str:

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
 from videolake.platform.lake import Lake, PartitionRange, conform
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
-from videolake.platform.units import Checkpoints, StageProgress, ensure_ray, file_stats
+from videolake.platform.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,10 @@ def caption_partitions(
     from videolake.platform.captioning.pipeline import actor_env
 
     t0 = time.monotonic()
-    ensure_ray()
+    # A range without a clip to caption runs its few empty calls here: no Ray cluster is started or joined.
+    on_ray = inputs.num_rows > 0 if inputs is not None else lake.row_count("filtered_clips", partitions) > 0
+    if on_ray:
+        ensure_ray()
     if open_source is None and store is not None:
         open_source = store_opener(lambda _uri: store)
     checkpoints = Checkpoints(lake.files(), TABLE, stage_code_version(config))
@@ -333,12 +336,14 @@ def caption_partitions(
     unit = unit_clips or max(config.batch_size, 1)
     days = [d.isoformat() for d in partitions.days()]
 
-    plan_remote = ray.remote(num_cpus=0.5)(plan_day)
     day_inputs = {}
-    if inputs is not None:
+    if inputs is not None and on_ray:
         dates = inputs.column(PARTITION_COLUMN).cast(pa.string())
         day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in days}
-    plans = ray.get([plan_remote.remote(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days])
+    elif inputs is not None:
+        day_inputs = {d: inputs for d in days}  # empty
+    plans = call_each(plan_day, [(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days],
+                      on_ray=on_ray)
     del day_inputs
     phase = {"plan_s": time.monotonic() - t0}
     todo = [p for plan in plans for p in plan["todo_paths"]]
@@ -388,9 +393,8 @@ def caption_partitions(
     since = min((e["started_at"] for e in ledger), default=None)
     label = {"model": config.model_label, "model_revision": config.model_revision,
              "prompt_version": config.prompt_template().version}
-    fin_remote = ray.remote(num_cpus=0.5)(finalize_day)
-    results = ray.get([fin_remote.remote(checkpoints, p["day"], p["wanted_path"], token, label, since)
-                       for p in plans])
+    results = call_each(finalize_day, [(checkpoints, p["day"], p["wanted_path"], token, label, since)
+                                       for p in plans], on_ray=on_ray)
     files = [f for fs_, _ in results for f in fs_]
     per_day = {p["day"]: s for p, (_, s) in zip(plans, results)}
     phase["finalize_s"] = time.monotonic() - t0 - phase["plan_s"] - wall

@@ -1,0 +1,31 @@
+"""Join the step's Ray cluster only when the stage has work.
+
+dagster-ray's resources connect while Dagster sets up the step: ~5-9 s of `ray.init` on this 2-core machine,
+paid again by every step of a run over a day that has nothing to do. With ``Lifecycle(connect=False)`` the resource
+is set up but not joined; ``connect_on_demand`` hands the engine a connector that runs the resource's own
+create -> wait -> connect chain the first time a stage needs Ray (``videolake.platform.units.ensure_ray``).
+A resource that connected at setup (the prod profile's KubeRay clusters) is already joined and the connector never
+runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import dagster as dg
+from dagster_ray import RayResource
+
+
+@contextlib.contextmanager
+def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) -> Iterator[None]:
+    from videolake.platform.units import ray_connector
+
+    def connect() -> None:
+        context.log.info(f"the stage has work: connecting to {resource.display_name}")
+        # dagster-ray 0.4's own chain (create if needed, wait until ready, ray.init with the resource's options
+        # and injected env vars); the public create/wait/connect without their bookkeeping would skip the hooks.
+        resource._connect(context)
+
+    with ray_connector(connect):
+        yield
