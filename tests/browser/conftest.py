@@ -275,6 +275,10 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
 def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
     """Start `dagster dev` on a free loopback port; returns (ui, its open log file) once the location is loaded."""
     shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    # The instance has shown its "Join the Dagster community" dialog already (dagster._core.nux keeps that as
+    # $DAGSTER_HOME/.nux/nux.yaml): the UI opens it 1 s after a page loads, over whatever dialog a test has open.
+    (home / ".nux").mkdir(exist_ok=True)
+    (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
     port = free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log_path = ARTIFACTS / "dagster-dev.log"

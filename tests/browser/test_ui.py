@@ -90,15 +90,7 @@ def shot(page, name: str) -> None:
 
 
 def open_ui(page, url: str) -> None:
-    """Go to ``url`` and dismiss the one-time "Join the Dagster community" dialog whenever it shows up."""
-    community = page.get_by_role("dialog").filter(has_text="Join the Dagster community")
-
-    def skip(dialog):
-        button(dialog, "Skip").click()
-
-    if not getattr(page, "_videolake_handler", False):
-        page.add_locator_handler(community, skip)
-        page._videolake_handler = True
+    """Go to ``url`` and wait for the navigation (the instance has seen the community dialog: see conftest)."""
     page.goto(url)
     page.get_by_role("link", name=re.compile(r"\bCatalog$")).first.wait_for()
 

@@ -184,7 +184,17 @@ class Lake:
             return schema.empty_table().select(columns)
         dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
         filters = [(PARTITION_COLUMN, "in", [d.isoformat() for d in partitions.days()])]
-        tbl = dtbl.to_pyarrow_dataset(partitions=filters).head(n, columns=columns)
+        dataset = dtbl.to_pyarrow_dataset(partitions=filters)
+        # Whole data files, one at a time, until n rows: never `Dataset.head`, which stops a scanner half-way and
+        # leaves its read-ahead running; if the process exits then, Arrow aborts it (apache/arrow#34314).
+        parts, have = [], 0
+        for fragment in dataset.get_fragments():
+            if have >= n:
+                break
+            part = fragment.to_table(schema=dataset.schema, columns=columns)
+            parts.append(part)
+            have += part.num_rows
+        tbl = pa.concat_tables(parts).slice(0, n) if parts else dataset.schema.empty_table().select(columns)
         return conform(tbl, pa.schema([schema.field(c) for c in columns]))
 
     def files(self) -> "LakeFiles":
