@@ -235,16 +235,27 @@ def stats_key(config: SplitConfig, video_id: str, params_json: str) -> str:
     return content_key(config.cache_prefix, digest, ".npz")
 
 
-def split_one(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
-    """Scene clips of one ok video (SCENE_CLIPS rows without partition_date). Caches the frame stats."""
+def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected: dict | None = None) -> list[dict]:
+    """Scene clips of one ok video (SCENE_CLIPS rows without partition_date). Caches the frame stats.
+
+    ``detected`` (cuts, fps, num_frames, error) is the result of a detection already run elsewhere (TransNetV2 on
+    the cluster's GPUs, batched across videos); the detector then does not run here.
+    """
     from videolake.platform.scenes import get_detector
+    from videolake.platform.scenes.base import SceneResult
     from videolake.platform.scenes.segments import cuts_to_ranges
 
     detector = get_detector(config.detector, **config.detector_params)
     params = detector.params_json()
     key = store.key_from_uri(video["source_uri"])
     with store.open_local(key) as path:
-        result = detector.detect(path)
+        if detected is None:
+            result = detector.detect(path)
+        elif detected["error"]:
+            raise ValueError(detected["error"])
+        else:
+            result = SceneResult(cuts=list(detected["cuts"]), fps=float(detected["fps"]),
+                                 num_frames=int(detected["num_frames"]), stats=None)
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.min_clip_s, config.max_clip_s)
         if result.stats is not None:
@@ -307,7 +318,8 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
 
 
 def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
-    rows = split_one(video, store=store, config=config)
+    detected = video.pop("detected", None)
+    rows = split_one(video, store=store, config=config, detected=detected)
     return rows or detect_error_rows(video, "no frames decoded", config)
 
 
@@ -352,12 +364,38 @@ def split_partitions(
     params = get_detector(config.detector, **config.detector_params).params_json()
     version = stage_version("scene_clips-3", _config_dict(config), params)
     units = video_units(lake, partitions, "split")
+    gpu_videos = _detect_on_gpus(lake, store, config, version, units)
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
     run = run_stage(lake, "scene_clips", version, partitions, units,
                     partial(_split_payload, store=store, config=config),
                     lambda video, error: detect_error_rows(video, error, config), step, progress)
     frames = sum(int(json.loads(u["payload"]).get("num_frames") or 0) for u in units)
-    return replace(run, extra={"frames": frames})
+    return replace(run, extra={"frames": frames, "videos_detected_on_gpus": gpu_videos})
+
+
+def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, units: list[dict]) -> int:
+    """TransNetV2 on the cluster's GPUs for the units still to do; their results travel in the unit payloads (the
+    units then only cut ranges and write rows). Returns how many videos were detected there (0: no route)."""
+    if config.detector != "transnetv2" or not units:
+        return 0
+    from videolake.platform.captioning.frames import store_opener
+    from videolake.platform.scenes.transnet_ray import detect_on_cluster_gpus
+    from videolake.platform.units import Checkpoints, ensure_ray
+
+    ensure_ray()
+    checkpoints = Checkpoints(lake.files(), "scene_clips", version)
+    todo = [u for u in units if not checkpoints.files.exists(checkpoints.unit_path(u["partition_date"], u["unit_key"]))]
+    payloads = [json.loads(u["payload"]) for u in todo]
+    videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
+    detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,
+                                      open_source=store_opener(lambda _uri: store))
+    if detected is None:
+        return 0
+    for u, p in zip(todo, payloads):
+        d = detected[p["video_id"]]
+        p["detected"] = {"cuts": d["cuts"], "fps": d["fps"], "num_frames": d["num_frames"], "error": d["error"]}
+        u["payload"] = json.dumps(p)
+    return len(todo)
 
 
 # ---------------------------------------------------------------------------------------------------- score

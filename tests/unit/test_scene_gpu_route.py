@@ -1,0 +1,93 @@
+"""scene_clips with ``detector="transnetv2"`` on a Ray cluster that has GPUs: the videos still to do are detected by
+the batched TransNetV2 pipeline (windows of several videos per network call on GPU actors), and the units only cut
+ranges and write rows.
+
+This machine has no GPU: the cluster here declares one logical GPU (``ray.init(num_gpus=1)``), so Ray schedules the
+predictor actor exactly as on a GPU node, and the network itself runs on CPU (``device="cpu"``). What a real GPU
+changes is the network's speed, measured on one H200 in docs/stack-facts.md, not the route.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from videolake.platform.cpu_stage import SplitConfig, _split_payload, ingest_partitions, list_landing, split_partitions
+from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.objectstore.local import LocalObjectStore
+from videolake.platform.probe import ProbeConfig
+from videolake.platform.synth import Segment, Transition, VideoSpec, render
+
+DAY = "2026-04-02"
+HARD = VideoSpec(
+    "gpu_hard", 320, 240, "25", "h264",
+    (Segment("testsrc2", 30), Segment("mandelbrot", 28), Segment("smptehdbars", 32), Segment("color:orange", 30),
+     Segment("rgbtestsrc", 30)),
+    (Transition("cut"),) * 4,
+)
+SHORT = VideoSpec("gpu_short", 320, 240, "25", "h264", (Segment("mandelbrot", 40), Segment("testsrc2", 30)),
+                  (Transition("cut"),))
+PARAMS = {"device": "cpu", "windows_per_batch": 16, "torch_threads": 1}
+
+
+@pytest.fixture(scope="module")
+def gpu_ray():
+    import ray
+
+    if ray.is_initialized():  # a session left by an earlier module has no GPU resource
+        ray.shutdown()
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _landed(tmp_path, ffmpeg) -> tuple[Lake, LocalObjectStore, dict[str, list[int]]]:
+    store = LocalObjectStore(str(tmp_path / "store"))
+    truth = {}
+    for spec in (HARD, SHORT):
+        path, t = render(spec, tmp_path / "render")
+        landed = tmp_path / "store" / "landing" / DAY / f"{spec.name}.mp4"
+        landed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, landed)
+        truth[spec.name] = t["cuts"]
+    lake = Lake(str(tmp_path / "lake"))
+    days = PartitionRange.of([DAY])
+    ingest_partitions(lake, store, list_landing(store, "landing", [DAY]), ProbeConfig(), days)
+    return lake, store, truth
+
+
+def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu_ray, tmp_path, ffmpeg):
+    lake, store, truth = _landed(tmp_path, ffmpeg)
+    days = PartitionRange.of([DAY])
+    config = SplitConfig(detector="transnetv2", detector_params=PARAMS)
+    run = split_partitions(lake, store, days, config)
+    assert run.extra["videos_detected_on_gpus"] == 2
+    assert run.progress.as_metadata()["units_computed"] == 2
+
+    clips = lake.read_partitions("scene_clips", days).to_pylist()
+    videos = {v["video_id"]: v["source_uri"] for v in lake.read_partitions("raw_videos", days).to_pylist()}
+    by_source = {}
+    for c in sorted(clips, key=lambda c: (c["source_uri"], c["start_frame"])):
+        by_source.setdefault(c["source_uri"].rsplit("/", 1)[-1].removesuffix(".mp4"), []).append(c)
+    assert set(by_source) == {"gpu_hard", "gpu_short"} and len(videos) == 2
+    for name, rows in by_source.items():
+        # the cuts the network found on the (logical) GPU route are the ground truth's, as clip boundaries
+        assert [r["start_frame"] for r in rows[1:]] == truth[name], (name, rows)
+        assert all(r["detector"] == "transnetv2" and r["detect_error"] is None for r in rows)
+    assert len({c["clip_id"] for c in clips}) == len(clips) == len(truth["gpu_hard"]) + len(truth["gpu_short"]) + 2
+
+    again = split_partitions(lake, store, days, config)
+    assert again.extra["videos_detected_on_gpus"] == 0  # finished units are not sent to the GPUs again
+    assert again.progress.as_metadata()["units_reused"] == 2
+    assert sorted(c["clip_id"] for c in lake.read_partitions("scene_clips", days).to_pylist()) == sorted(
+        c["clip_id"] for c in clips)
+
+
+def test_a_video_the_gpu_route_could_not_decode_is_a_detect_error(tmp_path):
+    store = LocalObjectStore(str(tmp_path))
+    store.put_bytes("landing/x.mp4", b"not a video")
+    video = {"video_id": "v1", "source_uri": store.uri("landing/x.mp4"), "fps": 25.0, "num_frames": 10,
+             "detected": {"cuts": [], "fps": 0.0, "num_frames": 0, "error": "cannot open landing/x.mp4: invalid data"}}
+    with pytest.raises(ValueError, match="cannot open landing/x.mp4: invalid data"):
+        _split_payload(video, store=store, config=SplitConfig(detector="transnetv2", detector_params=PARAMS))
