@@ -9,13 +9,18 @@ REQ := requirements
 APT_PACKAGES := ffmpeg chromium postgresql
 STAMP := $(VENV)/.videolake-installed
 
-.PHONY: demo test setup system-deps lock clean bench ui
+.PHONY: demo test lint setup system-deps lock clean bench ui
 
 demo: setup
 	$(VENV)/bin/videolake demo
 
 test: setup
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+
+# pyflakes plus the layering rules in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy
+# module imported at module level.
+lint: setup
+	$(VENV)/bin/ruff check videolake tests
 
 setup: system-deps $(STAMP)
 

@@ -38,13 +38,15 @@ def test_code_location_imports_no_heavy_module():
 
 
 def test_platform_never_imports_dagster():
-    from pathlib import Path
-
-    import videolake.platform as platform
-
-    offenders = [
-        str(p)
-        for p in Path(platform.__file__).parent.rglob("*.py")
-        if any(line.strip().startswith(("import dagster", "from dagster")) for line in p.read_text().splitlines())
-    ]
-    assert offenders == []
+    """Import every module of the engine in a fresh interpreter: none may pull in dagster, directly or through another
+    module (ruff's banned-api rule in `make lint` sees only the engine's own import lines)."""
+    code = (
+        "import importlib, pkgutil, sys, videolake.platform as p\n"
+        "mods = [m.name for m in pkgutil.walk_packages(p.__path__, 'videolake.platform.')]\n"
+        "for m in mods: importlib.import_module(m)\n"
+        "print(len(mods), ','.join(sorted(k for k in sys.modules if k.split('.')[0] in ('dagster', 'dagster_ray'))))"
+    )
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    count, offenders = out.stdout.strip().split(" ", 1) if " " in out.stdout.strip() else (out.stdout.strip(), "")
+    assert int(count) >= 40  # every module was imported (the engine has ~50)
+    assert offenders == ""
