@@ -12,22 +12,15 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from transnet_specs import HARD, SHORT
 
 from videolake.platform.cpu_stage import SplitConfig, _split_payload, ingest_partitions, list_landing, split_partitions
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
-from videolake.platform.synth import Segment, Transition, VideoSpec, render
+from videolake.platform.synth import render
 
 DAY = "2026-04-02"
-HARD = VideoSpec(
-    "gpu_hard", 320, 240, "25", "h264",
-    (Segment("testsrc2", 30), Segment("mandelbrot", 28), Segment("smptehdbars", 32), Segment("color:orange", 30),
-     Segment("rgbtestsrc", 30)),
-    (Transition("cut"),) * 4,
-)
-SHORT = VideoSpec("gpu_short", 320, 240, "25", "h264", (Segment("mandelbrot", 40), Segment("testsrc2", 30)),
-                  (Transition("cut"),))
 PARAMS = {"device": "cpu", "windows_per_batch": 16, "torch_threads": 1}
 
 
@@ -70,12 +63,12 @@ def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu
     by_source = {}
     for c in sorted(clips, key=lambda c: (c["source_uri"], c["start_frame"])):
         by_source.setdefault(c["source_uri"].rsplit("/", 1)[-1].removesuffix(".mp4"), []).append(c)
-    assert set(by_source) == {"gpu_hard", "gpu_short"} and len(videos) == 2
+    assert set(by_source) == {HARD.name, SHORT.name} and len(videos) == 2
     for name, rows in by_source.items():
         # the cuts the network found on the (logical) GPU route are the ground truth's, as clip boundaries
         assert [r["start_frame"] for r in rows[1:]] == truth[name], (name, rows)
         assert all(r["detector"] == "transnetv2" and r["detect_error"] is None for r in rows)
-    assert len({c["clip_id"] for c in clips}) == len(clips) == len(truth["gpu_hard"]) + len(truth["gpu_short"]) + 2
+    assert len({c["clip_id"] for c in clips}) == len(clips) == len(truth[HARD.name]) + len(truth[SHORT.name]) + 2
 
     again = split_partitions(lake, store, days, config)
     assert again.extra["videos_detected_on_gpus"] == 0  # finished units are not sent to the GPUs again

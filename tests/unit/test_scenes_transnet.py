@@ -11,16 +11,10 @@ import pytest
 
 from videolake.platform.scenes import get_detector
 from videolake.platform.scenes.transnet import STEP, WINDOW, iter_windows, predictions_to_cuts
-from videolake.platform.synth import Segment, Transition, VideoSpec, render
+from transnet_specs import HARD, SHORT
 
-HARD = VideoSpec(
-    "tn_hard", 320, 240, "25", "h264",
-    (Segment("testsrc2", 30), Segment("mandelbrot", 28), Segment("smptehdbars", 32), Segment("color:orange", 30),
-     Segment("rgbtestsrc", 30)),
-    (Transition("cut"),) * 4,
-)
-SHORT = VideoSpec("tn_short", 320, 240, "25", "h264", (Segment("mandelbrot", 40), Segment("testsrc2", 30)),
-                  (Transition("cut"),))
+from videolake.platform.synth import render
+
 
 
 @pytest.fixture(scope="module")
