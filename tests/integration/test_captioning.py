@@ -23,7 +23,7 @@ from videolake.platform.captioning import (
 )
 from videolake.platform.captioning.base import CaptionerBackend, CaptionResult
 from videolake.platform.captioning.bench import tiny_bench_config
-from videolake.platform.captioning.frames import extract_frames, read_frames
+from videolake.platform.captioning.clip_frames import extract_frames, read_frames
 from videolake.platform.captioning.metrics import compute_metrics
 from videolake.platform.captioning.model_cache import MANIFEST, ensure_cached, resolve_model
 from videolake.platform.captioning.tiny_model import COMPLETE_MARKER, build_tiny_qwen_vl

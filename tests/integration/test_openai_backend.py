@@ -23,7 +23,7 @@ import pytest
 
 from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
 from videolake.platform.captioning.bench import tiny_bench_config
-from videolake.platform.captioning.frames import extract_frames
+from videolake.platform.captioning.clip_frames import extract_frames
 
 pytestmark = pytest.mark.slow
 

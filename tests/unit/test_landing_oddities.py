@@ -305,7 +305,7 @@ def test_special_character_names_flow_past_ingest(root, videos):
     """The percent-encoded URI of a name with spaces, '#', '%' and unicode is read back by the later stages: scene
     split (store.key_from_uri) and caption frames (the default file:// opener), from the source and from a clip file."""
     from videolake.platform.captioning.base import FrameConfig
-    from videolake.platform.captioning.frames import extract_clip
+    from videolake.platform.captioning.clip_frames import extract_clip
     from videolake.platform.cpu_stage import SplitConfig, split_one
 
     day = root / "landing" / DAY

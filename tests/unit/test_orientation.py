@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from videolake.platform.captioning.base import FrameConfig
-from videolake.platform.captioning.frames import read_frames
+from videolake.platform.captioning.clip_frames import read_frames
 from videolake.platform.clips import cut_clip, read_clip_frames
 from videolake.platform.orientation import IDENTITY, Orientation, display_matrix
 from videolake.platform.probe import probe_video

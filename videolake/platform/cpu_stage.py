@@ -378,7 +378,7 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     units then only cut ranges and write rows). Returns how many videos were detected there (0: no route)."""
     if config.detector != "transnetv2" or not units:
         return 0
-    from videolake.platform.captioning.frames import store_opener
+    from videolake.platform.captioning.clip_frames import store_opener
     from videolake.platform.scenes.transnet_ray import detect_on_cluster_gpus
     from videolake.platform.units import Checkpoints, ensure_ray
 

@@ -25,7 +25,7 @@ from typing import Callable
 import pyarrow as pa
 
 from videolake.platform.captioning.base import CaptionerConfig, FrameConfig, SamplingConfig
-from videolake.platform.captioning.frames import SourceOpener, extract_frames
+from videolake.platform.captioning.clip_frames import SourceOpener, extract_frames
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from videolake.platform.captioning.base import METRIC_COLUMNS, CaptionerConfig
-from videolake.platform.captioning.frames import REQUIRED_COLUMNS, SourceOpener
+from videolake.platform.captioning.clip_frames import REQUIRED_COLUMNS, SourceOpener
 from videolake.platform.captioning.metrics import CaptionMetrics, compute_metrics
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
 

@@ -130,7 +130,7 @@ class LoadAndExtract:
     open_source: Any = None
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from videolake.platform.captioning.frames import extract_frames
+        from videolake.platform.captioning.clip_frames import extract_frames
 
         tables = [self.checkpoints.files.read_parquet(str(p)) for p in batch["path"]]
         t = pa.concat_tables(tables)
@@ -318,7 +318,7 @@ def caption_partitions(
     import ray
     import ray.data
 
-    from videolake.platform.captioning.frames import store_opener
+    from videolake.platform.captioning.clip_frames import store_opener
     from videolake.platform.captioning.metrics import compute_metrics_from_batches
     from videolake.platform.captioning.pipeline import actor_env
 
