@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import subprocess
 import warnings
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from videolake.platform.frames import FrameStats
@@ -18,13 +16,23 @@ from videolake.platform.quality import (
     QualityConfig,
     assign_duplicates,
     failed_clip_row,
-    score_clips,
     score_video_clips,
 )
-from videolake.platform.schemas import FILTERED_CLIPS, SCENE_CLIPS, clip_id
+from videolake.platform.schemas import SCENE_CLIPS, clip_id
 
 FPS = 30.0
 BASE_HASH = 0x0F0F_3C3C_AAAA_5555
+
+
+def _score(clips: list[dict], stats: dict[str, FrameStats], videos: list[dict]) -> list[dict]:
+    """What the filtered_clips stage does: each video's clips scored together (a unit), then duplicates assigned over
+    the day's rows in clip_id order (its finalize step)."""
+    by_video: dict[str, list[dict]] = {}
+    for c in clips:
+        by_video.setdefault(c["video_id"], []).append(c)
+    video_rows = {v["video_id"]: v for v in videos}
+    rows = [r for vid, cs in by_video.items() for r in score_video_clips(cs, stats[vid], video_rows.get(vid))]
+    return assign_duplicates(sorted(rows, key=lambda r: r["clip_id"]))
 
 
 def _stats(n: int, *, luma=128.0, diff=5.0, sharp=200.0, edge=0.05, dhash=BASE_HASH, w=320, h=240) -> FrameStats:
@@ -152,9 +160,7 @@ def test_near_duplicates_across_videos():
     near = BASE_HASH ^ 0b1011  # 3 bits apart: same group
     far = BASE_HASH ^ 0x3FF  # 10 bits apart: its own group
     stats = {"a": _stats(60), "b": _stats(60, dhash=near), "c": _stats(60, dhash=far)}
-    clips = pa.Table.from_pylist([_clip("b", 0, 60), _clip("a", 0, 60), _clip("c", 0, 60)])
-    videos = pa.Table.from_pylist([_video("a"), _video("b"), _video("c")])
-    out = score_clips(clips, stats, videos).to_pylist()
+    out = _score([_clip("b", 0, 60), _clip("a", 0, 60), _clip("c", 0, 60)], stats, [_video("a"), _video("b"), _video("c")])
     by = {r["video_id"]: r for r in out}
     first = clip_id("a", 0, 60)
     assert [r["clip_id"] for r in out] == sorted(r["clip_id"] for r in out)
@@ -172,23 +178,9 @@ def test_duplicate_keeps_the_first_clip_that_passes_otherwise():
     assert assign_duplicates(rows) == rows  # idempotent
 
 
-def test_missing_statistics_and_failed_rows():
-    clips = pa.Table.from_pylist([_clip("z", 0, 60)])
-    (row,) = score_clips(clips, {}, pa.Table.from_pylist([_video("z")])).to_pylist()
-    assert (row["passed"], row["reject_reason"], row["motion"], row["width"]) == (False, "no_frame_stats", None, 320)
-    assert failed_clip_row(_clip("z", 0, 60), None, "detect_error")["reject_reason"] == "detect_error"
-
-
-def test_output_schema_with_and_without_partition():
-    clips = pa.Table.from_pylist([_clip("a", 0, 60)])
-    plain = score_clips(clips, {"a": _stats(60)}, None)
-    assert plain.schema.names == [f.name for f in FILTERED_CLIPS if f.name != "partition_date"]
-    day = dt.date(2026, 1, 2)
-    dated = score_clips(clips, {"a": _stats(60)}, None, partition_date=day)
-    assert dated.schema.equals(FILTERED_CLIPS, check_metadata=False)
-    assert dated.column("partition_date").to_pylist() == [day]
-    carried = score_clips(clips.append_column("partition_date", pa.array([day], pa.date32())), {"a": _stats(60)}, None)
-    assert carried.column("partition_date").to_pylist() == [day]
+def test_failed_rows_carry_the_reason_and_no_scores():
+    row = failed_clip_row(_clip("z", 0, 60), _video("z"), "detect_error")
+    assert (row["passed"], row["reject_reason"], row["motion"], row["width"]) == (False, "detect_error", None, 320)
 
 
 def test_registry_and_scorer_selection():
@@ -225,8 +217,8 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
         assert stats[name].num_frames == outcome.probe.num_frames == 60
         clips.append(_clip(name, 0, 60))
     names = [f.name for f in SCENE_CLIPS if f.name in clips[0]]
-    table = score_clips(pa.Table.from_pylist(clips).select(names), stats, pa.Table.from_pylist(videos))
-    by = {r["video_id"]: r for r in table.to_pylist()}
+    rows = _score([{k: c[k] for k in names} for c in clips], stats, videos)
+    by = {r["video_id"]: r for r in rows}
     black, moving = by["black"], by["moving"]
     assert black["reject_reason"] == "black;too_dark;frozen;low_motion;blurry"
     assert (black["black_ratio"], black["frozen_ratio"], black["motion"], black["sharpness"]) == (1.0, 1.0, 0.0, 0.0)

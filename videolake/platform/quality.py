@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable
 
 import numpy as np
-import pyarrow as pa
 
 from videolake.platform.frames import FrameStats
 from videolake.platform.registry import Registry
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 # Every reject rule, in the order in which they are joined into reject_reason.
 REJECT_RULES: tuple[str, ...] = (
-    "no_frame_stats",  # the video's frame statistics are missing (set by the caller, see failed_clip_row)
     "too_few_frames",  # fewer than 2 frames with statistics: nothing can be measured
     "too_short",  # duration_s < min_clip_s
     "too_long",  # duration_s > max_clip_s (only when max_clip_s > 0)
@@ -378,44 +376,3 @@ def assign_duplicates(rows: list[dict[str, Any]], config: QualityConfig | None =
                 out[i]["reject_reason"] = _join_rules((out[i]["reject_reason"] or "").split(";") + ["duplicate"])
                 out[i]["passed"] = False
     return out
-
-
-def score_clips(
-    clips: pa.Table,
-    stats_by_video: dict[str, FrameStats],
-    videos: pa.Table | None,
-    config: QualityConfig | None = None,
-    partition_date: Any = None,
-) -> pa.Table:
-    """filtered_clips rows for scene_clips rows of one or more videos, duplicates assigned across all of them.
-
-    ``videos`` are the raw_videos rows (frame size); a video missing from ``stats_by_video`` gives rows rejected
-    ``no_frame_stats``. The result has the filtered_clips schema; ``partition_date`` is the given value, else each
-    clip row's own ``partition_date`` when ``clips`` has that column, else the column is left out.
-    Rows come in clip_id order.
-    """
-    config = config or QualityConfig()
-    video_rows = {v["video_id"]: v for v in videos.to_pylist()} if videos is not None else {}
-    by_video: dict[str, list[dict[str, Any]]] = {}
-    for c in clips.to_pylist():
-        by_video.setdefault(c["video_id"], []).append(c)
-    rows: list[dict[str, Any]] = []
-    part: dict[str, Any] = {}
-    for vid, cs in sorted(by_video.items()):
-        cs.sort(key=lambda c: c["start_frame"])
-        for c in cs:
-            part[c["clip_id"]] = c.get(PARTITION_COLUMN)
-        stats = stats_by_video.get(vid)
-        if stats is None:
-            rows.extend(failed_clip_row(c, video_rows.get(vid), "no_frame_stats") for c in cs)
-        else:
-            rows.extend(score_video_clips(cs, stats, video_rows.get(vid), config))
-    rows = sorted(assign_duplicates(rows, config), key=lambda r: r["clip_id"])
-    with_partition = partition_date is not None or PARTITION_COLUMN in clips.column_names
-    if with_partition:
-        for r in rows:
-            r[PARTITION_COLUMN] = partition_date if partition_date is not None else part[r["clip_id"]]
-        schema = FILTERED_CLIPS
-    else:
-        schema = pa.schema([f for f in FILTERED_CLIPS if f.name != PARTITION_COLUMN], metadata=FILTERED_CLIPS.metadata)
-    return pa.Table.from_pylist(rows, schema=schema)
