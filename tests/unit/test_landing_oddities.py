@@ -315,7 +315,7 @@ def test_special_character_names_flow_past_ingest(root, videos):
     (entry,) = list_landing(store, "landing", [DAY])[DAY]
     video = ingest_one(entry, store=store, probe_config=ProbeConfig())
     assert (video["status"], video["num_frames"]) == ("ok", 36)
-    (clip,) = split_one(video, store=store, config=SplitConfig(clip_mode="files", min_clip_s=0.5))
+    (clip,) = split_one(video, store=store, config=SplitConfig(clip_mode="files"))
     assert (clip["start_frame"], clip["end_frame"], clip["source_uri"]) == (0, 36, video["source_uri"])
     row = {**clip, "fps": video["fps"]}
     assert extract_clip(row, FrameConfig(min_frames=2, max_frames=2)).frames.shape == (2, 120, 160, 3)

@@ -36,7 +36,6 @@ class SceneClipsConfig(dg.Config):
     detector_params: dict[str, str] = Field(
         default_factory=dict, description="Overrides of the detector's typed parameters, e.g. {threshold: '27'}; "
         "each value is parsed against the detector's config (`videolake scenes --detector D --list-params`).")
-    min_clip_s: float = Field(default=1.0, description="Scenes shorter than this are kept and rejected as too_short.")
     max_clip_s: float = Field(default=20.0, description="Longer scenes are split into near-equal clips.")
     clip_mode: str = Field(default="ranges", description="'ranges' (frame ranges of the source) or 'files'.")
 
@@ -44,7 +43,6 @@ class SceneClipsConfig(dg.Config):
         return SplitConfig(
             detector=self.detector,
             detector_params=dict(self.detector_params),
-            min_clip_s=self.min_clip_s,
             max_clip_s=self.max_clip_s,
             clip_mode=self.clip_mode,
         )

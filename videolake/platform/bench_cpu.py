@@ -61,7 +61,7 @@ def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     before = _self_cpu()
     outcome = probe_video(path, ProbeConfig(full_decode=False))  # as raw_videos runs it (RawVideosConfig)
     result = det.detect(path)
-    ranges = cuts_to_ranges(result.cuts, result.num_frames, result.fps, 1.0, 20.0)
+    ranges = cuts_to_ranges(result.cuts, result.num_frames, result.fps, 20.0)
     _score_stats_for_bench(path, outcome.probe, result, ranges)
     return _self_cpu() - before, result.num_frames
 

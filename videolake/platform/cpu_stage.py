@@ -37,7 +37,6 @@ DUPLICATE_FILE = "duplicate_file"
 class SplitConfig:
     detector: str = "luma"  # registered scene detector name (videolake.platform.scenes.DETECTORS)
     detector_params: dict[str, Any] = field(default_factory=dict)  # overrides of the detector's Config fields
-    min_clip_s: float = 1.0  # scenes shorter than this are kept as ranges and rejected by the quality stage
     max_clip_s: float = 20.0  # longer scenes are split into near-equal pieces no longer than this
     clip_mode: str = "ranges"  # "ranges": clips are frame ranges of the source; "files": transcoded clip objects
     clip_prefix: str = "clips"  # object-store prefix of transcoded clips (content-addressed keys below it)
@@ -257,7 +256,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             result = SceneResult(cuts=list(detected["cuts"]), fps=float(detected["fps"]),
                                  num_frames=int(detected["num_frames"]), stats=None)
         fps = float(result.fps or video["fps"] or 0.0)
-        ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.min_clip_s, config.max_clip_s)
+        ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
         if result.stats is not None:
             store.put_bytes(stats_key(config, video["video_id"], params), result.stats.to_npz_bytes())
         clip_uris: dict[tuple[int, int], str] = {}

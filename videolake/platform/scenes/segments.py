@@ -1,7 +1,7 @@
 """Cuts -> clip frame ranges: scenes [start, end) that cover every frame, long scenes split into equal pieces.
 
-Scenes shorter than ``min_clip_s`` are kept as ranges (the quality stage rejects them with ``too_short``), so the
-clips of a video always cover it and nothing is dropped silently.
+Short scenes are kept as ranges (the quality stage rejects them with ``too_short``, its ``min_clip_s`` being the
+one minimum duration), so the clips of a video always cover it and nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 
 
-def cuts_to_ranges(cuts: list[int], num_frames: int, fps: float, min_clip_s: float, max_clip_s: float) -> list[tuple[int, int]]:
+def cuts_to_ranges(cuts: list[int], num_frames: int, fps: float, max_clip_s: float) -> list[tuple[int, int]]:
     """Frame ranges of the scenes between ``cuts`` (first frames of new scenes), each at most ``max_clip_s`` long.
 
     A scene longer than ``max_clip_s`` is split into the fewest near-equal pieces that fit (piece lengths differ by
-    at most one frame). ``min_clip_s`` is accepted for symmetry and documented above: short scenes are kept.
+    at most one frame). Short scenes are kept (see above).
     """
     if num_frames <= 0:
         return []
