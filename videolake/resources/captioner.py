@@ -100,3 +100,21 @@ class CaptionerResource(dg.ConfigurableResource):
                 )
             build_tiny_qwen_vl(path)
         return path
+
+
+def captioner_from_env(default_gpus: float = 0.0):
+    """The captioner settings. Model and prompt are plain settings (not secrets), read here so that they also
+    define the caption asset's code_version."""
+    env = os.environ
+    kwargs = {
+        "backend": env.get("VIDEOLAKE_CAPTION_BACKEND", "vllm"),
+        "model": env.get("VIDEOLAKE_CAPTION_MODEL", ""),
+        "model_revision": env.get("VIDEOLAKE_CAPTION_MODEL_REVISION") or None,
+        "prompt_version": env.get("VIDEOLAKE_CAPTION_PROMPT_VERSION", "v1-describe"),
+        "num_actors": int(env.get("VIDEOLAKE_CAPTION_ACTORS", "1")),
+        "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", str(default_gpus))),
+    }
+    if kwargs["num_gpus_per_actor"] > 0:
+        kwargs["enforce_eager"] = False
+        kwargs["num_cpus_per_actor"] = 1.0
+    return CaptionerResource(**kwargs)

@@ -127,7 +127,7 @@ def cpu_ray_resource(cfg=None, **overrides):
 
 
 def prod_resources() -> dict:
-    from videolake.definitions import captioner_from_env
+    from videolake.resources.captioner import captioner_from_env
     from videolake.resources import LakeResource, ObjectStoreResource
 
     bucket = _env("VIDEOLAKE_S3_BUCKET")

@@ -1,0 +1,26 @@
+"""The local profile: everything embedded on one machine (files under VIDEOLAKE_DATA_DIR, a local Ray per step)."""
+
+from __future__ import annotations
+
+import os
+
+from videolake.resources.captioner import captioner_from_env
+
+
+def local_resources() -> dict:
+    from dagster_ray import Lifecycle, LocalRay
+
+    from videolake.resources import LakeResource, ObjectStoreResource
+
+    data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
+    ray_cpus = int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))
+    ray_init = {"num_cpus": ray_cpus, "include_dashboard": False, "ignore_reinit_error": True}
+    return {
+        "object_store": ObjectStoreResource(kind="local", root=os.path.join(data, "store")),
+        "lake": LakeResource(root=os.path.join(data, "lake")),
+        # Ray starts when a stage has work (resources/ray_on_demand.py): a day with nothing to do never starts it.
+        "ray_cluster": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
+        # Locally the GPU step gets its own local Ray for the step's lifetime, like the ephemeral KubeRay cluster.
+        "caption_ray": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
+        "captioner": captioner_from_env(),
+    }
