@@ -12,11 +12,16 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
+from videolake.platform.captioning.base import CaptionerConfig, EndpointConfig, FrameConfig, SamplingConfig
+
 TINY_MODEL_DIRNAME = "tiny-qwen2_5_vl"
+# Every default below is the engine's (one source per setting): the resource only names them for Dagster's launchpad.
+_ENGINE = CaptionerConfig(model="")
+_SAMPLING, _FRAMES, _ENDPOINT = SamplingConfig(), FrameConfig(), EndpointConfig()
 
 
 class CaptionerResource(dg.ConfigurableResource):
-    backend: str = Field(default="vllm", description="Captioner backend: 'vllm' (offline engine) or 'openai'.")
+    backend: str = Field(default=_ENGINE.backend, description="Captioner backend: 'vllm' (offline engine) or 'openai'.")
     model: str = Field(
         default="",
         description="Model directory or object-store URI (copied once to the node-local cache). Empty: the tiny "
@@ -24,26 +29,28 @@ class CaptionerResource(dg.ConfigurableResource):
     )
     model_name: Optional[str] = Field(default=None, description="Name recorded in clip_captions.model (default: model).")
     model_revision: Optional[str] = Field(default=None, description="Model revision recorded with every caption.")
-    prompt_version: str = Field(default="v1-describe", description="Name of the versioned prompt template.")
+    prompt_version: str = Field(default=_ENGINE.prompt_version, description="Name of the versioned prompt template.")
     prompt: Optional[str] = Field(default=None, description="Overrides the template's text (hashed into code_version).")
-    temperature: float = Field(default=0.2, description="Sampling temperature.")
-    top_p: float = Field(default=0.9, description="Nucleus sampling probability mass.")
-    max_tokens: int = Field(default=128, description="Maximum generated tokens per caption.")
-    seed: int = Field(default=0, description="Base sampling seed (per-clip seeds derive from it).")
-    sample_fps: float = Field(default=1.0, description="Frames sampled per second of clip.")
-    max_frames: int = Field(default=8, description="At most this many frames per clip.")
-    max_pixels: int = Field(default=448 * 448, description="Frames are resized to at most this many pixels.")
-    input_mode: str = Field(default="video", description="'video' (frames + metadata) or 'images'.")
-    batch_size: int = Field(default=32, description="Clips per actor batch (>= max_num_seqs keeps vLLM busy).")
-    num_actors: int = Field(default=1, description="Captioner actors (model replicas) in the Ray actor pool.")
-    num_gpus_per_actor: float = Field(default=0.0, description="GPUs per actor (0 on CPU).")
-    num_cpus_per_actor: float = Field(default=0.5, description="CPUs per actor; fractional avoids 2-core deadlocks.")
-    max_model_len: int = Field(default=4096, description="vLLM max_model_len.")
-    max_num_seqs: int = Field(default=32, description="vLLM concurrent sequences per engine.")
-    enforce_eager: bool = Field(default=True, description="Skip CUDA graph capture (True on CPU; False on GPUs).")
+    temperature: float = Field(default=_SAMPLING.temperature, description="Sampling temperature.")
+    top_p: float = Field(default=_SAMPLING.top_p, description="Nucleus sampling probability mass.")
+    max_tokens: int = Field(default=_SAMPLING.max_tokens, description="Maximum generated tokens per caption.")
+    seed: int = Field(default=_SAMPLING.seed, description="Base sampling seed (per-clip seeds derive from it).")
+    sample_fps: float = Field(default=_FRAMES.sample_fps, description="Frames sampled per second of clip.")
+    min_frames: int = Field(default=_FRAMES.min_frames, description="At least this many frames per clip.")
+    max_frames: int = Field(default=_FRAMES.max_frames, description="At most this many frames per clip.")
+    max_pixels: int = Field(default=_FRAMES.max_pixels, description="Frames are resized to at most this many pixels.")
+    input_mode: str = Field(default=_ENGINE.input_mode, description="'video' (frames + metadata) or 'images'.")
+    batch_size: int = Field(default=_ENGINE.batch_size, description="Clips per actor batch (>= max_num_seqs keeps vLLM busy).")
+    num_actors: int = Field(default=_ENGINE.num_actors, description="Captioner actors (model replicas) in the Ray actor pool.")
+    num_gpus_per_actor: float = Field(default=_ENGINE.num_gpus_per_actor, description="GPUs per actor (0 on CPU).")
+    num_cpus_per_actor: float = Field(default=_ENGINE.num_cpus_per_actor, description="CPUs per actor; fractional avoids 2-core deadlocks.")
+    max_model_len: int = Field(default=_ENGINE.max_model_len, description="vLLM max_model_len.")
+    max_num_seqs: int = Field(default=_ENGINE.max_num_seqs, description="vLLM concurrent sequences per engine.")
+    enforce_eager: Optional[bool] = Field(
+        default=None, description="Skip CUDA graph capture; unset: True for CPU actors, False for GPU actors.")
     model_cache_dir: Optional[str] = Field(default=None, description="Node-local model cache directory.")
-    openai_base_url_env: str = Field(default="VIDEOLAKE_OPENAI_BASE_URL", description="Env var with the endpoint URL.")
-    openai_api_key_env: str = Field(default="VIDEOLAKE_OPENAI_API_KEY", description="Env var with the API key.")
+    openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
+    openai_api_key_env: str = Field(default=_ENDPOINT.api_key_env, description="Env var with the API key.")
 
     def model_path(self) -> str:
         """The configured model, or the tiny test model (built once, offline) when none is configured."""
@@ -57,8 +64,6 @@ class CaptionerResource(dg.ConfigurableResource):
         return not self.model
 
     def to_config(self):
-        from videolake.platform.captioning.base import CaptionerConfig, EndpointConfig, FrameConfig, SamplingConfig
-
         return CaptionerConfig(
             model=self.model_path(),
             backend=self.backend,
@@ -68,7 +73,8 @@ class CaptionerResource(dg.ConfigurableResource):
             prompt_version=self.prompt_version,
             prompt=self.prompt,
             sampling=self._sampling(SamplingConfig),
-            frames=FrameConfig(sample_fps=self.sample_fps, max_frames=self.max_frames, max_pixels=self.max_pixels),
+            frames=FrameConfig(sample_fps=self.sample_fps, min_frames=self.min_frames, max_frames=self.max_frames,
+                               max_pixels=self.max_pixels),
             input_mode=self.input_mode,
             batch_size=self.batch_size,
             num_actors=self.num_actors,
@@ -76,7 +82,7 @@ class CaptionerResource(dg.ConfigurableResource):
             num_gpus_per_actor=self.num_gpus_per_actor,
             max_model_len=self.max_model_len,
             max_num_seqs=self.max_num_seqs,
-            enforce_eager=self.enforce_eager,
+            enforce_eager=self.enforce_eager if self.enforce_eager is not None else not self.num_gpus_per_actor,
             endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
         )
 
@@ -115,6 +121,5 @@ def captioner_from_env(default_gpus: float = 0.0):
         "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", str(default_gpus))),
     }
     if kwargs["num_gpus_per_actor"] > 0:
-        kwargs["enforce_eager"] = False
         kwargs["num_cpus_per_actor"] = 1.0
     return CaptionerResource(**kwargs)
