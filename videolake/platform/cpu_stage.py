@@ -273,24 +273,29 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             end_s = float(pts[end]) if end < len(pts) else float(pts[end - 1]) + (1.0 / fps if fps else 0.0)
         else:
             start_s, end_s = start / fps, end / fps
-        rows.append(
-            {
-                "clip_id": clip_id(video["video_id"], start, end),
-                "video_id": video["video_id"],
-                "source_uri": video["source_uri"],
-                "clip_index": i,
-                "start_frame": start,
-                "end_frame": end,
-                "start_s": start_s,
-                "end_s": end_s,
-                "duration_s": end_s - start_s,
-                "clip_uri": clip_uris.get((start, end)),
-                "detector": detector.name,
-                "detector_params": params,
-                "detect_error": None,
-            }
-        )
+        rows.append(scene_row(video, i, start, end, start_s, end_s, detector.name, params,
+                              clip_uri=clip_uris.get((start, end))))
     return rows
+
+
+def scene_row(video: dict, index: int, start: int, end: int, start_s: float, end_s: float, detector: str,
+              params_json: str, *, clip_uri: str | None = None, error: str | None = None) -> dict:
+    """One scene_clips row (without partition_date)."""
+    return {
+        "clip_id": clip_id(video["video_id"], start, end),
+        "video_id": video["video_id"],
+        "source_uri": video["source_uri"],
+        "clip_index": index,
+        "start_frame": start,
+        "end_frame": end,
+        "start_s": start_s,
+        "end_s": end_s,
+        "duration_s": end_s - start_s,
+        "clip_uri": clip_uri,
+        "detector": detector,
+        "detector_params": params_json,
+        "detect_error": error,
+    }
 
 
 def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict]:
@@ -298,22 +303,8 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
     stage rejects with its reason (never a silent drop, never a crashed partition)."""
     n = int(video["num_frames"] or 0)
     fps = float(video["fps"] or 0.0)
-    dur = n / fps if fps else 0.0
-    return [{
-        "clip_id": clip_id(video["video_id"], 0, n),
-        "video_id": video["video_id"],
-        "source_uri": video["source_uri"],
-        "clip_index": 0,
-        "start_frame": 0,
-        "end_frame": n,
-        "start_s": 0.0,
-        "end_s": dur,
-        "duration_s": dur,
-        "clip_uri": None,
-        "detector": config.detector,
-        "detector_params": json.dumps(config.detector_params, sort_keys=True),
-        "detect_error": error[:500],
-    }]
+    return [scene_row(video, 0, 0, n, 0.0, n / fps if fps else 0.0, config.detector,
+                      json.dumps(config.detector_params, sort_keys=True), error=error[:500])]
 
 
 def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
