@@ -14,7 +14,15 @@ import shutil
 import pytest
 from transnet_specs import HARD, SHORT
 
-from videolake.platform.cpu_stage import SplitConfig, _split_payload, ingest_partitions, list_landing, split_partitions
+from videolake.platform.cpu_stage import (
+    SplitConfig,
+    _split_payload,
+    detect_error_rows,
+    ingest_partitions,
+    list_landing,
+    split_partitions,
+)
+from videolake.platform.schemas import clip_id
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
@@ -84,3 +92,10 @@ def test_a_video_the_gpu_route_could_not_decode_is_a_detect_error(tmp_path):
              "detected": {"cuts": [], "fps": 0.0, "num_frames": 0, "error": "cannot open landing/x.mp4: invalid data"}}
     with pytest.raises(ValueError, match="cannot open landing/x.mp4: invalid data"):
         _split_payload(video, store=store, config=SplitConfig(detector="transnetv2", detector_params=PARAMS))
+    # what the unit records instead: one whole-video clip carrying the reason, which the quality stage rejects
+    config = SplitConfig(detector="transnetv2", detector_params=PARAMS)
+    (row,) = detect_error_rows(video, "cannot open landing/x.mp4: invalid data", config)
+    assert row == {"clip_id": clip_id("v1", 0, 10), "video_id": "v1", "source_uri": video["source_uri"], "clip_index": 0,
+                   "start_frame": 0, "end_frame": 10, "start_s": 0.0, "end_s": 0.4, "duration_s": 0.4, "clip_uri": None,
+                   "detector": "transnetv2", "detector_params": '{"device": "cpu", "torch_threads": 1, '
+                   '"windows_per_batch": 16}', "detect_error": "cannot open landing/x.mp4: invalid data"}
