@@ -15,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", nargs="*", help="cpu: benchmark these files instead of synthetic 360p/1080p ones")
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
+    p.add_argument("--decode", action="store_true",
+                   help="caption: also run the stage decoding its own frames (for the record; not the ratio)")
     p.add_argument("--rows", type=int, default=200_000, help="scale: clip rows through the stage")
     p.add_argument("--compare-rows", type=int, default=None, help="scale: smaller run for the memory ratio (rows/10)")
     p.add_argument("--batch", type=int, default=4096, help="scale: clips per batch (= per checkpoint piece)")
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from videolake.platform.captioning.bench import main as caption_main
 
-    return int(caption_main(clips=args.clips, model=args.model) or 0)
+    return int(caption_main(clips=args.clips, model=args.model, decode=args.decode) or 0)
 
 
 def fixed_overhead_s(work: str) -> float:

@@ -201,3 +201,88 @@ def extract_frames(batch: dict[str, np.ndarray], *, frame_config: FrameConfig, i
         "video_meta": metas,
         "num_frames": counts,
     }
+
+
+class FrameCache:
+    """Caption inputs decoded once and kept on disk by clip_id: the output of ``extract_frames`` for a set of clips.
+
+    Why: ``videolake bench caption`` compares the stage with raw ``LLM.generate`` on the same pre-decoded frames.
+    On a small CPU node decoding costs more than the tiny model's generation (512 one-second 320x240 clips: ~12 CPU
+    seconds of decoding vs ~5 s of generation), so a stage that decodes again measures the decoder, not the
+    pipeline. With a cache the stage's extraction tasks read the baseline's frames instead of decoding; clips not in
+    the cache are decoded as usual.
+
+    The file records the FrameConfig and input mode that made it; a cache made with other settings is refused with
+    a ValueError (its frames would silently differ from what the config asks for).
+    """
+
+    FILE = "frames.parquet"
+    ROW_GROUP = 32
+
+    def __init__(self, directory: str, frame_config: FrameConfig, input_mode: str):
+        self.directory = str(directory)
+        self.frame_config = frame_config
+        self.input_mode = input_mode
+
+    @staticmethod
+    def _fingerprint(frame_config: FrameConfig, input_mode: str) -> str:
+        from dataclasses import asdict
+
+        return json.dumps({"frames": asdict(frame_config), "input_mode": input_mode}, sort_keys=True)
+
+    @classmethod
+    def write(cls, directory: str, extracted: dict[str, np.ndarray], frame_config: FrameConfig,
+              input_mode: str) -> "FrameCache":
+        """Keep ``extracted`` (``extract_frames``' output) under ``directory``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        frames = [np.ascontiguousarray(f) for f in extracted["frames"]]
+        table = pa.table({
+            "clip_id": pa.array([str(c) for c in extracted["clip_id"]], pa.string()),
+            "frames": pa.array([f.tobytes() for f in frames], pa.binary()),
+            "shape": pa.array([list(f.shape) for f in frames], pa.list_(pa.int32())),
+            "frame_error": pa.array([str(e) for e in extracted["frame_error"]], pa.string()),
+            "video_meta": pa.array([str(m) for m in extracted["video_meta"]], pa.string()),
+        })
+        table = table.sort_by("clip_id").replace_schema_metadata(
+            {"videolake.frames": cls._fingerprint(frame_config, input_mode)})
+        os.makedirs(directory, exist_ok=True)
+        # Sorted, in small row groups: a lookup of a batch's clip ids reads the few groups that hold them.
+        pq.write_table(table, os.path.join(directory, cls.FILE), row_group_size=cls.ROW_GROUP)
+        return cls(directory, frame_config, input_mode)
+
+    def extract(self, batch: dict[str, np.ndarray], open_source: SourceOpener | None = None) -> dict[str, np.ndarray]:
+        """``extract_frames``' output for ``batch``: cached clips from the file, the others decoded."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        path = os.path.join(self.directory, self.FILE)
+        wanted = [str(c) for c in batch["clip_id"]]
+        table = pq.read_table(path, filters=pc.field("clip_id").isin(wanted))
+        made_with = (pq.read_schema(path).metadata or {}).get(b"videolake.frames", b"").decode()
+        if made_with != self._fingerprint(self.frame_config, self.input_mode):
+            raise ValueError(f"the frame cache {path} was made with other frame settings ({made_with or 'none'})")
+        cached = {cid: i for i, cid in enumerate(table.column("clip_id").to_pylist())}
+        missing = [i for i, cid in enumerate(wanted) if cid not in cached]
+        decoded = extract_frames({k: np.asarray(v)[missing] for k, v in batch.items()}, frame_config=self.frame_config,
+                                 input_mode=self.input_mode, open_source=open_source) if missing else None
+        out = extract_frames({k: np.asarray(v)[:0] for k, v in batch.items()}, frame_config=self.frame_config,
+                             input_mode=self.input_mode)  # the output's columns and types, no rows
+        out = {k: np.empty(len(wanted), dtype=v.dtype) for k, v in out.items()}
+        for k in ("clip_id", "video_id", "source_uri"):
+            out[k] = np.asarray(batch[k], dtype=object)
+        col = {c: table.column(c).to_pylist() for c in ("frames", "shape", "frame_error", "video_meta")}
+        for i, cid in enumerate(wanted):
+            j = cached.get(cid)
+            if j is None:
+                continue
+            shape = tuple(col["shape"][j])
+            out["frames"][i] = np.frombuffer(col["frames"][j], dtype=np.uint8).reshape(shape).copy()
+            out["frame_error"][i] = col["frame_error"][j]
+            out["video_meta"][i] = col["video_meta"][j]
+            out["num_frames"][i] = shape[0] if shape else 0
+        for src, i in enumerate(missing):
+            for k in ("frames", "frame_error", "video_meta", "num_frames"):
+                out[k][i] = decoded[k][src]
+        return out

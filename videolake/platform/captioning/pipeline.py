@@ -52,6 +52,7 @@ def caption_clips(
     store: Any | None = None,
     progress: Callable[[str], None] | None = None,
     work_dir: str | None = None,
+    frame_cache: Any | None = None,
 ) -> tuple[pa.Table, CaptionMetrics]:
     """Caption clip rows held in memory; returns (clip_captions rows, metrics). For tools, tests and benchmarks.
 
@@ -61,6 +62,7 @@ def caption_clips(
     clip_uri, partition_date). The result has the clip_captions columns sorted by clip_id, with ``partition_date``
     when the input has it. ``open_source(uri)`` maps a source URI to a local path (or a context manager yielding
     one); by default sources are read through ``store`` when given, else file:// URIs and plain paths in place.
+    ``frame_cache`` (a ``clip_frames.FrameCache``): clips found there are not decoded again.
     """
     import datetime as dt
     import tempfile
@@ -92,7 +94,7 @@ def caption_clips(
         if rng is None:
             raise ValueError("caption_clips needs rows of contiguous days")
         run = caption_partitions(lake, rng, config, store=store, open_source=open_source, progress=progress,
-                                 inputs=inputs)
+                                 inputs=inputs, frame_cache=frame_cache)
         table = lake.read_partitions("clip_captions", rng).sort_by("clip_id")
     if not has_day:
         table = table.drop_columns([PARTITION_COLUMN])

@@ -59,18 +59,24 @@ class VLLMCaptioner(CaptionerBackend):
         import math
 
         import numpy as np
-        from vllm import SamplingParams
 
         fc = self.config.frames
         side = max(28, int(math.isqrt(fc.max_pixels)))
         n = fc.max_frames + (fc.max_frames % 2 if self.config.input_mode == "video" else 0)
-        frames = np.zeros((n, side, side, 3), dtype=np.uint8)
         meta = {"fps": 2.0, "duration": n / 2.0, "total_num_frames": n, "frames_indices": list(range(n)),
                 "video_backend": "pyav", "do_sample_frames": False}
         count = max(1, min(self.config.batch_size, self.config.max_num_seqs))
-        prompts, _ = self.build_requests([{"clip_id": "warm-up", "frames": frames, "video_meta": meta}] * count)
+        # The configured sampling (temperature, top-p, max_tokens, structured outputs) and per-request seeds: the
+        # warm-up then runs every decode batch size and the sampler's own path once. With greedy 2-token requests
+        # the first real batch paid for them instead (CPU engine: ~2.5x a steady batch).
+        # Distinct frames per request: identical ones hit vLLM's multimodal cache, and the vision encoder would
+        # then never see a full batch before the first real one.
+        rng = np.random.default_rng(0)
+        prompts, params = self.build_requests(
+            [{"clip_id": f"warm-up-{i}", "frames": rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8),
+              "video_meta": meta} for i in range(count)])
         t0 = time.perf_counter()
-        self.llm.generate(prompts, SamplingParams(max_tokens=2, temperature=0.0), use_tqdm=False)
+        self.llm.generate(prompts, params, use_tqdm=False)
         log.info("warm-up: %d requests of %d frames %dx%d in %.1fs", count, n, side, side, time.perf_counter() - t0)
 
     def unload(self) -> None:
