@@ -99,3 +99,38 @@ def test_a_video_the_gpu_route_could_not_decode_is_a_detect_error(tmp_path):
                    "start_frame": 0, "end_frame": 10, "start_s": 0.0, "end_s": 0.4, "duration_s": 0.4, "clip_uri": None,
                    "detector": "transnetv2", "detector_params": '{"device": "cpu", "torch_threads": 1, '
                    '"windows_per_batch": 16}', "detect_error": "cannot open landing/x.mp4: invalid data"}
+
+
+class _CountingStore(LocalObjectStore):
+    """The local store, counting how often a unit asks for a local copy of an object (a download on S3)."""
+
+    opened = 0
+
+    def open_local(self, key):
+        type(self).opened += 1
+        return super().open_local(key)
+
+
+@pytest.mark.parametrize("clip_mode, detected, opens", [
+    ("ranges", True, 0),   # cuts from the GPU pre-pass, clips as frame ranges: the video is not fetched again
+    ("files", True, 1),    # clip files are encoded from the video: fetched once
+    ("ranges", False, 1),  # the detector runs in the unit: fetched once
+])
+def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg, clip_mode, detected, opens):
+    store = _CountingStore(str(tmp_path / "store"))
+    path, truth = render(SHORT, tmp_path / "render")
+    store.put_bytes("landing/short.mp4", path.read_bytes())
+    n, fps = truth["num_frames"], float(truth["fps"])
+    video = {"video_id": "v1", "source_uri": store.uri("landing/short.mp4"), "fps": fps, "num_frames": n}
+    if detected:
+        video["detected"] = {"cuts": list(truth["cuts"]), "fps": fps, "num_frames": n, "error": None}
+    config = SplitConfig(detector="transnetv2" if detected else "luma",
+                         detector_params=PARAMS if detected else {}, clip_mode=clip_mode,
+                         clip_prefix="clips")
+    _CountingStore.opened = 0
+    rows = _split_payload(video, store=store, config=config)
+    assert _CountingStore.opened == opens
+    bounds = [0, *truth["cuts"], n]
+    if detected:  # the rows follow the given cuts exactly
+        assert [(r["start_frame"], r["end_frame"]) for r in rows] == list(zip(bounds, bounds[1:]))
+    assert all((r["clip_uri"] is not None) == (clip_mode == "files") for r in rows)

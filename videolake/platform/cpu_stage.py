@@ -9,6 +9,7 @@ never fails a partition.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -247,7 +248,10 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     detector = get_detector(config.detector, **config.detector_params)
     params = detector.params_json()
     key = store.key_from_uri(video["source_uri"])
-    with store.open_local(key) as path:
+    # The video's bytes are needed only to detect here or to encode clip files: with cuts detected elsewhere and
+    # clips as frame ranges, an S3 source is not downloaded again.
+    needs_file = detected is None or config.clip_mode == "files"
+    with (store.open_local(key) if needs_file else contextlib.nullcontext(None)) as path:
         if detected is None:
             result = detector.detect(path)
         elif detected["error"]:
