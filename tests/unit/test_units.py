@@ -148,3 +148,18 @@ def test_file_stats_are_delta_statistics():
     s = json.loads(file_stats(t))
     assert s["numRecords"] == 3 and s["minValues"]["id"] == "a" and s["maxValues"]["n"] == 3
     assert s["nullCount"] == {"id": 1, "n": 0, "x": 0}
+
+
+def test_finished_keys_lists_the_days_checkpoints_once(tmp_path):
+    from videolake.platform.lake import Lake
+    from videolake.platform.units import Checkpoints
+
+    cp = Checkpoints(Lake(str(tmp_path)).files(), "scene_clips", "v1")
+    for day, key in (("2026-01-01", "aaa"), ("2026-01-01", "bbb"), ("2026-01-02", "ccc")):
+        cp.files.write_parquet(cp.unit_path(day, key), pa.table({"x": [1]}))
+    cp.files.write_parquet(f"{cp.day_dir('2026-01-01')}/_todo/ddd.parquet", pa.table({"x": [1]}))  # not a unit
+    assert cp.finished_keys("2026-01-01") == {"aaa", "bbb"}
+    assert cp.finished_keys("2026-01-02") == {"ccc"}
+    assert cp.finished_keys("2026-01-03") == set()
+    other = Checkpoints(cp.files, "scene_clips", "v2")  # another code version sees none of them
+    assert other.finished_keys("2026-01-01") == set()

@@ -378,7 +378,8 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
 
     ensure_ray()
     checkpoints = Checkpoints(lake.files(), "scene_clips", version)
-    todo = [u for u in units if not checkpoints.files.exists(checkpoints.unit_path(u["partition_date"], u["unit_key"]))]
+    finished = {day: checkpoints.finished_keys(day) for day in {u["partition_date"] for u in units}}
+    todo = [u for u in units if u["unit_key"] not in finished[u["partition_date"]]]
     payloads = [json.loads(u["payload"]) for u in todo]
     videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
     detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,

@@ -101,6 +101,12 @@ class Checkpoints:
     def unit_path(self, day: str, key: str) -> str:
         return f"{self.day_dir(day)}/{key}.parquet"
 
+    def finished_keys(self, day: str) -> set[str]:
+        """Keys of the units of ``day`` that have a checkpoint: one listing (one request on S3), not one per unit."""
+        suffix = ".parquet"
+        return {e.path.rsplit("/", 1)[-1][: -len(suffix)] for e in self.files.list(self.day_dir(day), recursive=False)
+                if e.path.endswith(suffix)}
+
     def ledger_dir(self, run_key: str) -> str:
         return self.files.path(CHECKPOINT_DIR, self.table, self.version, "_ledger", run_key)
 
