@@ -10,7 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from videolake.platform.gates.config import ClipCaptionsGates
-from videolake.platform.gates.core import MAX_EXAMPLES, Check, Frame, Gate
+from videolake.platform.gates.core import Check, Frame, Gate
+from videolake.platform.gates.shared import exactly_once_gate, rate_gate
 from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
 from videolake.platform.gates.text import repetition_score
 
@@ -32,15 +33,11 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
 
     rows = len(df)
     gates = [
-        Gate(
-            "one_caption_per_passed_clip",
-            "every passed clip has exactly one caption row, and there are no others",
-            (
-                Check("null_ids", "ExpectColumnValuesToNotBeNull", {"column": "clip_id"}, "{n} row(s) without clip_id"),
-                no("missing", label="missing", explain="{n} passed clip(s) without a caption row", frame="ids"),
-                no("extra", label="extra", explain="{n} caption row(s) for clips that did not pass filtering", frame="ids"),
-                no("duplicated", label="duplicated", explain="{n} clip(s) with more than one caption row", frame="ids"),
-            ),
+        exactly_once_gate(
+            "one_caption_per_passed_clip", "every passed clip has exactly one caption row, and there are no others",
+            "clip_id", missing="{n} passed clip(s) without a caption row",
+            extra="{n} caption row(s) for clips that did not pass filtering",
+            duplicated="{n} clip(s) with more than one caption row",
             extra_measured={"passed_clips": len(set(passed_ids)), "rows": rows},
         ),
         Gate(
@@ -107,22 +104,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
                 Check("prompt_version_empty", "ExpectColumnValueLengthsToBeBetween", {"column": "prompt_version", "min_value": 1}, "{n} row(s) with an empty prompt_version"),
             ),
         ),
-        Gate(
-            "failure_rate",
-            f"failure rate <= {cfg.max_failure_rate:g}",
-            (
-                Check(
-                    "failure_rate",
-                    "ExpectColumnMeanToBeBetween",
-                    {"column": "is_failed", "max_value": cfg.max_failure_rate},
-                    f"failure rate {{value}} > max {cfg.max_failure_rate:g}",
-                    measure="observed_value",
-                ),
-            ),
-            thresholds={"max_failure_rate": cfg.max_failure_rate, "min_rows_for_rate": cfg.min_rows_for_rate},
-            min_rows=cfg.min_rows_for_rate,
-            extra_measured={"rows": rows, "failed": int(df["is_failed"].sum())},
-            examples=tuple(str(v) for v in df.loc[df["is_failed"] > 0, "clip_id"].head(MAX_EXAMPLES)),
-        ),
+        rate_gate("failure_rate", "is_failed", df, max_value=cfg.max_failure_rate, min_rows=cfg.min_rows_for_rate,
+                  counted="failed", id_column="clip_id"),
     ]
     return gates, frames

@@ -7,7 +7,8 @@ import pyarrow as pa
 
 from videolake.platform.gates.config import FilteredClipsGates
 from videolake.platform.gates.core import Check, Frame, Gate
-from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
+from videolake.platform.gates.shared import exactly_once_gate, rate_gate, reason_consistent_gate
+from videolake.platform.gates.relations import id_reconciliation, to_pandas, where
 
 PASSED = "passed == True"
 REJECTED = "passed == False"
@@ -43,15 +44,10 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
 
     rows = len(df)
     gates = [
-        Gate(
-            "scored_exactly_once",
-            "every scene clip of the partition has exactly one score row, and there are no others",
-            (
-                Check("null_ids", "ExpectColumnValuesToNotBeNull", {"column": "clip_id"}, "{n} row(s) without clip_id"),
-                no("missing", label="missing", explain="{n} scene clip(s) not scored", frame="ids"),
-                no("extra", label="extra", explain="{n} scored clip(s) not in scene_clips", frame="ids"),
-                no("duplicated", label="duplicated", explain="{n} clip(s) scored more than once", frame="ids"),
-            ),
+        exactly_once_gate(
+            "scored_exactly_once", "every scene clip of the partition has exactly one score row, and there are no others",
+            "clip_id", missing="{n} scene clip(s) not scored", extra="{n} scored clip(s) not in scene_clips",
+            duplicated="{n} clip(s) scored more than once",
             extra_measured={"scene_clips": len({i for i in scene_ids if i is not None}), "rows": rows},
         ),
         Gate(
@@ -61,31 +57,12 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
             thresholds={c: ([lo, hi] if hi is not None else [lo, None]) for c, (lo, hi) in ranges.items()}
             | {"require_scores_on_rejected": cfg.require_scores_on_rejected},
         ),
-        Gate(
-            "reject_reason_consistent",
-            "every rejected clip has a reject_reason and no passed clip has one",
-            (
-                Check("null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"),
-                Check("rejected_without_reason", "ExpectColumnValuesToNotBeNull", where(REJECTED, column="reject_reason"), "{n} rejected row(s) without reject_reason"),
-                Check("rejected_with_empty_reason", "ExpectColumnValueLengthsToBeBetween", where(REJECTED, column="reject_reason", min_value=1), "{n} rejected row(s) with an empty reject_reason"),
-                Check("passed_with_reason", "ExpectColumnValuesToBeNull", where(PASSED, column="reject_reason"), "{n} passed row(s) with a reject_reason"),
-            ),
+        reason_consistent_gate(
+            "every rejected clip has a reject_reason and no passed clip has one", bad=REJECTED, good=PASSED,
+            bad_noun="rejected", good_noun="passed",
+            first=(Check("null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"),),
         ),
-        Gate(
-            "pass_rate",
-            f"pass rate within [{cfg.min_pass_rate:g}, {cfg.max_pass_rate:g}]",
-            (
-                Check(
-                    "pass_rate",
-                    "ExpectColumnMeanToBeBetween",
-                    {"column": "is_passed", "min_value": cfg.min_pass_rate, "max_value": cfg.max_pass_rate},
-                    f"pass rate {{value}} outside [{cfg.min_pass_rate:g}, {cfg.max_pass_rate:g}]",
-                    measure="observed_value",
-                ),
-            ),
-            thresholds={"min_pass_rate": cfg.min_pass_rate, "max_pass_rate": cfg.max_pass_rate, "min_rows_for_rate": cfg.min_rows_for_rate},
-            min_rows=cfg.min_rows_for_rate,
-            extra_measured={"rows": rows, "passed": int(df["is_passed"].sum())},
-        ),
+        rate_gate("pass_rate", "is_passed", df, min_value=cfg.min_pass_rate, max_value=cfg.max_pass_rate,
+                  min_rows=cfg.min_rows_for_rate, counted="passed"),
     ]
     return gates, frames

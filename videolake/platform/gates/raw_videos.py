@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from videolake.platform.gates.config import RawVideosGates
-from videolake.platform.gates.core import MAX_EXAMPLES, Check, Frame, Gate
+from videolake.platform.gates.core import Check, Frame, Gate
+from videolake.platform.gates.shared import rate_gate, reason_consistent_gate, unique_id_gate
 from videolake.platform.gates.relations import to_pandas, where
 
 OK = 'status == "ok"'
@@ -18,7 +19,6 @@ PROBE_FIELDS = ("fps", "width", "height", "size_bytes", "duration_s", "num_frame
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> tuple[list[Gate], dict[str, Frame]]:
     df = to_pandas(tbl, ["video_id", "status", "reject_reason", *PROBE_FIELDS])
     df["is_rejected"] = (df["status"] == "rejected").astype("float64")
-    rows = len(df)
     frames = {"rows": Frame(df, "video_id")}
 
     probe_checks: list[Check] = []
@@ -34,14 +34,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
         )
 
     gates = [
-        Gate(
-            "video_id_unique",
-            "video_id is set and unique",
-            (
-                Check("null_ids", "ExpectColumnValuesToNotBeNull", {"column": "video_id"}, "{n} row(s) without video_id"),
-                Check("duplicated", "ExpectColumnValuesToBeUnique", {"column": "video_id"}, "{n} row(s) share a video_id"),
-            ),
-        ),
+        unique_id_gate("video_id_unique", "video_id"),
         Gate(
             "status_valid",
             f"status is one of {STATUSES}",
@@ -54,31 +47,9 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
             tuple(probe_checks),
             thresholds={"fps": f"(0, {cfg.max_fps:g}]", "width": "> 0", "height": "> 0", "size_bytes": "> 0", "duration_s": "> 0", "num_frames": "> 0"},
         ),
-        Gate(
-            "reject_reason_consistent",
-            "every rejected row has a reject_reason and no ok row has one",
-            (
-                Check("rejected_without_reason", "ExpectColumnValuesToNotBeNull", where(REJECTED, column="reject_reason"), "{n} rejected row(s) without reject_reason"),
-                Check("rejected_with_empty_reason", "ExpectColumnValueLengthsToBeBetween", where(REJECTED, column="reject_reason", min_value=1), "{n} rejected row(s) with an empty reject_reason"),
-                Check("ok_with_reason", "ExpectColumnValuesToBeNull", where(OK, column="reject_reason"), "{n} ok row(s) with a reject_reason"),
-            ),
-        ),
-        Gate(
-            "reject_rate",
-            f"reject rate <= {cfg.max_reject_rate:g}",
-            (
-                Check(
-                    "reject_rate",
-                    "ExpectColumnMeanToBeBetween",
-                    {"column": "is_rejected", "max_value": cfg.max_reject_rate},
-                    f"reject rate {{value}} > max {cfg.max_reject_rate:g}",
-                    measure="observed_value",
-                ),
-            ),
-            thresholds={"max_reject_rate": cfg.max_reject_rate, "min_rows_for_rate": cfg.min_rows_for_rate},
-            min_rows=cfg.min_rows_for_rate,
-            extra_measured={"rows": rows, "rejected": int(df["is_rejected"].sum())},
-            examples=tuple(str(v) for v in df.loc[df["is_rejected"] > 0, "video_id"].head(MAX_EXAMPLES)),
-        ),
+        reason_consistent_gate("every rejected row has a reject_reason and no ok row has one",
+                               bad=REJECTED, good=OK, bad_noun="rejected", good_noun="ok"),
+        rate_gate("reject_rate", "is_rejected", df, max_value=cfg.max_reject_rate, min_rows=cfg.min_rows_for_rate,
+                  counted="rejected", id_column="video_id"),
     ]
     return gates, frames

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from videolake.platform.gates.config import SceneClipsGates
 from videolake.platform.gates.core import Check, Frame, Gate
+from videolake.platform.gates.shared import unique_id_gate
 from videolake.platform.gates.relations import no, to_pandas, where
 
 KNOWN = "video_known == True"
@@ -45,14 +46,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: SceneClipsGates) -> 
 
     max_d = cfg.max_clip_s + cfg.duration_tolerance_s
     gates = [
-        Gate(
-            "clip_id_unique",
-            "clip_id is set and unique",
-            (
-                Check("null_ids", "ExpectColumnValuesToNotBeNull", {"column": "clip_id"}, "{n} row(s) without clip_id"),
-                Check("duplicated", "ExpectColumnValuesToBeUnique", {"column": "clip_id"}, "{n} row(s) share a clip_id"),
-            ),
-        ),
+        unique_id_gate("clip_id_unique", "clip_id"),
         Gate(
             "clip_video_known",
             "every clip belongs to an ok video of raw_videos in the same partition",
