@@ -30,9 +30,12 @@ from videolake.platform.kuberay_spec import (
     SERVICE_ACCOUNT_DIR,
     WORKER_CONTAINER,
     RayClusterSpecConfig,
+    WorkerGroupConfig,
     build_raycluster_manifest,
     build_raycluster_spec,
     cpu_stage_cluster_config,
+    cpu_stage_gpu_group,
+    dagster_ray_spec_kwargs,
 )
 from videolake.resources.prod import kuberay_cluster_resource
 
@@ -130,6 +133,81 @@ def test_cpu_stage_cluster_starts_with_its_minimum():
     assert cpu_stage_cluster_config(worker_min_replicas=0).worker_replicas == 0
     assert build_raycluster_spec(RayClusterSpecConfig())["enableInTreeAutoscaling"] is False  # the GPU step: fixed
     assert "autoscalerOptions" not in build_raycluster_spec(RayClusterSpecConfig())
+
+
+H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+GPU_TAINT = ({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},)
+
+
+def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
+    cfg = cpu_stage_cluster_config(
+        image="registry.example.com/videolake/videolake:1.2.3", worker_max_replicas=40,
+        extra_worker_groups=(cpu_stage_gpu_group(4, gpus_per_worker=2, node_selector=H100, tolerations=GPU_TAINT),))
+    spec = build_raycluster_spec(cfg)
+    assert spec["enableInTreeAutoscaling"] is True and spec["autoscalerOptions"]["idleTimeoutSeconds"] == 60
+    cpu_group, gpu_group = spec["workerGroupSpecs"]  # exactly two, the CPU group first
+    assert (cpu_group["groupName"], cpu_group["replicas"], cpu_group["minReplicas"], cpu_group["maxReplicas"]) == (
+        "cpu", 1, 1, 40)
+    assert (gpu_group["groupName"], gpu_group["replicas"], gpu_group["minReplicas"], gpu_group["maxReplicas"]) == (
+        "gpu", 0, 0, 4)  # starts empty: no GPU is held until something asks for one
+    assert cpu_group["rayStartParams"] == {"num-gpus": "0"} and gpu_group["rayStartParams"] == {"num-gpus": "2"}
+    assert cpu_group["template"]["metadata"]["labels"] == {"app.kubernetes.io/part-of": "videolake",
+                                                           "videolake/ray-node": "cpu-worker"}
+    assert gpu_group["template"]["metadata"]["labels"] == {"app.kubernetes.io/part-of": "videolake",
+                                                           "videolake/ray-node": "gpu-worker"}
+    cpu_pod, gpu_pod = cpu_group["template"]["spec"], gpu_group["template"]["spec"]
+    (cpu_worker,), (gpu_worker,) = cpu_pod["containers"], gpu_pod["containers"]
+    assert cpu_worker["resources"] == {"requests": {"cpu": "8", "memory": "32Gi"},
+                                       "limits": {"cpu": "8", "memory": "32Gi"}}
+    assert gpu_worker["resources"] == {"requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+                                       "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}}
+    # placement: the GPU group only; the CPU workers stay on any (untainted) node
+    assert "nodeSelector" not in cpu_pod and "tolerations" not in cpu_pod
+    assert gpu_pod["nodeSelector"] == H100
+    assert gpu_pod["tolerations"] == [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]
+    # the rest of a GPU worker pod is a CPU worker pod's: image, env, volumes, service account
+    assert gpu_worker["name"] == cpu_worker["name"] == WORKER_CONTAINER
+    assert gpu_worker["image"] == cpu_worker["image"] == cfg.image
+    assert gpu_worker["env"] == cpu_worker["env"] and gpu_worker["envFrom"] == cpu_worker["envFrom"]
+    assert [v["name"] for v in gpu_pod["volumes"]] == ["ray-logs", "dshm"]
+    assert gpu_pod["serviceAccountName"] == "videolake-ray" and gpu_pod["automountServiceAccountToken"] is False
+    # the first group equals the one-group cluster's, and the head is untouched
+    single = build_raycluster_spec(dataclasses.replace(cfg, extra_worker_groups=()))
+    assert cpu_group == single["workerGroupSpecs"][0] and spec["headGroupSpec"] == single["headGroupSpec"]
+    assert crd_errors(build_raycluster_manifest(cfg, "dg-prod-1234abcd-cpu")) == []
+    # what dagster-ray gets: both groups, in order
+    assert dagster_ray_spec_kwargs(cfg)["worker_group_specs"] == [cpu_group, gpu_group]
+
+
+def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
+    group = cpu_stage_gpu_group(3)
+    assert group == WorkerGroupConfig(name="gpu", replicas=0, min_replicas=0, max_replicas=3, gpus_per_worker=1,
+                                      cpu="8", memory="32Gi", node_selector={},
+                                      tolerations=({"key": "nvidia.com/gpu", "operator": "Exists",
+                                                    "effect": "NoSchedule"},))
+    (_, pod_group) = build_raycluster_spec(cpu_stage_cluster_config(extra_worker_groups=(group,)))["workerGroupSpecs"]
+    pod = pod_group["template"]["spec"]
+    assert "nodeSelector" not in pod
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert pod_group["rayStartParams"] == {"num-gpus": "1"}
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: WorkerGroupConfig(replicas=2, max_replicas=1), "worker group 'gpu': need 0 <= min_replicas"),
+    (lambda: WorkerGroupConfig(min_replicas=1, replicas=0), "worker group 'gpu': need 0 <= min_replicas"),
+    (lambda: WorkerGroupConfig(gpus_per_worker=-1), "gpus_per_worker must be >= 0"),
+    (lambda: WorkerGroupConfig(name=""), "needs a name"),
+    (lambda: cpu_stage_cluster_config(extra_worker_groups=(WorkerGroupConfig(name="cpu"),)),
+     r"worker group names must be distinct, got \['cpu', 'cpu'\]"),
+    (lambda: cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(1), cpu_stage_gpu_group(2))),
+     r"worker group names must be distinct, got \['cpu', 'gpu', 'gpu'\]"),
+    (lambda: cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(0),)),
+     "autoscaling worker group 'gpu' needs max_replicas >= 1"),
+])
+def test_worker_groups_reject_inconsistent_values(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
 
 
 def test_model_cache_volume_kinds():
@@ -260,6 +338,21 @@ def test_cpu_cluster_carries_the_autoscaler_and_the_gpu_cluster_does_not():
     assert env["VIDEOLAKE_PROFILE"] == {"name": "VIDEOLAKE_PROFILE", "value": "prod"}  # injected by dagster-ray
     assert "secretKeyRef" in env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]
     assert "nvidia.com/gpu" not in cpu_group["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+
+def test_cpu_step_with_a_gpu_group_posts_both_groups_and_deletes_the_cluster():
+    api = FakeKubernetesApi()
+    cfg = cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(2, node_selector=H100),))
+    result = run_step(api, "ray_cluster", resource=fake_resource(api, cfg))
+    assert result.success
+    (posted,) = api.created
+    assert crd_errors(posted) == []
+    assert api.deleted == [posted["metadata"]["name"]] and api.clusters == {}
+    groups = posted["spec"]["workerGroupSpecs"]
+    assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [
+        ("cpu", 1, 1, 16), ("gpu", 0, 0, 2)]
+    ours = build_raycluster_spec(cfg)
+    assert without_injected_env(posted["spec"]) == ours
 
 
 @pytest.mark.parametrize("key", list(CLUSTERS))
@@ -433,4 +526,72 @@ def test_prod_cpu_cluster_defaults_and_bad_settings(monkeypatch):
     monkeypatch.delenv("VIDEOLAKE_RAY_IMAGE")
     monkeypatch.delenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
     with pytest.raises(RuntimeError, match="needs the environment variable VIDEOLAKE_RAY_IMAGE"):
+        cpu_cluster_config()
+
+
+def test_prod_cpu_cluster_has_no_gpu_group_by_default(monkeypatch):
+    """Without VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS (or with 0 / empty) the CPU cluster is today's: one worker group,
+    the committed k8s/ template's spec."""
+    from videolake.resources.prod import cpu_cluster_config
+
+    for k, v in PROD_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("VIDEOLAKE_RAY_NODE_SELECTOR", '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}')
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER", "2")  # without a GPU group: no effect
+    template = yaml.safe_load((REPO / "k8s" / "raycluster-template-cpu.yaml").read_text())
+    for value in (None, "0", ""):
+        if value is None:
+            monkeypatch.delenv("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", raising=False)
+        else:
+            monkeypatch.setenv("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", value)
+        cfg = cpu_cluster_config()
+        assert cfg.extra_worker_groups == ()
+        spec = build_raycluster_spec(dataclasses.replace(cfg, image=RayClusterSpecConfig().image))
+        assert len(spec["workerGroupSpecs"]) == 1
+        assert spec == template["spec"]
+
+
+def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
+    from videolake.resources.prod import cpu_cluster_config, prod_resources
+
+    for k, v in {**PROD_ENV, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "3", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "2",
+                 "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
+                 "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", '
+                                              '"effect": "NoSchedule"}]'}.items():
+        monkeypatch.setenv(k, v)
+    cfg = cpu_cluster_config()
+    assert cfg.extra_worker_groups == (WorkerGroupConfig(
+        name="gpu", replicas=0, min_replicas=0, max_replicas=3, gpus_per_worker=2, cpu="8", memory="32Gi",
+        node_selector=H100, tolerations=GPU_TAINT),)
+    # the CPU group keeps its defaults: no node selector, no toleration (the placement variables are the GPU pods')
+    assert (cfg.worker_group_name, cfg.gpus_per_worker, cfg.node_selector, cfg.tolerations) == ("cpu", 0, {}, ())
+    groups = prod_resources()["ray_cluster"].ray_cluster.spec.worker_group_specs
+    assert [(g["groupName"], g["minReplicas"], g["maxReplicas"], g["rayStartParams"]["num-gpus"]) for g in groups] == [
+        ("cpu", 1, 16, "0"), ("gpu", 0, 3, "2")]
+    assert groups[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert groups[1]["template"]["spec"]["nodeSelector"] == H100
+    assert "nodeSelector" not in groups[0]["template"]["spec"] and "tolerations" not in groups[0]["template"]["spec"]
+
+    # VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER unset: 1 GPU per pod; VIDEOLAKE_RAY_TOLERATIONS unset: the nvidia.com/gpu one
+    monkeypatch.delenv("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER")
+    monkeypatch.delenv("VIDEOLAKE_RAY_TOLERATIONS")
+    (group,) = cpu_cluster_config().extra_worker_groups
+    assert (group.max_replicas, group.gpus_per_worker, group.tolerations) == (
+        3, 1, ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},))
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "two"}, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be an integer, got 'two'"),
+    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "1.5"},
+     r"VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be an integer, got '1\.5'"),
+    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "-1"}, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be >= 0"),
+    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "0"},
+     "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be >= 1"),
+])
+def test_prod_cpu_cluster_rejects_bad_gpu_group_settings(monkeypatch, env, message):
+    from videolake.resources.prod import cpu_cluster_config
+
+    for k, v in {**PROD_ENV, **env}.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match=message):
         cpu_cluster_config()

@@ -27,6 +27,7 @@ from videolake.platform.kuberay_spec import (
     RayClusterSpecConfig,
     build_raycluster_manifest,
     cpu_stage_cluster_config,
+    cpu_stage_gpu_group,
     render_template,
 )
 
@@ -215,10 +216,14 @@ def test_raycluster_templates_are_the_rendered_defaults(kind):
                              autoscaler_upscaling_mode="Conservative", autoscaler_idle_timeout_s=300,
                              node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"}),
     cpu_stage_cluster_config(service_account=None, config_map_name=None),
-], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only", "cpu-stages", "cpu-stages-large", "cpu-no-sa"])
+    cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(
+        4, gpus_per_worker=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),)),
+], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only", "cpu-stages", "cpu-stages-large", "cpu-no-sa",
+        "cpu-stages-gpu-group"])
 def test_rendered_rayclusters_validate(cfg):
     manifest = build_raycluster_manifest(cfg, "dg-videolake-1234abcd-captions", labels={"dagster/run-id": "1234abcd"})
     validate_manifest(manifest)
+    assert len(manifest["spec"]["workerGroupSpecs"]) == 1 + len(cfg.extra_worker_groups)
     job = {  # the same cluster inside a RayJob (what KubeRayInteractiveJob would submit)
         "apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": "dg-videolake-1234abcd-captions", "namespace": cfg.namespace},
@@ -352,7 +357,8 @@ def prod_profile_env_vars() -> set[str]:
 def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
     names = prod_profile_env_vars()
     assert {"VIDEOLAKE_RAY_CPU_IMAGE", "VIDEOLAKE_RAY_CPU_MIN_WORKERS", "VIDEOLAKE_RAY_CPU_MAX_WORKERS",
-            "VIDEOLAKE_RAY_CPU_WORKER_CPUS", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY", "VIDEOLAKE_RAY_GPU_WORKERS"} <= names
+            "VIDEOLAKE_RAY_CPU_WORKER_CPUS", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY", "VIDEOLAKE_RAY_GPU_WORKERS",
+            "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER"} <= names
     configmap = (K8S / "configmap.yaml").read_text()
     readme = (REPO / "README.md").read_text()
     deploy = readme[readme.index("## Deploy on Kubernetes"):]
@@ -368,6 +374,8 @@ def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
             data["VIDEOLAKE_RAY_CPU_WORKER_CPUS"], data["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]) == (
         CPU_STAGE_DEFAULTS["worker_min_replicas"], CPU_STAGE_DEFAULTS["worker_max_replicas"],
         CPU_STAGE_DEFAULTS["worker_cpu"], CPU_STAGE_DEFAULTS["worker_memory"])
+    # the CPU cluster's GPU group is off unless a deployment sets a maximum
+    assert data["VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS"] == "0" and "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER" not in data
 
 
 # ------------------------------------------------------------------------------------------------ image

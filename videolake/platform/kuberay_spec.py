@@ -1,7 +1,7 @@
 """The RayClusters of the prod profile on Kubernetes (KubeRay), as plain dicts: no kubernetes or dagster import.
 
-Two shapes, both one head (schedules nothing itself: num-cpus 0) plus one worker group, both ephemeral (dagster-ray
-creates one for a step and deletes it after the step):
+Two shapes, both one head (schedules nothing itself: num-cpus 0) plus one worker group (the CPU stages' may add
+more, see ``extra_worker_groups``), both ephemeral (dagster-ray creates one for a step and deletes it after the step):
 
 - the GPU step's (``RayClusterSpecConfig()``): a fixed-size GPU worker group, vLLM on each worker, no autoscaler;
   model weights cached on node-local disk (``/models-cache``) so a node that served the model does not download it
@@ -12,6 +12,9 @@ creates one for a step and deletes it after the step):
   ``autoscaler_idle_timeout_s``. The autoscaler (a sidecar of the head) is the only Ray component that calls the
   Kubernetes API: KubeRay binds its Role to the head's ServiceAccount, and the token is projected into the autoscaler
   container alone (the pods mount no token otherwise; the head's Ray Client server runs driver code).
+  Optionally (``cpu_stage_gpu_group``) a second, GPU worker group that the autoscaler moves between 0 and its
+  maximum with the tasks and actors asking for num_gpus (TransNetV2 scene detection), so that no GPU is held
+  while nothing needs one.
 
 S3 credentials reach the pods as environment variables read from a Kubernetes Secret, never as values in the spec.
 
@@ -47,6 +50,34 @@ DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
 
 
 @dataclass(frozen=True)
+class WorkerGroupConfig:
+    """One more worker group of a cluster (``RayClusterSpecConfig.extra_worker_groups``), besides the one the
+    ``worker_*`` fields of ``RayClusterSpecConfig`` describe. Image, env, /dev/shm and the model cache are the
+    cluster's. The defaults are an autoscaling 1-GPU group that starts empty."""
+
+    name: str = "gpu"  # KubeRay groupName; also names the pods' videolake/ray-node label: <name>-worker
+    replicas: int = 0  # workers started with the cluster (without autoscaler: the size)
+    min_replicas: int = 0  # KubeRay bounds; 0 lets the autoscaler remove every worker when nothing needs one
+    max_replicas: int = 1
+    gpus_per_worker: int = 1  # GPU limit (gpu_resource_name of the cluster) and Ray's num-gpus per pod (0: CPU)
+    cpu: str = "8"  # CPU request = limit per worker (KubeRay gives Ray as many logical CPUs)
+    memory: str = "32Gi"  # memory request = limit per worker
+    node_selector: dict[str, str] = field(default_factory=dict)  # this group's pods only
+    tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # this group's pods only
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a worker group needs a name")
+        if not (0 <= self.min_replicas <= self.replicas <= self.max_replicas):
+            raise ValueError(
+                f"worker group {self.name!r}: need 0 <= min_replicas ({self.min_replicas}) <= replicas "
+                f"({self.replicas}) <= max_replicas ({self.max_replicas})"
+            )
+        if self.gpus_per_worker < 0:
+            raise ValueError(f"worker group {self.name!r}: gpus_per_worker must be >= 0")
+
+
+@dataclass(frozen=True)
 class RayClusterSpecConfig:
     """Everything that varies between deployments. The defaults are the GPU step's cluster (one GPU node pool with
     1-GPU workers); ``cpu_stage_cluster_config`` gives the CPU stages' autoscaling cluster."""
@@ -73,6 +104,8 @@ class RayClusterSpecConfig:
     gpu_resource_name: str = GPU_RESOURCE  # extended resource name of the device plugin
     node_selector: dict[str, str] = field(default_factory=dict)  # workers only, e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # workers only
+    # more worker groups after the one above (workerGroupSpecs in this order), e.g. the CPU stages' GPU group
+    extra_worker_groups: tuple[WorkerGroupConfig, ...] = ()
     shm_size: str = "16Gi"  # /dev/shm (memory-backed emptyDir): Ray's object store and vLLM/NCCL need a large one
     # model cache on node-local disk, mounted at model_cache_path in the workers
     model_cache_path: str = "/models-cache"
@@ -105,6 +138,9 @@ class RayClusterSpecConfig:
             )
         if self.gpus_per_worker < 0:
             raise ValueError("gpus_per_worker must be >= 0")
+        names = [group.name for group in self.worker_groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"worker group names must be distinct, got {names}")
         if self.model_cache_volume not in MODEL_CACHE_VOLUME_KINDS:
             raise ValueError(f"model_cache_volume must be one of {MODEL_CACHE_VOLUME_KINDS}")
         if not self.model_cache_path.startswith("/"):
@@ -112,6 +148,9 @@ class RayClusterSpecConfig:
         if self.autoscaling:
             if self.worker_max_replicas < 1:
                 raise ValueError("an autoscaling worker group needs worker_max_replicas >= 1")
+            for group in self.extra_worker_groups:
+                if group.max_replicas < 1:
+                    raise ValueError(f"autoscaling worker group {group.name!r} needs max_replicas >= 1")
             if self.autoscaler_upscaling_mode not in UPSCALING_MODES:
                 raise ValueError(f"autoscaler_upscaling_mode must be one of {UPSCALING_MODES}")
             if self.autoscaler_idle_timeout_s < 0:
@@ -122,6 +161,16 @@ class RayClusterSpecConfig:
     @property
     def uses_model_cache(self) -> bool:
         return self.model_cache_volume != "none"
+
+    @property
+    def worker_groups(self) -> tuple[WorkerGroupConfig, ...]:
+        """All worker groups: the one of the ``worker_*`` fields first, then ``extra_worker_groups``."""
+        first = WorkerGroupConfig(
+            name=self.worker_group_name, replicas=self.worker_replicas, min_replicas=self.worker_min_replicas,
+            max_replicas=self.worker_max_replicas, gpus_per_worker=self.gpus_per_worker, cpu=self.worker_cpu,
+            memory=self.worker_memory, node_selector=self.node_selector, tolerations=self.tolerations,
+        )
+        return (first, *self.extra_worker_groups)
 
 
 # The CPU stages' cluster (raw_videos, scene_clips, filtered_clips): CPU workers on any node (no GPU toleration),
@@ -138,6 +187,25 @@ CPU_STAGE_DEFAULTS: dict[str, Any] = {
     "shm_size": "8Gi",  # Ray's object store (decoded frames between tasks) lives in /dev/shm
     "autoscaling": True,
 }
+
+
+# The CPU stages' optional GPU group (scene_clips' TransNetV2 on the cluster's GPUs): starts empty and goes back to
+# empty after autoscaler_idle_timeout_s, so GPUs are held only while GPU actors run. GPU node pools are tainted:
+# it tolerates nvidia.com/gpu (DEFAULT_TOLERATIONS) unless given other tolerations.
+CPU_STAGE_GPU_GROUP_DEFAULTS: dict[str, Any] = {
+    "name": "gpu",
+    "replicas": 0,
+    "min_replicas": 0,
+    "gpus_per_worker": 1,
+    "cpu": "8",  # the predictor actor and the window decoding next to it
+    "memory": "32Gi",
+}
+
+
+def cpu_stage_gpu_group(max_replicas: int, **overrides: Any) -> WorkerGroupConfig:
+    """The CPU stages' GPU group of 0..``max_replicas`` workers: ``CPU_STAGE_GPU_GROUP_DEFAULTS`` with
+    ``overrides`` (gpus_per_worker, node_selector, tolerations ...)."""
+    return WorkerGroupConfig(**{**CPU_STAGE_GPU_GROUP_DEFAULTS, "max_replicas": max_replicas, **overrides})
 
 
 def cpu_stage_cluster_config(**overrides: Any) -> RayClusterSpecConfig:
@@ -213,7 +281,8 @@ def build_autoscaler_options(cfg: RayClusterSpecConfig) -> dict[str, Any]:
 
 
 def _pod_spec(cfg: RayClusterSpecConfig, container: dict[str, Any], volumes: list[dict[str, Any]],
-              *, workers: bool) -> dict[str, Any]:
+              *, group: WorkerGroupConfig | None) -> dict[str, Any]:
+    """A Ray pod's spec; ``group``: the worker group whose placement it takes (None: the head, any node)."""
     spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
@@ -227,11 +296,11 @@ def _pod_spec(cfg: RayClusterSpecConfig, container: dict[str, Any], volumes: lis
         # Ray's own processes never call the Kubernetes API: no token in the pod (the autoscaler sidecar gets its
         # token from a projected volume only it mounts).
         spec["automountServiceAccountToken"] = False
-    if workers:
-        if cfg.node_selector:
-            spec["nodeSelector"] = dict(cfg.node_selector)
-        if cfg.tolerations:
-            spec["tolerations"] = [dict(t) for t in cfg.tolerations]
+    if group is not None:
+        if group.node_selector:
+            spec["nodeSelector"] = dict(group.node_selector)
+        if group.tolerations:
+            spec["tolerations"] = [dict(t) for t in group.tolerations]
     return spec
 
 
@@ -254,18 +323,20 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         "rayStartParams": {"num-cpus": cfg.head_num_cpus, "dashboard-host": "0.0.0.0"},
         "template": {
             "metadata": {"labels": {**cfg.labels, "videolake/ray-node": "head"}},
-            "spec": _pod_spec(cfg, container, volumes, workers=False),
+            "spec": _pod_spec(cfg, container, volumes, group=None),
         },
     }
 
 
-def build_worker_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
-    gpu_limits = {cfg.gpu_resource_name: str(cfg.gpus_per_worker)} if cfg.gpus_per_worker else {}
+def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig | None = None) -> dict[str, Any]:
+    """One entry of ``workerGroupSpecs``: ``group`` of ``cfg`` (None: its first, the ``worker_*`` fields)."""
+    group = group or cfg.worker_groups[0]
+    gpu_limits = {cfg.gpu_resource_name: str(group.gpus_per_worker)} if group.gpus_per_worker else {}
     container = {
         "name": WORKER_CONTAINER,
         "image": cfg.image,
         "imagePullPolicy": cfg.image_pull_policy,
-        "resources": _resources(cfg.worker_cpu, cfg.worker_memory, gpu_limits),
+        "resources": _resources(group.cpu, group.memory, gpu_limits),
         "env": _env(cfg, worker=True),
         "envFrom": _env_from(cfg),
         "volumeMounts": [{"name": "ray-logs", "mountPath": "/tmp/ray"}, {"name": "dshm", "mountPath": "/dev/shm"}],
@@ -275,23 +346,23 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         container["volumeMounts"].append({"name": MODEL_CACHE_VOLUME, "mountPath": cfg.model_cache_path})
         volumes.append(_model_cache_volume(cfg))
     return {
-        "groupName": cfg.worker_group_name,
-        "replicas": cfg.worker_replicas,
-        "minReplicas": cfg.worker_min_replicas,
-        "maxReplicas": cfg.worker_max_replicas,
+        "groupName": group.name,
+        "replicas": group.replicas,
+        "minReplicas": group.min_replicas,
+        "maxReplicas": group.max_replicas,
         # rayStartParams values are strings in the CRD. num-gpus tells Ray what the pod was given (0 on a CPU
         # group, so no GPU task lands there); KubeRay derives num-cpus and memory from the container limits.
-        "rayStartParams": {"num-gpus": str(cfg.gpus_per_worker)},
+        "rayStartParams": {"num-gpus": str(group.gpus_per_worker)},
         "template": {
-            "metadata": {"labels": {**cfg.labels, "videolake/ray-node": f"{cfg.worker_group_name}-worker"}},
-            "spec": _pod_spec(cfg, container, volumes, workers=True),
+            "metadata": {"labels": {**cfg.labels, "videolake/ray-node": f"{group.name}-worker"}},
+            "spec": _pod_spec(cfg, container, volumes, group=group),
         },
     }
 
 
 def build_raycluster_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
-    """The RayCluster ``spec``: head group + one worker group; with ``autoscaling`` KubeRay's in-tree autoscaler
-    and its options, without it a fixed size."""
+    """The RayCluster ``spec``: head group + the worker groups (``cfg.worker_groups``); with ``autoscaling``
+    KubeRay's in-tree autoscaler and its options (for every group), without it a fixed size."""
     spec: dict[str, Any] = {
         "rayVersion": cfg.ray_version,
         "enableInTreeAutoscaling": cfg.autoscaling,
@@ -299,7 +370,7 @@ def build_raycluster_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     if cfg.autoscaling:
         spec["autoscalerOptions"] = build_autoscaler_options(cfg)
     spec["headGroupSpec"] = build_head_group_spec(cfg)
-    spec["workerGroupSpecs"] = [build_worker_group_spec(cfg)]
+    spec["workerGroupSpecs"] = [build_worker_group_spec(cfg, group) for group in cfg.worker_groups]
     return spec
 
 

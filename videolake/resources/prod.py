@@ -5,7 +5,8 @@ starts and deleted when it ends, on success and on failure (``cleanup="always"``
 
 - ``ray_cluster`` (raw_videos, scene_clips, filtered_clips): a CPU worker group that KubeRay's autoscaler grows from
   VIDEOLAKE_RAY_CPU_MIN_WORKERS to VIDEOLAKE_RAY_CPU_MAX_WORKERS pods while Ray tasks wait, so one day's decoding,
-  scene detection and scoring is no longer bound to the run pod;
+  scene detection and scoring is no longer bound to the run pod; with VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS > 0 also a
+  GPU worker group of 0 to that many pods (VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER GPUs each) for scene_clips' TransNetV2;
 - ``caption_ray`` (clip_captions): a fixed GPU worker group.
 
 One cluster per step, not one shared by a run's steps. Sharing would save, on each later step of a run, the start
@@ -59,6 +60,17 @@ def _int_env(name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {os.environ[name]!r}") from None
 
 
+def _gpu_placement() -> dict:
+    """node_selector / tolerations of GPU worker pods (both clusters' GPU groups), where the environment sets them;
+    unset: no node selector and the nvidia.com/gpu toleration (the configs' defaults)."""
+    kwargs = {}
+    if "VIDEOLAKE_RAY_NODE_SELECTOR" in os.environ:
+        kwargs["node_selector"] = json.loads(os.environ["VIDEOLAKE_RAY_NODE_SELECTOR"])
+    if "VIDEOLAKE_RAY_TOLERATIONS" in os.environ:
+        kwargs["tolerations"] = tuple(json.loads(os.environ["VIDEOLAKE_RAY_TOLERATIONS"]))
+    return kwargs
+
+
 def ray_cluster_config():
     """The RayCluster shape of the GPU step, from environment settings (defaults in RayClusterSpecConfig)."""
     from videolake.platform.kuberay_spec import RayClusterSpecConfig
@@ -69,15 +81,32 @@ def ray_cluster_config():
         kwargs.update(worker_replicas=n, worker_max_replicas=n)
     if "VIDEOLAKE_RAY_GPUS_PER_WORKER" in os.environ:
         kwargs["gpus_per_worker"] = _int_env("VIDEOLAKE_RAY_GPUS_PER_WORKER")
-    if "VIDEOLAKE_RAY_NODE_SELECTOR" in os.environ:
-        kwargs["node_selector"] = json.loads(os.environ["VIDEOLAKE_RAY_NODE_SELECTOR"])
-    if "VIDEOLAKE_RAY_TOLERATIONS" in os.environ:
-        kwargs["tolerations"] = tuple(json.loads(os.environ["VIDEOLAKE_RAY_TOLERATIONS"]))
+    kwargs.update(_gpu_placement())
     return RayClusterSpecConfig(**kwargs)
 
 
+def cpu_cluster_gpu_group():
+    """The CPU stages' optional GPU worker group (scene_clips' TransNetV2), or None (the default): 0 to
+    VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS pods of VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER GPUs (default 1), placed like the
+    GPU step's workers (VIDEOLAKE_RAY_NODE_SELECTOR, VIDEOLAKE_RAY_TOLERATIONS)."""
+    from videolake.platform.kuberay_spec import cpu_stage_gpu_group
+
+    max_workers = _int_env("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS") if os.environ.get(
+        "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "").strip() else 0
+    gpus = _int_env("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER") if os.environ.get(
+        "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER", "").strip() else 1
+    if max_workers < 0:
+        raise ValueError(f"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be >= 0 (0: no GPU group), got {max_workers}")
+    if gpus < 1:
+        raise ValueError(f"VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be >= 1, got {gpus}")
+    if max_workers == 0:
+        return None
+    return cpu_stage_gpu_group(max_workers, gpus_per_worker=gpus, **_gpu_placement())
+
+
 def cpu_cluster_config():
-    """The CPU stages' autoscaling RayCluster, from environment settings (defaults in CPU_STAGE_DEFAULTS)."""
+    """The CPU stages' autoscaling RayCluster, from environment settings (defaults in CPU_STAGE_DEFAULTS), with
+    the GPU group of ``cpu_cluster_gpu_group`` if that gives one."""
     from videolake.platform.kuberay_spec import cpu_stage_cluster_config
 
     kwargs = {
@@ -92,6 +121,8 @@ def cpu_cluster_config():
         kwargs["worker_cpu"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_CPUS"]
     if "VIDEOLAKE_RAY_CPU_WORKER_MEMORY" in os.environ:
         kwargs["worker_memory"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]
+    if (gpu_group := cpu_cluster_gpu_group()) is not None:
+        kwargs["extra_worker_groups"] = (gpu_group,)
     return cpu_stage_cluster_config(**kwargs)
 
 
