@@ -571,6 +571,13 @@ def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
     assert groups[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert groups[1]["template"]["spec"]["nodeSelector"] == H100
     assert "nodeSelector" not in groups[0]["template"]["spec"] and "tolerations" not in groups[0]["template"]["spec"]
+    # what scene_clips asks the autoscaler for: 3 pods x 2 GPUs (the CPU group adds none)
+    from videolake.resources.ray_on_demand import scalable_gpus
+
+    assert scalable_gpus(prod_resources()["ray_cluster"]) == 6
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "0")
+    assert scalable_gpus(prod_resources()["ray_cluster"]) == 0
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "3")
 
     # VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER unset: 1 GPU per pod; VIDEOLAKE_RAY_TOLERATIONS unset: the nvidia.com/gpu one
     monkeypatch.delenv("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER")

@@ -134,3 +134,49 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
     if detected:  # the rows follow the given cuts exactly
         assert [(r["start_frame"], r["end_frame"]) for r in rows] == list(zip(bounds, bounds[1:]))
     assert all((r["clip_uri"] is not None) == (clip_mode == "files") for r in rows)
+
+
+class _ScriptedAutoscaler:
+    """A FAKE autoscaler (no Kubernetes here): records resource requests; GPUs appear ``after`` polls once asked."""
+
+    def __init__(self, after: int | None):
+        self.after, self.requests, self.polls = after, [], 0
+
+    def request(self, bundles):
+        self.requests.append(list(bundles))
+
+    def resources(self):
+        self.polls += 1
+        asked = bool(self.requests and self.requests[-1])
+        if asked and self.after is not None and self.polls > self.after:
+            return {"CPU": 8.0, "GPU": 2.0}
+        return {"CPU": 8.0}
+
+
+def test_an_empty_gpu_group_is_asked_for_and_waited_on():
+    from videolake.platform.scenes.transnet_ray import wait_for_gpus
+
+    fake = _ScriptedAutoscaler(after=3)
+    got = wait_for_gpus(2, wait_s=5.0, cluster_resources=fake.resources, request=fake.request, poll_s=0.001)
+    assert got == {"CPU": 8.0, "GPU": 2.0}
+    assert fake.requests == [[{"GPU": 1.0}, {"GPU": 1.0}]]
+    assert fake.polls == 4
+
+    never = _ScriptedAutoscaler(after=None)  # no GPU comes: the CPUs detect
+    got = wait_for_gpus(1, wait_s=0.05, cluster_resources=never.resources, request=never.request, poll_s=0.01)
+    assert "GPU" not in got and never.requests == [[{"GPU": 1.0}]] and never.polls >= 3
+
+    nothing = _ScriptedAutoscaler(after=0)  # no GPU group: nothing is asked for
+    assert wait_for_gpus(0, cluster_resources=nothing.resources, request=nothing.request) == {"CPU": 8.0}
+    assert nothing.requests == []
+
+
+def test_the_autoscaler_request_is_made_and_cleared_on_a_real_ray(gpu_ray):
+    from ray.autoscaler.sdk import request_resources
+
+    from videolake.platform.scenes.transnet_ray import wait_for_gpus
+
+    # the cluster here already has its (logical) GPU: no request, the resources come back as they are
+    assert float(wait_for_gpus(4, wait_s=0.1)["GPU"]) == 1.0
+    request_resources(bundles=[{"GPU": 1.0}])  # the real API the route calls, then clears
+    request_resources(bundles=[])

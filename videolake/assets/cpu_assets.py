@@ -20,7 +20,7 @@ from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
 from videolake.resources import LakeResource, ObjectStoreResource
-from videolake.resources.ray_on_demand import connect_on_demand
+from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
 
 GROUP = "videolake"
 OWNERS = ["team:ml-data"]
@@ -112,7 +112,7 @@ def scene_clips(
     lk = lake.get_lake()
     with connect_on_demand(context, ray_cluster):
         run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
-                               progress=_progress(context, "split"))
+                               progress=_progress(context, "split"), scalable_gpus=scalable_gpus(ray_cluster))
     return stage_result(context, "scene_clips", run, keys, lk, extra=run.extra)
 
 

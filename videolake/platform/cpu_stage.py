@@ -347,8 +347,12 @@ def split_partitions(
     config: SplitConfig,
     *,
     progress: Callable[[Any], None] | None = None,
+    scalable_gpus: int = 0,
 ) -> "StageRun":
-    """scene_clips for the run's partitions: one unit per ok video."""
+    """scene_clips for the run's partitions: one unit per ok video.
+
+    ``scalable_gpus``: GPUs the Ray cluster's autoscaler can add (a GPU worker group that starts empty); with
+    ``detector="transnetv2"`` they are asked for, used for detection, and released."""
     from functools import partial
 
     from videolake.platform.scenes import get_detector
@@ -358,7 +362,7 @@ def split_partitions(
     params = get_detector(config.detector, **config.detector_params).params_json()
     version = stage_version("scene_clips-3", _config_dict(config), params)
     units = video_units(lake, partitions, "split")
-    gpu_videos = _detect_on_gpus(lake, store, config, version, units)
+    gpu_videos = _detect_on_gpus(lake, store, config, version, units, scalable_gpus)
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
     run = run_stage(lake, "scene_clips", version, partitions, units,
                     partial(_split_payload, store=store, config=config),
@@ -367,7 +371,8 @@ def split_partitions(
     return replace(run, extra={"frames": frames, "videos_detected_on_gpus": gpu_videos})
 
 
-def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, units: list[dict]) -> int:
+def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, units: list[dict],
+                    scalable_gpus: int = 0) -> int:
     """TransNetV2 on the cluster's GPUs for the units still to do; their results travel in the unit payloads (the
     units then only cut ranges and write rows). Returns how many videos were detected there (0: no route)."""
     if config.detector != "transnetv2" or not units:
@@ -383,7 +388,7 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     payloads = [json.loads(u["payload"]) for u in todo]
     videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
     detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,
-                                      open_source=store_opener(lambda _uri: store))
+                                      open_source=store_opener(lambda _uri: store), scalable_gpus=scalable_gpus)
     if detected is None:
         return 0
     for u, p in zip(todo, payloads):

@@ -383,6 +383,15 @@ def build_raycluster_manifest(cfg: RayClusterSpecConfig, name: str,
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": build_raycluster_spec(cfg)}
 
 
+def scalable_gpus(worker_group_specs: list[dict[str, Any]]) -> int:
+    """GPUs a RayCluster's worker groups can reach: the sum of maxReplicas x num-gpus over its groups."""
+    total = 0
+    for group in worker_group_specs:
+        gpus = int(float(group.get("rayStartParams", {}).get("num-gpus", 0) or 0))
+        total += gpus * int(group.get("maxReplicas", group.get("replicas", 0)) or 0)
+    return total
+
+
 def dagster_ray_spec_kwargs(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     """Keyword arguments for ``dagster_ray.kuberay.configs.RayClusterSpec`` (snake_case field names), so that:
 

@@ -29,3 +29,14 @@ def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) 
 
     with ray_connector(connect):
         yield
+
+
+def scalable_gpus(resource: RayResource) -> int:
+    """GPUs the resource's cluster can scale up to: a KubeRay cluster's worker groups (maxReplicas x num-gpus);
+    0 for a local Ray, whose GPUs (if any) are there from the start."""
+    from videolake.platform.kuberay_spec import scalable_gpus as of_groups
+
+    cluster = getattr(resource, "ray_cluster", None)
+    spec = getattr(cluster, "spec", None)
+    groups = getattr(spec, "worker_group_specs", None)
+    return of_groups(list(groups)) if groups else 0

@@ -232,28 +232,79 @@ def ray_config_for_cluster(resources: Mapping[str, float] | None = None) -> RayD
     return RayDetectConfig(num_actors=1, num_gpus_per_actor=0.0, num_cpus_per_actor=0.5, decode_num_cpus=0.5)
 
 
+GPU_SCALE_UP_WAIT_S = 600.0  # how long to wait for an autoscaled GPU worker (a GPU node and image pull take minutes)
+
+
+def wait_for_gpus(scalable_gpus: int, wait_s: float = GPU_SCALE_UP_WAIT_S, *,
+                  cluster_resources: Callable[[], Mapping[str, float]] | None = None,
+                  request: Callable[[list[dict[str, float]]], None] | None = None,
+                  poll_s: float = 2.0) -> Mapping[str, float]:
+    """The cluster's resources once it has a GPU: when it has none but can scale up to ``scalable_gpus`` (a KubeRay
+    GPU worker group that starts empty), ask Ray's autoscaler for them and wait up to ``wait_s``.
+
+    Why: the route is taken only when the cluster HAS GPUs, and an autoscaler adds GPU pods only for work that asks
+    for them, so an empty GPU group would never be used. The caller clears the request (``request([])``) when its
+    work is done, so the autoscaler can remove the idle pods. Returns the last resources seen (without "GPU" when
+    none came in time: the caller then detects on CPUs).
+    """
+    import time
+
+    if cluster_resources is None or request is None:
+        import ray
+        from ray.autoscaler.sdk import request_resources
+
+        cluster_resources = cluster_resources or ray.cluster_resources
+        request = request or (lambda bundles: request_resources(bundles=bundles))
+    resources = cluster_resources()
+    if float(resources.get("GPU", 0)) > 0 or scalable_gpus <= 0:
+        return resources
+    log.info("scene detection: asking the autoscaler for %d GPU worker(s), waiting up to %.0fs", scalable_gpus, wait_s)
+    request([{"GPU": 1.0}] * scalable_gpus)
+    deadline = time.monotonic() + wait_s
+    while float(resources.get("GPU", 0)) <= 0 and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        resources = cluster_resources()
+    if float(resources.get("GPU", 0)) <= 0:
+        log.warning("no GPU worker came up within %.0fs: TransNetV2 runs on the CPUs", wait_s)
+    return resources
+
+
 def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, Any],
                            open_source: Callable[[str], Any] | None = None,
-                           resources: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]] | None:
+                           resources: Mapping[str, float] | None = None,
+                           scalable_gpus: int = 0) -> dict[str, dict[str, Any]] | None:
     """TransNetV2 over ``videos`` on the connected Ray cluster's GPUs, or None when it has none.
 
     The route the scene stage takes for ``detector="transnetv2"``: on this project's CPUs the network does ~30 new
     frames/s, on one H200 ~36,000, but only with >= 32 windows per call, so the windows of many videos are batched
     per GPU call (``scene_dataset``). On a CPU-only cluster the caller runs the detector per video instead.
+    ``scalable_gpus``: GPUs the cluster's autoscaler can add (``wait_for_gpus``); they are asked for, used, and
+    released at the end.
     """
     from videolake.platform.scenes.params import parse_params
 
+    if not videos:
+        return None
+    requested = False
     if resources is None:
         import ray
 
         resources = ray.cluster_resources()
-    if float(resources.get("GPU", 0)) <= 0 or not videos:
-        return None
-    config = parse_params(TransNetConfig, dict(params), "transnetv2")
-    ray_config = ray_config_for_cluster(resources)
-    log.info("scene detection: TransNetV2 on %d GPU actor(s) for %d video(s)", ray_config.num_actors, len(videos))
-    return detect_scenes_ray(videos, config, ray_config, open_source)
+        if float(resources.get("GPU", 0)) <= 0 and scalable_gpus > 0:
+            resources, requested = wait_for_gpus(scalable_gpus), True
+    try:
+        if float(resources.get("GPU", 0)) <= 0:
+            return None
+        config = parse_params(TransNetConfig, dict(params), "transnetv2")
+        ray_config = ray_config_for_cluster(resources)
+        log.info("scene detection: TransNetV2 on %d GPU actor(s) for %d video(s)", ray_config.num_actors, len(videos))
+        return detect_scenes_ray(videos, config, ray_config, open_source)
+    finally:
+        if requested:
+            from ray.autoscaler.sdk import request_resources
+
+            request_resources(bundles=[])  # the GPU pods may go once idle
 
 
 __all__ = ["RayDetectConfig", "TransNetV2Predictor", "assemble_video", "decode_windows", "detect_on_cluster_gpus",
-           "detect_scenes_ray", "ray_config_for_cluster", "scene_dataset"]
+           "detect_scenes_ray", "ray_config_for_cluster", "scene_dataset", "wait_for_gpus"]
