@@ -11,8 +11,10 @@ from videolake.resources import ObjectStoreResource
 
 
 def _tick(store_root, cursor):
-    ctx = dg.build_sensor_context(cursor=cursor, resources={"object_store": ObjectStoreResource(kind="local", root=str(store_root))})
-    result = landing_sensor(ctx)
+    # a context manager: the resource has a nested one (its S3 connection), which Dagster opens and closes
+    resources = {"object_store": ObjectStoreResource(kind="local", root=str(store_root))}
+    with dg.build_sensor_context(cursor=cursor, resources=resources) as ctx:
+        result = landing_sensor(ctx)
     return [(r.partition_key, r.run_key) for r in result.run_requests], result.cursor
 
 

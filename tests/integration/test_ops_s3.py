@@ -20,7 +20,7 @@ from videolake.assets.automation import daily_schedule
 from videolake.assets.landing import landing_folder_exists
 from videolake.assets.sensors import landing_sensor
 from videolake.platform.objectstore.s3 import S3ObjectStore
-from videolake.resources import ObjectStoreResource
+from videolake.resources import ObjectStoreResource, S3Resource
 
 pytestmark = pytest.mark.slow
 
@@ -53,9 +53,9 @@ def _store(server: SeaweedS3, prefix: str) -> S3ObjectStore:
 
 
 def _resource(server: SeaweedS3, prefix: str) -> ObjectStoreResource:
-    return ObjectStoreResource(kind="s3", bucket=server.bucket, prefix=prefix, endpoint_url=server.endpoint_url,
-                               region=server.region, access_key_id=server.access_key,
-                               secret_access_key=server.secret_key)
+    return ObjectStoreResource(kind="s3", bucket=server.bucket, prefix=prefix,
+                               s3=S3Resource(endpoint_url=server.endpoint_url, region=server.region,
+                                             access_key_id=server.access_key, secret_access_key=server.secret_key))
 
 
 def test_a_folder_marker_makes_a_day_exist_and_no_object_means_no_folder(seaweed, prefix):

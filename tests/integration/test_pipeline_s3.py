@@ -35,7 +35,7 @@ from dagster_ray import LocalRay
 from s3_server import SeaweedS3
 
 from videolake.platform.lake import Lake, PartitionRange
-from videolake.resources import LakeResource, ObjectStoreResource
+from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
 
 pytestmark = pytest.mark.slow
 
@@ -105,12 +105,12 @@ def s3_resources(*, endpoint_url: str, bucket: str, prefix: str, access_key_id, 
                  **lake_extra) -> dict:
     """The prod profile's storage resources pointed at the test server (credentials: plain strings in the test
     process, dg.EnvVar in the child processes, as in prod) and a local Ray for the CPU steps."""
-    creds = {"access_key_id": access_key_id, "secret_access_key": secret_access_key}
+    s3 = S3Resource(endpoint_url=endpoint_url, region="us-east-1", access_key_id=access_key_id,
+                    secret_access_key=secret_access_key)
     return {
-        "object_store": ObjectStoreResource(kind="s3", bucket=bucket, prefix=prefix, endpoint_url=endpoint_url,
-                                            region="us-east-1", **creds),
-        "lake": lake_resource(root=f"s3://{bucket}/{prefix}/tables", endpoint_url=endpoint_url, region="us-east-1",
-                              **creds, **lake_extra),
+        "s3": s3,
+        "object_store": ObjectStoreResource(kind="s3", bucket=bucket, prefix=prefix, s3=s3),
+        "lake": lake_resource(bucket=bucket, prefix=prefix, s3=s3, **lake_extra),
         "ray_cluster": (SerialStartLocalRay(ray_init_options=dict(RAY_INIT), start_lock=ray_start_lock)
                         if ray_start_lock else LocalRay(ray_init_options=dict(RAY_INIT))),
     }

@@ -137,7 +137,7 @@ def check_object_store(ctx) -> str:
     r = _resources(ctx)["object_store"]
     if r.kind == "local":
         return "local " + _writable_dir(os.path.abspath(r.root))
-    return _probe_s3(r.bucket, r.prefix, r.endpoint_url, r.region, r.access_key_id, r.secret_access_key)
+    return _probe_s3(r.bucket, r.prefix, r.s3.endpoint, r.s3.region, r.s3.access_key_id, r.s3.secret_access_key)
 
 
 def check_lake(ctx) -> str:
@@ -145,7 +145,7 @@ def check_lake(ctx) -> str:
     if not r.root.startswith("s3://"):
         return "local " + _writable_dir(os.path.abspath(r.root))
     bucket, _, prefix = r.root.removeprefix("s3://").partition("/")
-    return _probe_s3(bucket, prefix, r.endpoint_url, r.region, r.access_key_id, r.secret_access_key)
+    return _probe_s3(bucket, prefix, r.s3.endpoint, r.s3.region, r.s3.access_key_id, r.s3.secret_access_key)
 
 
 def check_model(ctx) -> str:

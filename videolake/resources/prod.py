@@ -29,8 +29,9 @@ Run with Dagster's per-step (multiprocess or k8s_job) executor, the default of t
 initializes only its own resources, so the GPU cluster exists only during clip_captions. An in-process run would
 set up both clusters at run start and connect twice in one process (Ray Client allows one connection).
 
-Non-secret settings come from the videolake-config ConfigMap (k8s/configmap.yaml), read at load time; credentials
-only through dg.EnvVar (resolved at run time from the videolake-s3 Secret), never stored in code or config.
+Non-secret settings come from the videolake-config ConfigMap (k8s/configmap.yaml): the KubeRay shapes are read at
+load time; the S3 bucket, prefix, endpoint and region, like the credentials (from the videolake-s3 Secret), are
+dg.EnvVar, resolved by Dagster at run time, never stored in code or config.
 """
 
 from __future__ import annotations
@@ -157,21 +158,43 @@ def cpu_ray_resource(cfg=None, **overrides):
     return kuberay_cluster_resource(cfg or cpu_cluster_config(), **overrides)
 
 
-def prod_resources() -> dict:
-    from videolake.resources.captioner import captioner_from_env
-    from videolake.resources import LakeResource, ObjectStoreResource
+def _env_var(name: str, default: str | None = None):
+    """``dg.EnvVar(name)``, resolved by Dagster at run time, when the variable is set here; else ``default``.
 
-    bucket = _env("VIDEOLAKE_S3_BUCKET")
-    prefix = _env("VIDEOLAKE_S3_PREFIX", "").strip("/")
-    endpoint = os.environ.get("VIDEOLAKE_S3_ENDPOINT_URL") or None
-    region = _env("VIDEOLAKE_S3_REGION", "us-east-1")
-    creds = {"access_key_id": dg.EnvVar("AWS_ACCESS_KEY_ID"), "secret_access_key": dg.EnvVar("AWS_SECRET_ACCESS_KEY")}
-    lake_root = f"s3://{bucket}/{prefix + '/' if prefix else ''}tables"
+    Dagster fails a run on an EnvVar whose variable is unset, also for an optional field, so an optional setting
+    (prefix, endpoint, region) is an EnvVar only where the environment sets it; where it is unset (k8s/configmap.yaml
+    sets all of them) the field keeps its default. Required settings use ``_required_env_var``."""
+    return dg.EnvVar(name) if name in os.environ else default
+
+
+def _required_env_var(name: str):
+    """``dg.EnvVar(name)`` of a required setting: checked here so that loading fails at once where it is unset or
+    empty, resolved by Dagster at run time."""
+    if not _env(name).strip():
+        raise RuntimeError(f"the prod profile needs the environment variable {name} non-empty (see k8s/configmap.yaml)")
+    return dg.EnvVar(name)
+
+
+def prod_resources() -> dict:
+    """S3 object store and lake on one S3 connection, KubeRay clusters, the captioner.
+
+    Bucket, prefix, endpoint, region and the credentials are dg.EnvVar (see ``_env_var``): Dagster resolves them
+    when a run initializes the resources, the UI shows which variable each comes from, and the lake builds its root,
+    s3://<bucket>/<prefix>/tables, from the resolved bucket and prefix."""
+    from videolake.resources.captioner import captioner_from_env
+    from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
+
+    s3 = S3Resource(
+        endpoint_url=_env_var("VIDEOLAKE_S3_ENDPOINT_URL"),
+        region=_env_var("VIDEOLAKE_S3_REGION", "us-east-1"),
+        access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+        secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+    )
+    location = {"bucket": _required_env_var("VIDEOLAKE_S3_BUCKET"), "prefix": _env_var("VIDEOLAKE_S3_PREFIX", "")}
     return {
-        "object_store": ObjectStoreResource(
-            kind="s3", bucket=bucket, prefix=prefix, endpoint_url=endpoint, region=region, **creds
-        ),
-        "lake": LakeResource(root=lake_root, endpoint_url=endpoint, region=region, **creds),
+        "s3": s3,  # one connection: the object store and the lake take it as their nested ``s3`` resource
+        "object_store": ObjectStoreResource(kind="s3", s3=s3, **location),
+        "lake": LakeResource(s3=s3, **location),
         "ray_cluster": cpu_ray_resource(),
         "caption_ray": caption_ray_resource(),
         "captioner": captioner_from_env(default_gpus=1.0),
