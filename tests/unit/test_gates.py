@@ -65,7 +65,7 @@ def clip_row(vid: str, index: int, start: int, end: int, day: dt.date = D, **kw)
     row = dict(
         clip_id=clip_id(vid, start, end), video_id=vid, source_uri=f"s3://in/{vid}.mp4", clip_index=index,
         start_frame=start, end_frame=end, start_s=start / FPS, end_s=end / FPS, duration_s=(end - start) / FPS,
-        clip_uri=None, detector="luma", detector_params="{}", partition_date=day,
+        clip_uri=None, detector="luma", detector_params="{}", max_clip_s=20.0, partition_date=day,
     )
     row.update(kw)
     return row
@@ -324,8 +324,22 @@ def test_scene_duration_in_bounds_fails(cfg):
     rows[4]["duration_s"] = 21.0  # v2 clip 1: over max_clip_s 20 + tolerance 0.5
     rows[5]["duration_s"] = 20.5  # v2 clip 2: exactly at the bound, passes
     r = gates_clips(rows, cfg)["duration_in_bounds"]
-    assert_failed(r, {"duration_out_of_bounds": 2, "detect_error_clips_exempt": 0}, (clip_id("v1", 0, 30), clip_id("v2", 30, 60)))
-    assert r.thresholds == {"min_duration_s_exclusive": 0.0, "max_clip_s": 20.0, "duration_tolerance_s": 0.5}
+    assert_failed(r, {"duration_out_of_bounds": 2, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 0},
+                  (clip_id("v1", 0, 30), clip_id("v2", 30, 60)))
+    assert r.thresholds == {"min_duration_s_exclusive": 0.0, "duration_tolerance_s": 0.5}
+
+
+def test_scene_duration_is_bounded_by_each_rows_own_max_clip_s(cfg):
+    # The gate has no max_clip_s of its own: a row cut under max_clip_s 1 s fails at 1.6 s, one cut under 20 s
+    # passes at 19 s, and a row written before the column existed (no bound) is counted, not checked.
+    rows = good_clip_rows()
+    rows[1].update(max_clip_s=1.0, duration_s=1.6)  # v1 clip 1: over 1 + 0.5
+    rows[2].update(max_clip_s=1.0, duration_s=1.5)  # v1 clip 2: exactly at its bound
+    rows[4].update(duration_s=19.0)  # v2 clip 1, bound 20
+    rows[7].update(max_clip_s=None, duration_s=30.0)  # v3 clip 1: no bound recorded
+    r = gates_clips(rows, cfg)["duration_in_bounds"]
+    assert_failed(r, {"duration_out_of_bounds": 1, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 1},
+                  (rows[1]["clip_id"],))
 
 
 def test_scene_duration_bound_exempts_detect_error_fallback_clip(cfg):
@@ -335,7 +349,8 @@ def test_scene_duration_bound_exempts_detect_error_fallback_clip(cfg):
     rows = [r for v in ("v1", "v2", "v3") for r in clips_of(v)] + [clip_row("v4", 0, 0, 2500, detect_error="decode failed")]
     res = gates_clips(rows, cfg, raw_rows=raw)
     assert_all_passed(res, "scene_clips")
-    assert res["duration_in_bounds"].measured == {"detect_error_clips_exempt": 1, "duration_out_of_bounds": 0}
+    assert res["duration_in_bounds"].measured == {"detect_error_clips_exempt": 1, "duration_out_of_bounds": 0,
+                                                  "clips_without_max_clip_s": 0}
 
 
 # ----------------------------------------------------------------------------------------------- filtered_clips
@@ -587,6 +602,7 @@ def test_config_from_yaml_file_named_by_env_and_overrides(tmp_path, monkeypatch)
         ({"raw_videos": {"gates": {"reject_rate": {"severity": "fatal"}}}}, "severity"),
         ({"raw_videos": {"gates": {"reject_rate": {"enabled": "no"}}}}, "expected true/false"),
         ({"clip_captions": {"refusal_patterns": "sorry"}}, "list of strings"),
+        ({"scene_clips": {"max_clip_s": 20.0}}, "max_clip_s is no longer a gate setting: each scene_clips row carries"),
     ],
 )
 def test_config_rejects_typos(data, message):

@@ -98,7 +98,8 @@ def test_a_video_the_gpu_route_could_not_decode_is_a_detect_error(tmp_path):
     assert row == {"clip_id": clip_id("v1", 0, 10), "video_id": "v1", "source_uri": video["source_uri"], "clip_index": 0,
                    "start_frame": 0, "end_frame": 10, "start_s": 0.0, "end_s": 0.4, "duration_s": 0.4, "clip_uri": None,
                    "detector": "transnetv2", "detector_params": '{"device": "cpu", "torch_threads": 1, '
-                   '"windows_per_batch": 16}', "detect_error": "cannot open landing/x.mp4: invalid data"}
+                   '"windows_per_batch": 16}', "detect_error": "cannot open landing/x.mp4: invalid data",
+                   "max_clip_s": 20.0, "frame_stats_uri": None}
 
 
 class _CountingStore(LocalObjectStore):
@@ -134,6 +135,43 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
     if detected:  # the rows follow the given cuts exactly
         assert [(r["start_frame"], r["end_frame"]) for r in rows] == list(zip(bounds, bounds[1:]))
     assert all((r["clip_uri"] is not None) == (clip_mode == "files") for r in rows)
+    # the rows name where their detection's frame statistics are: luma keeps them, TransNetV2's 48x27 pass does not
+    uris = {r["frame_stats_uri"] for r in rows}
+    if detected:
+        assert uris == {None}
+    else:
+        (uri,) = uris
+        assert store.exists(store.key_from_uri(uri))
+
+
+def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg):
+    from videolake.platform.cpu_stage import score_one
+    from videolake.platform.frames import FrameStats
+    from videolake.platform.quality import QualityConfig, score_video_clips
+
+    store = _CountingStore(str(tmp_path / "store"))
+    path, truth = render(SHORT, tmp_path / "render")
+    store.put_bytes("landing/short.mp4", path.read_bytes())
+    n, fps = truth["num_frames"], float(truth["fps"])
+    video = {"video_id": "v1", "source_uri": store.uri("landing/short.mp4"), "fps": fps, "num_frames": n,
+             "width": 320, "height": 240}
+    rows = _split_payload(dict(video), store=store, config=SplitConfig(detector="luma"))
+    uri = rows[0]["frame_stats_uri"]
+    stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
+    assert stats.num_frames == n
+    quality = QualityConfig()
+    _CountingStore.opened = 0
+    scored = score_one((video, rows), store=store, quality_config=quality)
+    assert _CountingStore.opened == 0  # no second decode
+    assert scored == score_video_clips(rows, stats, video, quality)
+    assert [r["clip_id"] for r in scored] == [r["clip_id"] for r in rows]
+    # rows naming no statistics (a detector that keeps none), or naming a deleted object: one decode, same clips
+    for stats_uri in (None, store.uri("cache/framestats/gone.npz")):
+        _CountingStore.opened = 0
+        again = score_one((video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store,
+                          quality_config=quality)
+        assert _CountingStore.opened == 1
+        assert [r["clip_id"] for r in again] == [r["clip_id"] for r in rows]
 
 
 class _ScriptedAutoscaler:

@@ -53,9 +53,6 @@ class FilteredClipsConfig(dg.Config):
         default_factory=dict,
         description="Overrides of QualityConfig thresholds by field name, e.g. {max_black_ratio: 0.3}.",
     )
-    split: SceneClipsConfig = Field(
-        default_factory=SceneClipsConfig, description="Must match scene_clips' config to reuse its cached frame stats."
-    )
 
     def to_engine(self):
         from videolake.platform.quality import QualityConfig

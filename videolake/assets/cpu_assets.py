@@ -137,6 +137,6 @@ def filtered_clips(
     keys = partition_keys(context)
     lk = lake.get_lake()
     with connect_on_demand(context, ray_cluster):
-        run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.split.to_engine(),
-                               config.to_engine(), progress=_progress(context, "scored"))
+        run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
+                               progress=_progress(context, "scored"))
     return stage_result(context, "filtered_clips", run, keys, lk)

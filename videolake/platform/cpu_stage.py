@@ -261,8 +261,11 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
                                  num_frames=int(detected["num_frames"]), stats=None)
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
+        stats_uri = None
         if result.stats is not None:
-            store.put_bytes(stats_key(config, video["video_id"], params), result.stats.to_npz_bytes())
+            stats_at = stats_key(config, video["video_id"], params)
+            store.put_bytes(stats_at, result.stats.to_npz_bytes())
+            stats_uri = store.uri(stats_at)
         clip_uris: dict[tuple[int, int], str] = {}
         if config.clip_mode == "files":
             from videolake.platform.clips import store_clip
@@ -278,13 +281,17 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
         else:
             start_s, end_s = start / fps, end / fps
         rows.append(scene_row(video, i, start, end, start_s, end_s, detector.name, params,
-                              clip_uri=clip_uris.get((start, end))))
+                              clip_uri=clip_uris.get((start, end)), frame_stats_uri=stats_uri,
+                              max_clip_s=config.max_clip_s))
     return rows
 
 
 def scene_row(video: dict, index: int, start: int, end: int, start_s: float, end_s: float, detector: str,
-              params_json: str, *, clip_uri: str | None = None, error: str | None = None) -> dict:
-    """One scene_clips row (without partition_date)."""
+              params_json: str, *, clip_uri: str | None = None, error: str | None = None,
+              frame_stats_uri: str | None = None, max_clip_s: float | None = None) -> dict:
+    """One scene_clips row (without partition_date). The row names the detector, its parameters, the clip-length
+    bound it was cut under and where the frame statistics of its detection are, so later stages and gates need no
+    copy of scene_clips' run config."""
     return {
         "clip_id": clip_id(video["video_id"], start, end),
         "video_id": video["video_id"],
@@ -299,6 +306,8 @@ def scene_row(video: dict, index: int, start: int, end: int, start_s: float, end
         "detector": detector,
         "detector_params": params_json,
         "detect_error": error,
+        "max_clip_s": max_clip_s,
+        "frame_stats_uri": frame_stats_uri,
     }
 
 
@@ -308,7 +317,8 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
     n = int(video["num_frames"] or 0)
     fps = float(video["fps"] or 0.0)
     return [scene_row(video, 0, 0, n, 0.0, n / fps if fps else 0.0, config.detector,
-                      json.dumps(config.detector_params, sort_keys=True), error=error[:500])]
+                      json.dumps(config.detector_params, sort_keys=True), error=error[:500],
+                      max_clip_s=config.max_clip_s)]
 
 
 def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
@@ -401,28 +411,33 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
 # ---------------------------------------------------------------------------------------------------- score
 
 
-def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, split_config: SplitConfig, quality_config: Any) -> list[dict]:
-    """FILTERED_CLIPS rows for one video's clips, from cached frame stats (decoding again only if missing)."""
+def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_config: Any) -> list[dict]:
+    """FILTERED_CLIPS rows for one video's clips, from the frame statistics their scene_clips rows name (written by
+    the detection that cut them); decoding the video again only when the rows name none (a detector that keeps no
+    statistics) or the object is gone."""
     from videolake.platform.frames import FrameStats, compute_frame_stats
     from videolake.platform.quality import score_video_clips
 
     video, clips = item
-    params = clips[0]["detector_params"]
-    key = stats_key(split_config, video["video_id"], params)
-    if store.exists(key):
-        stats = FrameStats.from_npz_bytes(store.get_bytes(key))
-    else:
+    uri = clips[0].get("frame_stats_uri")
+    stats = None
+    if uri:
+        key = store.key_from_uri(uri)
+        if store.exists(key):
+            stats = FrameStats.from_npz_bytes(store.get_bytes(key))
+        else:
+            log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
+    if stats is None:
         with store.open_local(store.key_from_uri(video["source_uri"])) as path:
             stats = compute_frame_stats(path)
-        store.put_bytes(key, stats.to_npz_bytes())
     return score_video_clips(clips, stats, video, quality_config)
 
 
 SCORE_CLIP_COLUMNS = ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detector",
-                      "detector_params", "detect_error", "partition_date"]
+                      "detector_params", "detect_error", "frame_stats_uri", "partition_date"]
 
 
-def _score_payload(payload: dict, *, store: ObjectStore, split_config: SplitConfig, quality_config: Any) -> list[dict]:
+def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) -> list[dict]:
     from videolake.platform.quality import failed_clip_row
 
     video, clips = payload["video"], payload["clips"]
@@ -430,7 +445,7 @@ def _score_payload(payload: dict, *, store: ObjectStore, split_config: SplitConf
         return [failed_clip_row(c, None, "video_missing") for c in clips]
     if any(c["detect_error"] for c in clips):
         return [failed_clip_row(c, video, DETECT_ERROR) for c in clips]
-    return score_one((video, clips), store=store, split_config=split_config, quality_config=quality_config)
+    return score_one((video, clips), store=store, quality_config=quality_config)
 
 
 def _score_error(payload: dict, error: str) -> list[dict]:
@@ -443,7 +458,6 @@ def score_partitions(
     lake: Any,
     store: ObjectStore,
     partitions: Any,
-    split_config: SplitConfig,
     quality_config: Any,
     *,
     progress: Callable[[Any], None] | None = None,
@@ -454,7 +468,9 @@ def score_partitions(
 
     from videolake.platform.quality import assign_duplicates
 
-    version = stage_version("filtered_clips-2", _config_dict(split_config), _config_dict(quality_config))
+    # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
+    # content key of (video, detector, parameters), so clips cut by another detection are other units.
+    version = stage_version("filtered_clips-3", _config_dict(quality_config))
     videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
     by_video: dict[tuple[str, str], list[dict]] = {}
     for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
@@ -467,12 +483,13 @@ def score_partitions(
         if video is not None:
             video = {k: v for k, v in video.items() if k != "partition_date"}
         payload = {"video": video, "clips": cs}
-        units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs]),
+        units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs],
+                                           [c["frame_stats_uri"] for c in cs]),
                       "partition_date": day, "payload": json.dumps(payload, default=str)})
     step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
                          summarize=partial(table_figures, "filtered_clips"))
     return run_stage(lake, "filtered_clips", version, partitions, units,
-                     partial(_score_payload, store=store, split_config=split_config, quality_config=quality_config),
+                     partial(_score_payload, store=store, quality_config=quality_config),
                      _score_error, step, progress)
 
 

@@ -63,6 +63,19 @@ SCENE_CLIPS = pa.schema(
             pa.string(),
             metadata={"description": "why detection failed; the video is then one clip that the quality stage rejects"},
         ),
+        pa.field(
+            "max_clip_s",
+            pa.float64(),
+            metadata={"description": "the longest clip the split allowed when this row was cut (scene_clips' run "
+                      "config), seconds; the duration gate checks each row against it"},
+        ),
+        pa.field(
+            "frame_stats_uri",
+            pa.string(),
+            metadata={"description": "object holding the video's per-frame statistics, written by the detection that "
+                      "made this row; quality scoring reads them from here. Null when the detector keeps none "
+                      "(transnetv2): scoring then decodes the video"},
+        ),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
     ]
 )

@@ -104,10 +104,8 @@ class SceneClipsGates(_TableGates):
     )
     # Sum of a video's clip frames must reach this share of its num_frames (gaps = frames no clip covers).
     coverage_min: float = 0.98
-    # Longest clip the splitter may emit (long scenes are split into pieces of at most this length), seconds.
-    # Keep equal to the scene_clips run config's max_clip_s (SplitConfig default 20 s).
-    max_clip_s: float = 20.0
-    # Slack on max_clip_s for frame rounding at the split points, seconds.
+    # Slack on each row's max_clip_s (the bound scene_clips cut it under, carried by the row) for frame rounding at
+    # the split points, seconds.
     duration_tolerance_s: float = 0.5
     # No lower bound other than > 0 on purpose: short scenes are kept here and rejected later, with the reason
     # too_short, by the quality stage (filtered_clips), so every frame of a video stays accounted for.
@@ -211,7 +209,8 @@ GATE_DOCS: dict[str, dict[str, str]] = {
         "clips_ordered_non_overlapping": "a video's clips are numbered 0, 1, ... in frame order and do not overlap.",
         "coverage": "the clips of every ok video cover at least coverage_min of its frames.",
         "every_video_has_clips": "every ok video of the partition has at least one clip.",
-        "duration_in_bounds": "0 < duration_s <= max_clip_s + duration_tolerance_s (detect_error fallback clips exempt).",
+        "duration_in_bounds": "0 < duration_s <= the row's max_clip_s + duration_tolerance_s (detect_error fallback "
+        "clips exempt; rows without max_clip_s are counted, not bounded).",
     },
     "filtered_clips": {
         "scored_exactly_once": "every scene clip of the partition has exactly one row; no rows for other clips.",
@@ -288,11 +287,22 @@ def config_to_dict(config: GateConfig) -> dict[str, Any]:
     return out
 
 
+# Settings a gate config no longer takes, with where the value lives now (a clear error instead of "unknown field").
+RETIRED_FIELDS: dict[str, dict[str, str]] = {
+    "scene_clips": {"max_clip_s": "each scene_clips row carries the max_clip_s it was cut under (scene_clips' run "
+                                  "config), and the duration gate checks the row against that; remove it here"},
+}
+
+
 def _table_from_dict(table: str, cls: type[_TableGates], data: Mapping[str, Any]) -> _TableGates:
     if not isinstance(data, Mapping):
         raise ValueError(f"gate config for {table}: expected a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(fields)
+    retired = sorted(unknown & set(RETIRED_FIELDS.get(table, {})))
+    if retired:
+        raise ValueError(f"gate config for {table}: {', '.join(retired)} is no longer a gate setting: "
+                         + "; ".join(RETIRED_FIELDS[table][n] for n in retired))
     if unknown:
         known = ", ".join(n for n in fields if n != "gates")
         raise ValueError(f"unknown field(s) {sorted(unknown)} for {table}; known: {known}, gates")
