@@ -29,13 +29,10 @@ def resources_for(profile: str) -> dict:
 
 
 def gate_overrides(captioner) -> dict | None:
-    """The tiny random-weight test model writes random text: its captions cannot pass content gates (length,
-    repetition, refusal), so those become warnings with it. A real model gets every gate as configured."""
-    if captioner.uses_tiny_model:
-        from videolake.platform.gates import LENIENT_CAPTION_CONTENT
-
-        return LENIENT_CAPTION_CONTENT
-    return None
+    """Gate config on top of the defaults for this captioner: the test model's policy when it runs (its random text
+    cannot pass the caption content gates, so they warn); a real model gets every gate as configured."""
+    policy = captioner.test_model()
+    return policy.gate_overrides() if policy else None
 
 
 def build_definitions(profile: str = PROFILE) -> dg.Definitions:

@@ -23,3 +23,28 @@ def test_every_frame_setting_reaches_the_engine():
     values = {"sample_fps": 2.0, "min_frames": 3, "max_frames": 6, "max_pixels": 224 * 224}
     assert sorted(values) == sorted(names)
     assert CaptionerResource(model="/m", **values).to_config().frames == FrameConfig(**values)
+
+
+def test_the_test_model_policy_is_decided_in_one_place(tmp_path, monkeypatch):
+    from videolake.definitions import gate_overrides
+    from videolake.platform.captioning.base import SamplingConfig
+    from videolake.platform.gates import LENIENT_CAPTION_CONTENT
+    from videolake.resources.test_model import TinyModelPolicy
+
+    monkeypatch.setenv("VIDEOLAKE_DATA_DIR", str(tmp_path))
+    tiny = CaptionerResource(temperature=0.2, top_p=0.99, max_tokens=16, seed=3)
+    policy = tiny.test_model()
+    assert policy == TinyModelPolicy(path=str(tmp_path / "models" / "tiny-qwen2_5_vl"))
+    cfg = tiny.to_config()
+    assert (cfg.model, cfg.model_name) == (policy.path, "tiny-random-qwen2.5-vl")
+    # sampling only ever widened: temperature up to 0.7, a wider top_p kept, the rest as configured
+    assert cfg.sampling == SamplingConfig(temperature=0.7, top_p=0.99, max_tokens=16, seed=3)
+    assert gate_overrides(tiny) == LENIENT_CAPTION_CONTENT
+
+    real = CaptionerResource(model="/models/m", temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
+    assert real.test_model() is None
+    cfg = real.to_config()
+    assert (cfg.model, cfg.model_name) == ("/models/m", None)
+    assert cfg.sampling == SamplingConfig(temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
+    assert gate_overrides(real) is None
+    assert real.ensure_model() == "/models/m"

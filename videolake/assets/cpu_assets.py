@@ -94,7 +94,7 @@ def raw_videos(
 @dg.asset(
     **COMMON,
     deps=[raw_videos],
-    code_version="scene_clips-2",
+    code_version="scene_clips-3",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
@@ -119,7 +119,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=[scene_clips],
-    code_version="filtered_clips-2",
+    code_version="filtered_clips-3",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},

@@ -155,10 +155,10 @@ def check_model(ctx) -> str:
         if not url:
             raise CheckFailed(f"backend openai needs ${captioner.openai_base_url_env}")
         return f"openai-compatible endpoint {url}"
+    policy = captioner.test_model()
+    if policy:
+        return policy.describe()
     path = captioner.model_path()
-    if captioner.uses_tiny_model:
-        state = "built" if os.path.isdir(path) else "built on first use"
-        return f"no model configured: the tiny random-weight test model ({state} at {path})"
     if "://" in path and not path.startswith("file://"):
         store = _resources(ctx)["object_store"].get_store()
         try:

@@ -370,7 +370,7 @@ def split_partitions(
     # A bad detector name or parameter is the run's configuration, not a video's fault: fail here, at once,
     # instead of recording every video as a detection error. The canonical parameters define the version.
     params = get_detector(config.detector, **config.detector_params).params_json()
-    version = stage_version("scene_clips-3", _config_dict(config), params)
+    version = stage_version("scene_clips-4", _config_dict(config), params)  # -4: rows name stats and max_clip_s
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, units, scalable_gpus)
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))

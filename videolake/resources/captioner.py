@@ -13,8 +13,8 @@ import dagster as dg
 from pydantic import Field
 
 from videolake.platform.captioning.base import CaptionerConfig, EndpointConfig, FrameConfig, SamplingConfig
+from videolake.resources.test_model import TinyModelPolicy, tiny_model_policy
 
-TINY_MODEL_DIRNAME = "tiny-qwen2_5_vl"
 # Every default below is the engine's (one source per setting): the resource only names them for Dagster's launchpad.
 _ENGINE = CaptionerConfig(model="")
 _SAMPLING, _FRAMES, _ENDPOINT = SamplingConfig(), FrameConfig(), EndpointConfig()
@@ -52,27 +52,28 @@ class CaptionerResource(dg.ConfigurableResource):
     openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
     openai_api_key_env: str = Field(default=_ENDPOINT.api_key_env, description="Env var with the API key.")
 
+    def test_model(self) -> Optional[TinyModelPolicy]:
+        """The tiny test model's policy when no model is configured (videolake.resources.test_model), else None."""
+        return tiny_model_policy(self.model)
+
     def model_path(self) -> str:
         """The configured model, or the tiny test model (built once, offline) when none is configured."""
-        if self.model:
-            return self.model
-        data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
-        return os.path.join(data, "models", TINY_MODEL_DIRNAME)
-
-    @property
-    def uses_tiny_model(self) -> bool:
-        return not self.model
+        policy = self.test_model()
+        return policy.path if policy else self.model
 
     def to_config(self):
+        policy = self.test_model()
+        sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                                  seed=self.seed)
         return CaptionerConfig(
             model=self.model_path(),
             backend=self.backend,
-            model_name=self.model_name or ("tiny-random-qwen2.5-vl" if self.uses_tiny_model else None),
+            model_name=self.model_name or (policy.model_name if policy else None),
             model_revision=self.model_revision,
             model_cache_dir=self.model_cache_dir,
             prompt_version=self.prompt_version,
             prompt=self.prompt,
-            sampling=self._sampling(SamplingConfig),
+            sampling=policy.sampling(sampling) if policy else sampling,
             frames=FrameConfig(sample_fps=self.sample_fps, min_frames=self.min_frames, max_frames=self.max_frames,
                                max_pixels=self.max_pixels),
             input_mode=self.input_mode,
@@ -86,26 +87,10 @@ class CaptionerResource(dg.ConfigurableResource):
             endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
         )
 
-    def _sampling(self, cls):
-        if self.uses_tiny_model:
-            # The random-weight test model, near-greedy, often emits only special tokens (an empty caption): sample
-            # wider so the demo's captions are (random) text rather than failed rows.
-            return cls(temperature=max(self.temperature, 0.7), top_p=max(self.top_p, 0.95), max_tokens=self.max_tokens, seed=self.seed)
-        return cls(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed)
-
     def ensure_model(self, log=None) -> str:
         """Build the tiny test model on first use (seconds, offline); a configured model is used as given."""
-        path = self.model_path()
-        if self.uses_tiny_model:
-            from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
-
-            if log:
-                log.warning(
-                    "No captioning model configured: using the tiny RANDOM-WEIGHT Qwen2.5-VL test model at "
-                    f"{path}. Its captions are random text; set VIDEOLAKE_CAPTION_MODEL to a real checkpoint."
-                )
-            build_tiny_qwen_vl(path)
-        return path
+        policy = self.test_model()
+        return policy.ensure_built(log) if policy else self.model
 
 
 def captioner_from_env(default_gpus: float = 0.0):

@@ -263,10 +263,10 @@ def run_local_bench(work_dir: str, *, model: str | None = None, videos: int = 4,
                     decode: bool = False, **overrides) -> CaptionBench:
     """Build the tiny model (cached, in ``model_dir`` or under ``work_dir``) when no model is given, make the
     workload, run the bench."""
-    from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
 
     if model is None:
-        model = build_tiny_qwen_vl(model_dir or os.path.join(work_dir, "tiny-qwen2_5_vl"))
+        model = build_tiny_qwen_vl(model_dir or os.path.join(work_dir, TINY_MODEL_DIRNAME))
         if echo:
             echo(f"model: tiny random-weight Qwen2.5-VL at {model} (its captions are random text)")
     clips = make_bench_clips(os.path.join(work_dir, "videos"), videos=videos, clips_per_video=clips_per_video)
@@ -278,13 +278,15 @@ def main(clips: int = 16, model: str | None = None, work_dir: str | None = None,
 
     Without ``model`` the cached tiny random-weight Qwen2.5-VL under $VIDEOLAKE_DATA_DIR/models is used (the demo's).
     """
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
+
     logging.basicConfig(level=logging.WARNING)
     data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
     work = work_dir or os.path.join(data, "bench", "caption")
     per_video = 8
     videos = max(1, -(-clips // per_video))
     result = run_local_bench(work, model=model, videos=videos, clips_per_video=per_video,
-                             model_dir=os.path.join(data, "models", "tiny-qwen2_5_vl"), decode=decode)
+                             model_dir=os.path.join(data, "models", TINY_MODEL_DIRNAME), decode=decode)
     return 0 if result.captions_ok > 0 else 1
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+TINY_MODEL_DIRNAME = "tiny-qwen2_5_vl"  # its directory under $VIDEOLAKE_DATA_DIR/models (the demo's, the bench's)
 
 # Written last, after every other file: a directory without it is an incomplete build and is rebuilt.
 COMPLETE_MARKER = ".videolake-tiny-model-complete"
