@@ -17,7 +17,7 @@ from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import CLIP_CAPTIONS
+from videolake.platform.schemas import CLIP_CAPTIONS, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand
 from videolake.resources.captioner import CaptionerResource
@@ -40,7 +40,7 @@ def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
         group_name=GROUP,
         owners=["team:ml-data"],
         kinds={"delta", "ray", "vllm"},
-        deps=["filtered_clips"],
+        deps=upstream_of("clip_captions"),
         pool="gpu",
         code_version=version,
         description="One caption row per passed clip (status ok with the caption, or failed with the error), "

@@ -31,9 +31,10 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
 
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import GATE_DOCS, GateResult, context_tables, gate_names
+from videolake.platform.schemas import TABLE_NAMES
 from videolake.resources import LakeResource
 
-GATED_TABLES: tuple[str, ...] = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+GATED_TABLES: tuple[str, ...] = TABLE_NAMES  # every table is gated
 DOWNSTREAM: dict[str, tuple[str, ...]] = {t: GATED_TABLES[i + 1 :] for i, t in enumerate(GATED_TABLES)}
 
 

@@ -18,7 +18,7 @@ from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
+from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
 
@@ -93,7 +93,7 @@ def raw_videos(
 
 @dg.asset(
     **COMMON,
-    deps=[raw_videos],
+    deps=upstream_of("scene_clips"),
     code_version="scene_clips-3",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
@@ -118,7 +118,7 @@ def scene_clips(
 
 @dg.asset(
     **COMMON,
-    deps=[scene_clips],
+    deps=upstream_of("filtered_clips"),
     code_version="filtered_clips-3",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
-TABLES = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+from videolake.platform.schemas import TABLE_NAMES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", required=True, help="partition date YYYY-MM-DD")
-    p.add_argument("--table", choices=TABLES, action="append", help="only these tables (repeatable)")
+    p.add_argument("--table", choices=TABLE_NAMES, action="append", help="only these tables (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object per gate instead of a table")
 
 
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     lake = defs.resources["lake"].get_lake()
     config = load_gate_config(overrides=gate_overrides(defs.resources["captioner"]))
     blocking = 0
-    for table in args.table or TABLES:
+    for table in args.table or TABLE_NAMES:
         if not lake.exists(table):
             print(f"{table}: no table yet (skipped)")
             continue

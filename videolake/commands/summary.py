@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-TABLE_ORDER = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+from videolake.platform.schemas import TABLE_NAMES
 
 
 def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
@@ -41,7 +41,7 @@ def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
         out(f"  captions: {len(okc)} ok, {len(caps) - len(okc)} failed{model}")
         if okc:
             out(f"            e.g. {okc[0]['clip_id'][:20]}…: {okc[0]['caption'][:100]!r}")
-    missing = [t for t in TABLE_ORDER if t in _tables(defs) and t not in done]
+    missing = [t for t in TABLE_NAMES if t in _tables(defs) and t not in done]
     if missing:
         out(f"  not materialized: {', '.join(missing)}")
     evals = list(result.get_asset_check_evaluations())

@@ -6,6 +6,8 @@ Ids are deterministic: the same input bytes and parameters give the same ids, so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 PARTITION_COLUMN = "partition_date"
@@ -121,19 +123,32 @@ CLIP_CAPTIONS = pa.schema(
     ]
 )
 
-TABLES: dict[str, pa.Schema] = {
-    "raw_videos": RAW_VIDEOS,
-    "scene_clips": SCENE_CLIPS,
-    "filtered_clips": FILTERED_CLIPS,
-    "clip_captions": CLIP_CAPTIONS,
-}
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of the lake: everything that iterates the tables reads them from ``TABLE_SPECS``."""
 
-PRIMARY_KEYS: dict[str, str] = {
-    "raw_videos": "video_id",
-    "scene_clips": "clip_id",
-    "filtered_clips": "clip_id",
-    "clip_captions": "clip_id",
-}
+    name: str
+    schema: pa.Schema
+    key: str  # the primary key column (unique within a partition)
+    upstream: str | None  # the table its rows are computed from; None: the landing area
+
+
+# In pipeline order: each table's upstream comes before it.
+TABLE_SPECS: tuple[TableSpec, ...] = (
+    TableSpec("raw_videos", RAW_VIDEOS, key="video_id", upstream=None),
+    TableSpec("scene_clips", SCENE_CLIPS, key="clip_id", upstream="raw_videos"),
+    TableSpec("filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips"),
+    TableSpec("clip_captions", CLIP_CAPTIONS, key="clip_id", upstream="filtered_clips"),
+)
+TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)
+TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}
+PRIMARY_KEYS: dict[str, str] = {t.name: t.key for t in TABLE_SPECS}
+
+
+def upstream_of(table: str) -> list[str]:
+    """The tables ``table`` is computed from (its asset's deps): [] for the first table."""
+    (spec,) = [t for t in TABLE_SPECS if t.name == table]
+    return [spec.upstream] if spec.upstream else []
 
 
 def clip_id(video_id: str, start_frame: int, end_frame: int) -> str:

@@ -1,0 +1,43 @@
+"""The table specs (videolake.platform.schemas.TABLE_SPECS) are the one list of tables: every per-table mapping covers
+exactly those tables, and the asset graph follows their upstreams. A fifth table that misses a mapping fails here."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from videolake.assets.checks import GATED_TABLES
+from videolake.assets.metadata import SUMMARY_COLUMNS
+from videolake.assets.ui_metadata import COLUMN_SOURCES, PREVIEW_COLUMNS
+from videolake.platform.gates import GATE_DOCS
+from videolake.platform.gates.config import TABLE_CONFIGS
+from videolake.platform.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, TABLES
+
+
+def test_every_per_table_mapping_covers_exactly_the_specs():
+    assert TABLE_NAMES == ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+    assert list(TABLES) == list(PRIMARY_KEYS) == list(TABLE_NAMES)
+    assert GATED_TABLES == TABLE_NAMES
+    for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, SUMMARY_COLUMNS):
+        assert set(mapping) == set(TABLE_NAMES), mapping
+    assert set(COLUMN_SOURCES) == {t.name for t in TABLE_SPECS if t.upstream is not None}
+
+
+def test_each_spec_is_consistent():
+    seen: set[str] = set()
+    for spec in TABLE_SPECS:
+        key = spec.schema.field(spec.key)
+        assert not key.nullable, spec.name
+        assert spec.upstream is None or spec.upstream in seen, f"{spec.name}'s upstream must come before it"
+        for column, sources in COLUMN_SOURCES.get(spec.name, {}).items():
+            assert column in spec.schema.names
+            assert all(table in seen and col in TABLES[table].names for table, col in sources), (spec.name, column)
+        seen.add(spec.name)
+
+
+def test_the_asset_graph_follows_the_specs_upstreams():
+    from videolake.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    for spec in TABLE_SPECS:
+        parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
+        assert parents == ({spec.upstream} if spec.upstream else set()), spec.name
