@@ -31,47 +31,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from videolake.assets.metadata import figures_metadata, rounded, table_figures
-from videolake.platform.schemas import PARTITION_COLUMN, TABLES
+from videolake.platform.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES
 
 PREVIEW_ROWS = 5
 ID_CHARS = 10  # shown characters of a 64-hex video id
 TEXT_CHARS = 60  # shown characters of a caption, error or reason
 TAG_PREFIX = "videolake/"
 
-# Where each column of a table comes from: column -> [(upstream asset, upstream column), ...]. Only the direct
-# upstream asset and the tables the asset reads in its step are named; computed columns name their inputs.
+# Where each column of a table comes from (its spec's lineage, videolake.platform.schemas.TABLE_SPECS):
+# column -> [(upstream asset, upstream column), ...].
 COLUMN_SOURCES: dict[str, dict[str, list[tuple[str, str]]]] = {
-    "scene_clips": {
-        "clip_id": [("raw_videos", "video_id")],
-        "video_id": [("raw_videos", "video_id")],
-        "source_uri": [("raw_videos", "source_uri")],
-        "start_s": [("raw_videos", "fps")],
-        "end_s": [("raw_videos", "fps")],
-        "duration_s": [("raw_videos", "fps")],
-        PARTITION_COLUMN: [("raw_videos", PARTITION_COLUMN)],
-    },
-    "filtered_clips": {
-        "clip_id": [("scene_clips", "clip_id")],
-        "video_id": [("scene_clips", "video_id")],
-        "duration_s": [("scene_clips", "duration_s")],
-        "width": [("raw_videos", "width")],
-        "height": [("raw_videos", "height")],
-        "motion": [("scene_clips", "start_frame"), ("scene_clips", "end_frame"), ("scene_clips", "frame_stats_uri"),
-                   ("raw_videos", "source_uri")],
-        "sharpness": [("scene_clips", "start_frame"), ("scene_clips", "end_frame"), ("scene_clips", "frame_stats_uri"),
-                   ("raw_videos", "source_uri")],
-        "brightness": [("scene_clips", "start_frame"), ("scene_clips", "end_frame"), ("scene_clips", "frame_stats_uri"),
-                   ("raw_videos", "source_uri")],
-        PARTITION_COLUMN: [("scene_clips", PARTITION_COLUMN)],
-    },
-    "clip_captions": {
-        "clip_id": [("filtered_clips", "clip_id")],
-        "video_id": [("scene_clips", "video_id")],
-        "source_uri": [("scene_clips", "source_uri")],
-        "num_frames": [("scene_clips", "start_frame"), ("scene_clips", "end_frame"), ("raw_videos", "fps")],
-        "caption": [("scene_clips", "source_uri"), ("scene_clips", "start_frame"), ("scene_clips", "end_frame")],
-        PARTITION_COLUMN: [("filtered_clips", PARTITION_COLUMN)],
-    },
+    t.name: {c: list(src) for c, src in t.lineage.items()} for t in TABLE_SPECS if t.lineage
 }
 
 
@@ -167,15 +137,8 @@ def add_partition_metadata(
     return added
 
 
-# The preview columns of each table: shown as `column` (short ids) with what each shows.
-PREVIEW_COLUMNS: dict[str, list[str]] = {
-    "raw_videos": ["video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"],
-    "scene_clips": ["clip_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error"],
-    "filtered_clips": ["clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"],
-    # The caption first (the asset page gives a preview ~500 px), then its way back to the source object; the clip
-    # id starts with its video id.
-    "clip_captions": ["clip_id", "status", "caption", "error", "source_uri", "output_tokens"],
-}
+# The preview columns of each table (its spec's preview): shown as `column` (short ids) with what each shows.
+PREVIEW_COLUMNS: dict[str, list[str]] = {t.name: list(t.preview) for t in TABLE_SPECS}
 
 
 def short_id(value: str | None) -> str | None:

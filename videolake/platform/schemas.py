@@ -6,7 +6,8 @@ Ids are deterministic: the same input bytes and parameters give the same ids, so
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import pyarrow as pa
 
@@ -125,20 +126,77 @@ CLIP_CAPTIONS = pa.schema(
 
 @dataclass(frozen=True)
 class TableSpec:
-    """One table of the lake: everything that iterates the tables reads them from ``TABLE_SPECS``."""
+    """One table of the lake, in one place: everything that iterates the tables reads ``TABLE_SPECS``.
+
+    Its gates are built by the module ``videolake.platform.gates.<name>`` against the same partition of its upstream
+    table; its thresholds are ``gates.config.TABLE_CONFIGS[name]``.
+    """
 
     name: str
     schema: pa.Schema
     key: str  # the primary key column (unique within a partition)
-    upstream: str | None  # the table its rows are computed from; None: the landing area
+    upstream: str | None  # the table its rows are computed from (its asset's deps); None: the landing area
+    # Where each column comes from: column -> ((upstream table, upstream column), ...); Dagster's column lineage.
+    # Only the direct upstream and the tables the step reads are named; computed columns name their inputs.
+    lineage: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    preview: tuple[str, ...] = ()  # the columns of the asset page's preview, in order
 
+    @property
+    def gate_module(self) -> str:
+        return f"videolake.platform.gates.{self.name}"
+
+
+_SCENE_RANGE = (("scene_clips", "start_frame"), ("scene_clips", "end_frame"))
+_SCORED_FROM = (*_SCENE_RANGE, ("scene_clips", "frame_stats_uri"), ("raw_videos", "source_uri"))
 
 # In pipeline order: each table's upstream comes before it.
 TABLE_SPECS: tuple[TableSpec, ...] = (
-    TableSpec("raw_videos", RAW_VIDEOS, key="video_id", upstream=None),
-    TableSpec("scene_clips", SCENE_CLIPS, key="clip_id", upstream="raw_videos"),
-    TableSpec("filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips"),
-    TableSpec("clip_captions", CLIP_CAPTIONS, key="clip_id", upstream="filtered_clips"),
+    TableSpec(
+        "raw_videos", RAW_VIDEOS, key="video_id", upstream=None,
+        preview=("video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"),
+    ),
+    TableSpec(
+        "scene_clips", SCENE_CLIPS, key="clip_id", upstream="raw_videos",
+        lineage={
+            "clip_id": (("raw_videos", "video_id"),),
+            "video_id": (("raw_videos", "video_id"),),
+            "source_uri": (("raw_videos", "source_uri"),),
+            "start_s": (("raw_videos", "fps"),),
+            "end_s": (("raw_videos", "fps"),),
+            "duration_s": (("raw_videos", "fps"),),
+            PARTITION_COLUMN: (("raw_videos", PARTITION_COLUMN),),
+        },
+        preview=("clip_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error"),
+    ),
+    TableSpec(
+        "filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips",
+        lineage={
+            "clip_id": (("scene_clips", "clip_id"),),
+            "video_id": (("scene_clips", "video_id"),),
+            "duration_s": (("scene_clips", "duration_s"),),
+            "width": (("raw_videos", "width"),),
+            "height": (("raw_videos", "height"),),
+            "motion": _SCORED_FROM,
+            "sharpness": _SCORED_FROM,
+            "brightness": _SCORED_FROM,
+            PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
+        },
+        preview=("clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"),
+    ),
+    TableSpec(
+        "clip_captions", CLIP_CAPTIONS, key="clip_id", upstream="filtered_clips",
+        lineage={
+            "clip_id": (("filtered_clips", "clip_id"),),
+            "video_id": (("scene_clips", "video_id"),),
+            "source_uri": (("scene_clips", "source_uri"),),
+            "num_frames": (*_SCENE_RANGE, ("raw_videos", "fps")),
+            "caption": (("scene_clips", "source_uri"), *_SCENE_RANGE),
+            PARTITION_COLUMN: (("filtered_clips", PARTITION_COLUMN),),
+        },
+        # The caption first (the asset page gives a preview ~500 px), then its way back to the source object; the
+        # clip id starts with its video id.
+        preview=("clip_id", "status", "caption", "error", "source_uri", "output_tokens"),
+    ),
 )
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)
 TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}

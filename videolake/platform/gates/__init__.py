@@ -37,18 +37,16 @@ from videolake.platform.gates.config import (
 )
 from videolake.platform.gates.core import GateResult
 from videolake.platform.gates.text import repetition_score
+from videolake.platform.schemas import TABLE_SPECS
 
 if TYPE_CHECKING:
     from videolake.platform.lake import Lake
 
 log = logging.getLogger(__name__)
 
-# table -> (module building its gates, context tables it is checked against)
+# table -> (module building its gates, context tables it is checked against): from the table specs.
 TABLE_GATES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "raw_videos": ("videolake.platform.gates.raw_videos", ()),
-    "scene_clips": ("videolake.platform.gates.scene_clips", ("raw_videos",)),
-    "filtered_clips": ("videolake.platform.gates.filtered_clips", ("scene_clips",)),
-    "clip_captions": ("videolake.platform.gates.clip_captions", ("filtered_clips",)),
+    t.name: (t.gate_module, (t.upstream,) if t.upstream else ()) for t in TABLE_SPECS
 }
 
 
