@@ -284,6 +284,8 @@ def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -
     button(dialog, "Preview").click()
     preview = page.get_by_role("dialog").filter(has_text="Backfill preview")
     preview.get_by_text("Partitions to launch").wait_for()
+    # The header renders before the rows: wait for the last asset's row, then read the whole preview.
+    preview.get_by_text("Backfills all partitions in a single run").nth(len(ASSETS) - 1).wait_for()
     text = preview.inner_text()
     shot(page, f"{prefix}03-backfill-preview")
     # Every asset runs its whole range in one run (one Ray session, one model load for the GPU step).
