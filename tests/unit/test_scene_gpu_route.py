@@ -16,12 +16,15 @@ from transnet_specs import HARD, SHORT
 
 from videolake.platform.cpu_stage import (
     SplitConfig,
+    score_partitions,
     _split_payload,
     detect_error_rows,
     ingest_partitions,
     list_landing,
     split_partitions,
 )
+from videolake.platform.frames import FrameStats
+from videolake.platform.quality import QualityConfig
 from videolake.platform.schemas import clip_id
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
@@ -76,6 +79,18 @@ def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu
         # the cuts the network found on the (logical) GPU route are the ground truth's, as clip boundaries
         assert [r["start_frame"] for r in rows[1:]] == truth[name], (name, rows)
         assert all(r["detector"] == "transnetv2" and r["detect_error"] is None for r in rows)
+        # the decode tasks stored the frame statistics of their pass; every row of the video names them
+        (uri,) = {r["frame_stats_uri"] for r in rows}
+        stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
+        assert stats.num_frames == rows[-1]["end_frame"]
+        assert [r["start_s"] for r in rows] == [float(stats.pts_s[r["start_frame"]]) for r in rows]
+    # so scoring the day decodes no video again: with the sources gone, every clip is still scored
+    for name in (HARD.name, SHORT.name):
+        (tmp_path / "store" / "landing" / DAY / f"{name}.mp4").unlink()
+    score_partitions(lake, store, days, QualityConfig())
+    scored = lake.read_partitions("filtered_clips", days).to_pylist()
+    assert sorted(r["clip_id"] for r in scored) == sorted(c["clip_id"] for c in clips)
+    assert not [r for r in scored if "score_error" in (r["reject_reason"] or "")]
     assert len({c["clip_id"] for c in clips}) == len(clips) == len(truth[HARD.name]) + len(truth[SHORT.name]) + 2
 
     again = split_partitions(lake, store, days, config)
@@ -135,7 +150,8 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
     if detected:  # the rows follow the given cuts exactly
         assert [(r["start_frame"], r["end_frame"]) for r in rows] == list(zip(bounds, bounds[1:]))
     assert all((r["clip_uri"] is not None) == (clip_mode == "files") for r in rows)
-    # the rows name where their detection's frame statistics are: luma keeps them, TransNetV2's 48x27 pass does not
+    # the rows name where their detection's frame statistics are: luma keeps them; a GPU pre-pass result names the
+    # ones its decode task stored (none here)
     uris = {r["frame_stats_uri"] for r in rows}
     if detected:
         assert uris == {None}

@@ -48,11 +48,22 @@ def test_predictions_to_cuts():
     assert predictions_to_cuts(np.zeros(10, np.float32), 0.5, 8) == []
 
 
-def test_transnetv2_detector_finds_hard_cuts(videos):
+def _same_stats(a, b) -> None:
+    for name in ("pts_s", "luma_mean", "luma_diff", "sharpness", "edge_density", "dhash"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert (a.width, a.height) == (b.width, b.height)
+
+
+def test_transnetv2_detector_finds_hard_cuts_and_keeps_the_frame_stats_of_its_decode(videos):
+    from videolake.platform.frames import DecodeOptions, compute_frame_stats
+
     path, truth = videos["tn_hard"]
     res = get_detector("transnetv2", device="cpu").detect(path)
     assert res.cuts == truth["cuts"] == [30, 58, 90, 120]
-    assert res.num_frames == 150 and res.fps == pytest.approx(25.0) and res.stats is None
+    assert res.num_frames == 150 and res.fps == pytest.approx(25.0)
+    # the statistics the quality stage scores with, from the same (full) decode pass: no second decode needed
+    assert res.stats.num_frames == 150
+    _same_stats(res.stats, compute_frame_stats(path, DecodeOptions(fast_decode=False)))
 
 
 def test_predictor_batches_windows_of_several_videos_in_one_call(videos):
@@ -100,8 +111,25 @@ def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     rc = ray_config_for_cluster({"CPU": 2.0})
     assert rc == RayDetectConfig(num_actors=1, num_gpus_per_actor=0.0, num_cpus_per_actor=0.5, decode_num_cpus=0.5)
     assert ray_config_for_cluster({"CPU": 64.0, "GPU": 4.0}).num_gpus_per_actor == 1.0
-    got = detect_scenes_ray([("a", videos["tn_hard"][0]), ("b", videos["tn_short"][0]), ("c", str(bad))], cfg, rc)
+    from videolake.platform.cpu_stage import FrameStatsSink, SplitConfig, stats_key
+    from videolake.platform.objectstore.local import LocalObjectStore
+
+    store = LocalObjectStore(str(tmp_path / "store"))
+    split = SplitConfig(detector="transnetv2", cache_prefix="stats")
+    sink = FrameStatsSink(store, split, '{"device": "cpu"}')
+    got = detect_scenes_ray([("a", videos["tn_hard"][0]), ("b", videos["tn_short"][0]), ("c", str(bad))], cfg, rc,
+                            stats_sink=sink)
     assert list(got) == ["a", "b", "c"]
+    # each decode task stored its video's frame statistics through the sink; the rows carry the URI it returned
+    from videolake.platform.frames import DecodeOptions, FrameStats, compute_frame_stats
+
+    keys = {vid: stats_key(split, vid, '{"device": "cpu"}') for vid in ("a", "b")}
+    assert got["a"]["stats_uri"] == store.uri(keys["a"]) and got["b"]["stats_uri"] == store.uri(keys["b"])
+    assert got["c"]["stats_uri"] is None  # the broken file has none
+    for vid, name in (("a", "tn_hard"), ("b", "tn_short")):
+        stored = FrameStats.from_npz_bytes(store.get_bytes(keys[vid]))
+        _same_stats(stored, compute_frame_stats(videos[name][0], DecodeOptions(fast_decode=False)))
+    assert sorted(o.key for o in store.list("stats/") if not o.is_folder) == sorted(keys.values())
     assert got["a"]["cuts"] == [30, 58, 90, 120] and got["a"]["num_frames"] == 150 and got["a"]["error"] == ""
     assert got["b"]["cuts"] == [40] and got["b"]["num_frames"] == 70 and got["b"]["fps"] == pytest.approx(25.0)
     assert got["c"]["cuts"] == [] and "broken.mp4" in got["c"]["error"]

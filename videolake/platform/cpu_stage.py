@@ -235,11 +235,40 @@ def stats_key(config: SplitConfig, video_id: str, params_json: str) -> str:
     return content_key(config.cache_prefix, digest, ".npz")
 
 
+@dataclass(frozen=True)
+class FrameStatsSink:
+    """Stores one video's frame statistics (npz, content-keyed by video, detector and parameters) and returns their
+    URI, which the video's scene_clips rows carry. Picklable: the GPU route's decode tasks call it on Ray workers."""
+
+    store: ObjectStore
+    config: SplitConfig
+    params_json: str  # the detector's parameters, as in the rows
+
+    def __call__(self, video_id: str, stats: Any) -> str:
+        key = stats_key(self.config, video_id, self.params_json)
+        self.store.put_bytes(key, stats.to_npz_bytes())
+        return self.store.uri(key)
+
+
+def _stored_pts(store: ObjectStore, stats_uri: str | None) -> Any:
+    """Presentation times from stored frame statistics (None when there are none or they cannot be read)."""
+    from videolake.platform.frames import FrameStats
+
+    if not stats_uri:
+        return None
+    try:
+        return FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(stats_uri))).pts_s
+    except (OSError, KeyError, ValueError) as exc:
+        log.warning("frame statistics %s unreadable (%s): clip times from frame numbers", stats_uri, exc)
+        return None
+
+
 def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected: dict | None = None) -> list[dict]:
     """Scene clips of one ok video (SCENE_CLIPS rows without partition_date). Caches the frame stats.
 
-    ``detected`` (cuts, fps, num_frames, error) is the result of a detection already run elsewhere (TransNetV2 on
-    the cluster's GPUs, batched across videos); the detector then does not run here.
+    ``detected`` (cuts, fps, num_frames, error, stats_uri) is the result of a detection already run elsewhere
+    (TransNetV2 on the cluster's GPUs, batched across videos, whose decode tasks stored the frame statistics); the
+    detector then does not run here.
     """
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.base import SceneResult
@@ -261,18 +290,18 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
                                  num_frames=int(detected["num_frames"]), stats=None)
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
-        stats_uri = None
         if result.stats is not None:
-            stats_at = stats_key(config, video["video_id"], params)
-            store.put_bytes(stats_at, result.stats.to_npz_bytes())
-            stats_uri = store.uri(stats_at)
+            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], result.stats)
+            pts = result.stats.pts_s
+        else:
+            stats_uri = (detected or {}).get("stats_uri")
+            pts = _stored_pts(store, stats_uri)
         clip_uris: dict[tuple[int, int], str] = {}
         if config.clip_mode == "files":
             from videolake.platform.clips import store_clip
 
             for start, end in ranges:
                 clip_uris[(start, end)] = store_clip(store, path, video["video_id"], start, end, fps, prefix=config.clip_prefix)
-    pts = result.stats.pts_s if result.stats is not None else None
     rows = []
     for i, (start, end) in enumerate(ranges):
         if pts is not None and end <= len(pts):
@@ -388,6 +417,7 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     if config.detector != "transnetv2" or not units:
         return 0
     from videolake.platform.captioning.clip_frames import store_opener
+    from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.transnet_ray import detect_on_cluster_gpus
     from videolake.platform.units import Checkpoints, ensure_ray
 
@@ -397,13 +427,16 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     todo = [u for u in units if u["unit_key"] not in finished[u["partition_date"]]]
     payloads = [json.loads(u["payload"]) for u in todo]
     videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
+    sink = FrameStatsSink(store, config, get_detector(config.detector, **config.detector_params).params_json())
     detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,
-                                      open_source=store_opener(lambda _uri: store), scalable_gpus=scalable_gpus)
+                                      open_source=store_opener(lambda _uri: store), scalable_gpus=scalable_gpus,
+                                      stats_sink=sink)
     if detected is None:
         return 0
     for u, p in zip(todo, payloads):
         d = detected[p["video_id"]]
-        p["detected"] = {"cuts": d["cuts"], "fps": d["fps"], "num_frames": d["num_frames"], "error": d["error"]}
+        p["detected"] = {"cuts": d["cuts"], "fps": d["fps"], "num_frames": d["num_frames"], "error": d["error"],
+                         "stats_uri": d.get("stats_uri")}
         u["payload"] = json.dumps(p)
     return len(todo)
 
@@ -422,10 +455,9 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
     uri = clips[0].get("frame_stats_uri")
     stats = None
     if uri:
-        key = store.key_from_uri(uri)
-        if store.exists(key):
-            stats = FrameStats.from_npz_bytes(store.get_bytes(key))
-        else:
+        try:  # one GET; a missing object is the rare case
+            stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
+        except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
     if stats is None:
         with store.open_local(store.key_from_uri(video["source_uri"])) as path:

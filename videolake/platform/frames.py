@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -236,8 +237,12 @@ class SampledDecoder:
         except (av.FFmpegError, ValueError) as exc:  # the container itself is broken from here on
             yield exc
 
-    def chunks(self):
-        """Yield ``SampledChunk``s covering every decoded frame. Raises ``ValueError`` if no frame decodes."""
+    def chunks(self, tap: Callable[[Any], None] | None = None):
+        """Yield ``SampledChunk``s covering every decoded frame. Raises ``ValueError`` if no frame decodes.
+
+        ``tap`` is called with every decoded frame (a PyAV ``VideoFrame``, in output order) before it is sampled:
+        a consumer that needs other pixels of the same frames (TransNetV2's 48x27 RGB) shares this decode pass
+        instead of running its own. The frames it saw by the time a chunk is yielded are that chunk's frames."""
         log = logging.getLogger(__name__)
         width, height = self.info.width, self.info.height
         step = max(1, int(round(width / max(8, self.options.sample_width))))
@@ -271,6 +276,8 @@ class SampledDecoder:
                 if errors <= 3:
                     log.warning("%s: skipping undecodable data after frame %d: %s", self.path, count, frame)
                 continue
+            if tap is not None:
+                tap(frame)
             mode, ysl, usl, vsl = plane_slicer(frame)
             if mode == "convert":
                 frame = frame.reformat(format="yuv420p", width=width, height=height)

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.scenes.params import param
+
+if TYPE_CHECKING:
+    from videolake.platform.frames import FrameStats
 
 log = logging.getLogger(__name__)
 
@@ -56,45 +59,37 @@ class TransNetConfig:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def iter_small_frames(path: str, threads: int = 1) -> Iterator[tuple[np.ndarray | None, float]]:
+def iter_small_frames(path: str, threads: int = 1,
+                      on_stats: Callable[[FrameStats], None] | None = None) -> Iterator[tuple[np.ndarray | None, float]]:
     """Yield (48x27 RGB uint8 frame, fps) for every decoded frame; finally (None, fps).
+
+    The decode pass is the engine's (``frames.SampledDecoder``), so the same pass also gives the per-frame
+    statistics the quality stage scores clips with: ``on_stats`` receives them once every frame is decoded, and
+    filtered_clips then reads them instead of decoding the video again. Full decoding (no skipped deblocking):
+    the network sees the frames it was trained on.
 
     Raises ``ValueError`` with a reason when the file cannot be opened or holds no decodable frame.
     """
-    import av
+    from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledDecoder
 
-    try:
-        container = av.open(str(path))
-    except (av.FFmpegError, OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot open {path}: {exc}") from exc
-    with container:
-        if not container.streams.video:
-            raise ValueError(f"cannot decode {path}: no video stream")
-        stream = container.streams.video[0]
-        stream.codec_context.thread_count = threads
-        if threads != 1:
-            stream.thread_type = "AUTO"
-        rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-        fps = float(rate) if rate else 0.0
-        count = 0
-        try:
-            for packet in container.demux(stream):
-                try:
-                    frames = stream.decode(packet)
-                except (av.FFmpegError, ValueError):
-                    continue  # an undecodable packet is skipped, as FFmpeg does
-                for frame in frames:
-                    # The package feeds ffmpeg's `-s 48x27` (bicubic swscale) output; the same here.
-                    small = frame.reformat(width=WIDTH, height=HEIGHT, format="rgb24", interpolation="BICUBIC")
-                    yield small.to_ndarray(), fps
-                    count += 1
-        except (av.FFmpegError, ValueError) as exc:
-            if count == 0:
-                raise ValueError(f"cannot decode {path}: {exc}") from exc
-            log.warning("%s: decoding stopped after %d frames: %s", path, count, exc)
-        if count == 0:
-            raise ValueError(f"cannot decode {path}: no decodable video frame")
-        yield None, fps
+    small: list[np.ndarray] = []
+
+    def tap(frame) -> None:
+        # The package feeds ffmpeg's `-s 48x27` (bicubic swscale) output; the same here.
+        small.append(frame.reformat(width=WIDTH, height=HEIGHT, format="rgb24", interpolation="BICUBIC").to_ndarray())
+
+    stats = FrameStatsAccumulator() if on_stats is not None else None
+    with SampledDecoder(path, DecodeOptions(fast_decode=False, threads=threads)) as dec:
+        fps = dec.info.fps
+        for chunk in dec.chunks(tap=tap):
+            if stats is not None:
+                stats.add(chunk)
+            for frame in small:
+                yield frame, fps
+            small.clear()
+        if on_stats is not None:
+            on_stats(stats.result(dec.info.width, dec.info.height))
+    yield None, fps
 
 
 def iter_windows(frames: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
@@ -233,14 +228,14 @@ class TransNetV2Model:
         return probs.cpu().numpy().astype(np.float32)
 
 
-def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig,
-                  black: list | None = None) -> tuple[np.ndarray, float]:
+def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig, black: list | None = None,
+                  on_stats: Callable[[FrameStats], None] | None = None) -> tuple[np.ndarray, float]:
     """Per-frame transition probabilities of ``path`` (decoded in one streaming pass) and its fps; ``black`` (a
-    list) receives the per-frame black flags."""
+    list) receives the per-frame black flags, ``on_stats`` the frame statistics of the same pass."""
     fps_box = [0.0]
 
     def frames():
-        for frame, fps in iter_small_frames(path, cfg.threads):
+        for frame, fps in iter_small_frames(path, cfg.threads, on_stats):
             fps_box[0] = fps
             if frame is None:
                 return
@@ -281,14 +276,15 @@ def shared_model(cfg: TransNetConfig) -> TransNetV2Model:
 
 @DETECTORS.register("transnetv2")
 class TransNetV2Detector(SceneDetector):
-    """TransNetV2 in-process (decode to 48x27, windows, network); returns no FrameStats (48x27 is too coarse)."""
+    """TransNetV2 in-process (decode to 48x27, windows, network); the same decode pass gives its FrameStats."""
 
     Config = TransNetConfig
 
-    def predict(self, path: str) -> tuple[np.ndarray, float, np.ndarray]:
+    def predict(self, path: str, on_stats: Callable[[FrameStats], None] | None = None
+                ) -> tuple[np.ndarray, float, np.ndarray]:
         """Per-frame transition probabilities, fps and black flags (the evaluation caches these)."""
         black: list[bool] = []
-        pred, fps = predict_video(path, shared_model(self.config), self.config, black)
+        pred, fps = predict_video(path, shared_model(self.config), self.config, black, on_stats)
         return pred, fps, np.array(black, bool)
 
     def cuts_from(self, pred: np.ndarray, fps: float, black: np.ndarray) -> list[int]:
@@ -298,5 +294,7 @@ class TransNetV2Detector(SceneDetector):
         return merge_fades(cuts, black, hold, c.min_scene_len)
 
     def detect(self, path: str) -> SceneResult:
-        pred, fps, black = self.predict(path)
-        return SceneResult(cuts=self.cuts_from(pred, fps, black), fps=fps, num_frames=len(pred), stats=None)
+        stats: list[FrameStats] = []
+        pred, fps, black = self.predict(path, stats.append)
+        return SceneResult(cuts=self.cuts_from(pred, fps, black), fps=fps, num_frames=len(pred),
+                           stats=stats[0] if stats else None)

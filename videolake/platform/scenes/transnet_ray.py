@@ -4,7 +4,11 @@
                        -> map_batches(TransNetV2Predictor)     actor pool, num_gpus per actor: windows of SEVERAL
                                                                videos per network call (windows_per_batch)
                        -> groupby(video_id).map_groups(assemble_video)   per-video probabilities -> cuts
-                       -> one row per input video: video_id, path, cuts, fps, num_frames, error
+                       -> one row per input video: video_id, path, cuts, fps, num_frames, error, stats_uri
+
+The decode pass also gives each video's frame statistics (``frames.FrameStats``, what the quality stage scores
+clips with). With a ``stats_sink`` the decode task itself stores them (a worker writes, the driver never holds
+them) and the row carries the URI the sink returned, so filtered_clips does not decode the video again.
 
 Why this shape: the network is ~1,000x faster on a GPU than on this project's CPUs, but only when it sees >= 32
 windows per call; a single video of a few seconds has 2-4 windows. Batching windows across videos fills the GPU
@@ -58,24 +62,35 @@ class RayDetectConfig:
 
 
 def decode_windows(row: Mapping[str, Any], threads: int = 1,
-                   open_source: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
+                   open_source: Callable[[str], Any] | None = None,
+                   stats_sink: Callable[[str, Any], str] | None = None) -> Iterator[dict[str, Any]]:
     """Ray Data ``flat_map``: one video row (video_id, path) -> its window rows, then one ``meta`` row.
 
     ``path`` is a local path, or any URI when ``open_source(uri)`` is given: a context manager yielding a local
     path (e.g. ``lambda uri: store.open_local(store.key_from_uri(uri))`` for the object store).
 
     Window rows: kind="window", window=w (predicting frames [50w, 50w + 50)), frames (100, 27, 48, 3) uint8.
-    The meta row (kind="meta", window=-1) carries fps, num_frames and error ("" when the video decoded).
+    The meta row (kind="meta", window=-1) carries fps, num_frames and error ("" when the video decoded), and
+    stats_uri: what ``stats_sink(video_id, frame_stats)`` returned for the video's frame statistics ("" without a
+    sink, or when storing them failed: the quality stage then decodes the video itself).
     """
     video_id, path = str(row["video_id"]), str(row["path"])
     base = {"video_id": video_id, "path": path}
     fps = 0.0
     count = 0
     error = ""
+    stats_uri = ""
+
+    def keep_stats(stats: Any) -> None:
+        nonlocal stats_uri
+        try:
+            stats_uri = stats_sink(video_id, stats)
+        except OSError as exc:  # statistics are an optimisation: the cuts still count
+            log.warning("%s: frame statistics not stored: %s", video_id, exc)
 
     def frames():
         nonlocal fps, count
-        for frame, rate in iter_small_frames(path, threads):
+        for frame, rate in iter_small_frames(path, threads, keep_stats if stats_sink is not None else None):
             fps = rate
             if frame is None:
                 return
@@ -91,12 +106,12 @@ def decode_windows(row: Mapping[str, Any], threads: int = 1,
             path = str(local_path)
             for window in iter_windows(frames()):
                 yield {**base, "kind": "window", "window": w, "frames": window, "fps": 0.0, "num_frames": 0,
-                       "error": ""}
+                       "error": "", "stats_uri": ""}
                 w += 1
     except (ValueError, OSError, KeyError) as exc:  # unreadable/undecodable: the meta row carries the reason
         error = str(exc) or type(exc).__name__
     yield {**base, "kind": "meta", "window": -1, "frames": _EMPTY_WINDOW, "fps": float(fps),
-           "num_frames": int(count) if not error else 0, "error": error}
+           "num_frames": int(count) if not error else 0, "error": error, "stats_uri": "" if error else stats_uri}
 
 
 class TransNetV2Predictor:
@@ -142,11 +157,13 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
     meta = np.flatnonzero(kinds == "meta")
     video_id = str(group["video_id"][0])
     path = str(group["path"][0])
+    stats_uri = ""
     if len(meta) != 1:
         error, fps, n = f"expected one meta row for {video_id}, got {len(meta)}", 0.0, 0
     else:
         m = int(meta[0])
         error, fps, n = str(group["error"][m]), float(group["fps"][m]), int(group["num_frames"][m])
+        stats_uri = str(group["stats_uri"][m]) if "stats_uri" in group else ""
     cuts: list[int] = []
     if not error:
         win = np.flatnonzero(kinds == "window")
@@ -166,20 +183,24 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
         "fps": np.array([fps], np.float64),
         "num_frames": np.array([n if not error else 0], np.int64),
         "error": np.array([error]),
+        "stats_uri": np.array(["" if error else stats_uri]),
     }
 
 
 def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
-                  ray_config: RayDetectConfig = RayDetectConfig(), open_source: Callable[[str], Any] | None = None):
+                  ray_config: RayDetectConfig = RayDetectConfig(), open_source: Callable[[str], Any] | None = None,
+                  stats_sink: Callable[[str, Any], str] | None = None):
     """The lazy Ray Dataset of the pipeline above over (video_id, path or URI) pairs (nothing runs until consumed);
-    ``open_source`` (pickled to the decode tasks) maps a URI to a context manager yielding a local path."""
+    ``open_source`` (pickled to the decode tasks) maps a URI to a context manager yielding a local path;
+    ``stats_sink`` (pickled too) stores a video's frame statistics and returns their URI."""
     import ray.data
 
     items = [{"video_id": str(v), "path": str(p)} for v, p in videos]
     if not items:
         raise ValueError("no videos given")
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    ds = ds.flat_map(decode_windows, fn_kwargs={"threads": config.threads, "open_source": open_source},
+    ds = ds.flat_map(decode_windows, fn_kwargs={"threads": config.threads, "open_source": open_source,
+                                                "stats_sink": stats_sink},
                      num_cpus=ray_config.decode_num_cpus)
     ds = ds.map_batches(
         TransNetV2Predictor,
@@ -199,24 +220,27 @@ def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = Tr
 
 def detect_scenes_ray(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
                       ray_config: RayDetectConfig = RayDetectConfig(),
-                      open_source: Callable[[str], Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Run the pipeline and collect: video_id -> {path, cuts, fps, num_frames, error} (one entry per input)."""
+                      open_source: Callable[[str], Any] | None = None,
+                      stats_sink: Callable[[str, Any], str] | None = None) -> dict[str, dict[str, Any]]:
+    """Run the pipeline and collect: video_id -> {path, cuts, fps, num_frames, error, stats_uri} (one entry per
+    input; stats_uri is None without a sink)."""
     videos = list(videos)
     ids = [str(v) for v, _ in videos]
     if len(set(ids)) != len(ids):
         raise ValueError("video ids must be unique")
     out: dict[str, dict[str, Any]] = {}
-    for row in scene_dataset(videos, config, ray_config, open_source).iter_rows():
+    for row in scene_dataset(videos, config, ray_config, open_source, stats_sink).iter_rows():
         out[str(row["video_id"])] = {
             "path": str(row["path"]),
             "cuts": [int(c) for c in row["cuts"]],
             "fps": float(row["fps"]),
             "num_frames": int(row["num_frames"]),
             "error": str(row["error"]),
+            "stats_uri": str(row["stats_uri"]) or None,
         }
     for vid, path in videos:  # a video whose row did not come back is reported, never dropped
         out.setdefault(str(vid), {"path": str(path), "cuts": [], "fps": 0.0, "num_frames": 0,
-                                  "error": "no result came back from the pipeline"})
+                                  "error": "no result came back from the pipeline", "stats_uri": None})
     return {v: out[v] for v in ids}
 
 
@@ -272,7 +296,8 @@ def wait_for_gpus(scalable_gpus: int, wait_s: float = GPU_SCALE_UP_WAIT_S, *,
 def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, Any],
                            open_source: Callable[[str], Any] | None = None,
                            resources: Mapping[str, float] | None = None,
-                           scalable_gpus: int = 0) -> dict[str, dict[str, Any]] | None:
+                           scalable_gpus: int = 0,
+                           stats_sink: Callable[[str, Any], str] | None = None) -> dict[str, dict[str, Any]] | None:
     """TransNetV2 over ``videos`` on the connected Ray cluster's GPUs, or None when it has none.
 
     The route the scene stage takes for ``detector="transnetv2"``: on this project's CPUs the network does ~30 new
@@ -298,7 +323,7 @@ def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, A
         config = parse_params(TransNetConfig, dict(params), "transnetv2")
         ray_config = ray_config_for_cluster(resources)
         log.info("scene detection: TransNetV2 on %d GPU actor(s) for %d video(s)", ray_config.num_actors, len(videos))
-        return detect_scenes_ray(videos, config, ray_config, open_source)
+        return detect_scenes_ray(videos, config, ray_config, open_source, stats_sink)
     finally:
         if requested:
             from ray.autoscaler.sdk import request_resources
