@@ -32,7 +32,7 @@ class RawVideosConfig(dg.Config):
 class SceneClipsConfig(dg.Config):
     detector: str = Field(
         default="luma", description="Scene detector: luma (default), adaptive, content or transnetv2 (the network; "
-        "slow on CPU: ~25 frames per CPU-second).")
+        "slow on CPU: ~25 frames per CPU-second), or an installed plugin's name (README, Plugins).")
     detector_params: dict[str, str] = Field(
         default_factory=dict, description="Overrides of the detector's typed parameters, e.g. {threshold: '27'}; "
         "each value is parsed against the detector's config (`videolake scenes --detector D --list-params`).")

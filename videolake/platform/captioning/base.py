@@ -356,13 +356,17 @@ def _actor_id() -> str:
     return f"{os.uname().nodename}:{os.getpid()}"
 
 
-CAPTIONERS: Registry[CaptionerBackend] = Registry("captioner backend")
+# The built-ins import vllm/httpx only when a backend loads; plugins come through the entry-point group.
+CAPTIONERS: Registry[CaptionerBackend] = Registry(
+    "captioner backend",
+    builtins=("videolake.platform.captioning.vllm_backend", "videolake.platform.captioning.openai_backend",
+              "videolake.platform.captioning.standin_backend"),
+    entry_point_group="videolake.caption_backends",
+)
 
 
 def captioner_class(name: str) -> type[CaptionerBackend]:
-    """The registered backend class ``name`` (imports the implementations so they register; no heavy imports)."""
-    from videolake.platform.captioning import openai_backend, standin_backend, vllm_backend  # noqa: F401
-
+    """The registered backend class ``name`` (built-in or an installed plugin; no heavy imports)."""
     return CAPTIONERS.get(name)
 
 

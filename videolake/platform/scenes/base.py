@@ -59,22 +59,21 @@ class SceneDetector(ABC):
         """Decode ``path`` and return its cuts. Raises ``ValueError`` with a reason for an undecodable file."""
 
 
-DETECTORS: Registry[SceneDetector] = Registry("scene detector")
-
-
-def _load_implementations() -> None:
-    # Import the implementations so they register themselves. Each imports its heavy library (scenedetect, torch)
-    # inside ``detect``, so this stays cheap: the CLI's `scenes` must start fast.
-    from videolake.platform.scenes import luma, pyscenedetect, transnet  # noqa: F401
+# Built-ins import their heavy library (scenedetect, torch) inside ``detect``, so loading them stays cheap: the CLI's
+# `scenes` must start fast. Installed plugins add theirs through the entry-point group (videolake.platform.registry).
+DETECTORS: Registry[SceneDetector] = Registry(
+    "scene detector",
+    builtins=("videolake.platform.scenes.luma", "videolake.platform.scenes.pyscenedetect",
+              "videolake.platform.scenes.transnet"),
+    entry_point_group="videolake.scene_detectors",
+)
 
 
 def get_detector(name: str, **params: Any) -> SceneDetector:
     """The registered detector ``name`` with ``params`` (typed per detector; ``ParamError`` when they do not fit)."""
-    _load_implementations()
     return DETECTORS.get(name)(**params)
 
 
 def detector_params(name: str) -> list[dict[str, Any]]:
     """The parameters detector ``name`` accepts: name, type, default, help (and min/max/choices)."""
-    _load_implementations()
     return describe(DETECTORS.get(name).Config)
