@@ -163,3 +163,40 @@ def test_finished_keys_lists_the_days_checkpoints_once(tmp_path):
     assert cp.finished_keys("2026-01-03") == set()
     other = Checkpoints(cp.files, "scene_clips", "v2")  # another code version sees none of them
     assert other.finished_keys("2026-01-01") == set()
+
+
+def _record_resources(payload: dict, *, calls: str) -> list[dict]:
+    import ray
+
+    Path(calls, f"{payload['name']}.json").write_text(json.dumps(ray.get_runtime_context().get_assigned_resources()))
+    return _process(payload, calls=str(Path(calls, "done")))
+
+
+def test_units_run_with_the_resources_their_plugin_declares(tmp_path):
+    from videolake.platform.unit_resources import UnitResources
+
+    lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
+    (calls / "done").mkdir(parents=True)
+    declared = UnitResources(num_cpus=0.25, memory_mb=64)
+    run = run_stage(lake, "raw_videos", "v1", PartitionRange.of(DAYS), _units(2),
+                    partial(_record_resources, calls=str(calls)), _on_error, PartitionStep(), None,
+                    resources=declared)
+    assert run.progress.units_computed == 4
+    seen = [json.loads(p.read_text()) for p in sorted(calls.glob("*.json"))]
+    assert len(seen) == 4 and all(s == {"CPU": 0.25, "memory": 64 << 20} for s in seen), seen
+
+
+def test_unit_resources_ray_args_and_union():
+    from videolake.platform.quality import QualityConfig, scorer_resources
+    from videolake.platform.scenes import get_detector
+    from videolake.platform.unit_resources import UnitResources
+
+    assert UnitResources().ray_args() == {"num_cpus": 1.0}
+    gpu = UnitResources(num_cpus=2, num_gpus=1, memory_mb=512, custom=(("L4", 0.5),))
+    assert gpu.ray_args() == {"num_cpus": 2, "num_gpus": 1, "memory": 512 << 20, "resources": {"L4": 0.5}}
+    both = UnitResources.union([UnitResources(num_cpus=0.5, custom=(("L4", 1.0), ("x", 1.0))), gpu])
+    assert both == UnitResources(num_cpus=2, num_gpus=1, memory_mb=512, custom=(("L4", 1.0), ("x", 1.0)))
+    assert UnitResources.union([]) == UnitResources()
+    # the built-in plugins declare the default: one CPU per unit
+    assert scorer_resources(QualityConfig()) == UnitResources()
+    assert get_detector("luma").resources() == UnitResources()

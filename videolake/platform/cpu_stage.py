@@ -22,6 +22,7 @@ import pyarrow as pa
 from videolake.platform.objectstore import ObjectInfo, ObjectStore, content_key
 from videolake.platform.schemas import FILTERED_CLIPS, TABLES, clip_id
 from videolake.platform.figures import table_figures
+from videolake.platform.unit_resources import UnitResources
 from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
@@ -398,14 +399,16 @@ def split_partitions(
 
     # A bad detector name or parameter is the run's configuration, not a video's fault: fail here, at once,
     # instead of recording every video as a detection error. The canonical parameters define the version.
-    params = get_detector(config.detector, **config.detector_params).params_json()
+    detector = get_detector(config.detector, **config.detector_params)
+    params = detector.params_json()
     version = stage_version("scene_clips-4", _config_dict(config), params)  # -4: rows name stats and max_clip_s
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, units, scalable_gpus)
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
     run = run_stage(lake, "scene_clips", version, partitions, units,
                     partial(_split_payload, store=store, config=config),
-                    lambda video, error: detect_error_rows(video, error, config), step, progress)
+                    lambda video, error: detect_error_rows(video, error, config), step, progress,
+                    resources=detector.resources())
     frames = sum(int(json.loads(u["payload"]).get("num_frames") or 0) for u in units)
     return replace(run, extra={"frames": frames, "videos_detected_on_gpus": gpu_videos})
 
@@ -498,7 +501,7 @@ def score_partitions(
     near-duplicates grouped per partition at finalize, so a day's rows never depend on the other days of a run."""
     from functools import partial
 
-    from videolake.platform.quality import assign_duplicates
+    from videolake.platform.quality import assign_duplicates, scorer_resources
 
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
@@ -522,7 +525,7 @@ def score_partitions(
                          summarize=partial(table_figures, "filtered_clips"))
     return run_stage(lake, "filtered_clips", version, partitions, units,
                      partial(_score_payload, store=store, quality_config=quality_config),
-                     _score_error, step, progress)
+                     _score_error, step, progress, resources=scorer_resources(quality_config))
 
 
 def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable) -> pa.Table:
@@ -546,7 +549,8 @@ class StageRun:
     extra: dict = field(default_factory=dict)  # stage-specific step figures (e.g. frames decoded)
 
 
-def run_stage(lake, table, version, partitions, units, process, on_error, step, progress) -> StageRun:
+def run_stage(lake, table, version, partitions, units, process, on_error, step, progress, *,
+              resources: UnitResources = UnitResources()) -> StageRun:
     import time
 
     from videolake.platform.units import Checkpoints, UnitTask, commit_stage, run_units
@@ -554,7 +558,7 @@ def run_stage(lake, table, version, partitions, units, process, on_error, step, 
     t0 = time.monotonic()
     checkpoints = Checkpoints(lake.files(), table, version)
     task = UnitTask(checkpoints=checkpoints, schema=TABLES[table], process=process, on_error=on_error)
-    prog = run_units(units, task, progress=progress)
+    prog = run_units(units, task, resources=resources, progress=progress)
     keys: dict[str, list[str]] = {}
     for u in units:
         keys.setdefault(u["partition_date"], []).append(u["unit_key"])

@@ -22,6 +22,7 @@ import numpy as np
 from videolake.platform.frames import FrameStats
 from videolake.platform.registry import Registry
 from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
+from videolake.platform.unit_resources import UnitResources
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,9 @@ class Scorer(ABC):
     registered_name: ClassVar[str]
     columns: ClassVar[tuple[str, ...]] = ()
     rules: ClassVar[tuple[str, ...]] = ()
+    # What scoring a video's clips needs from the cluster; filtered_clips runs every scorer of a video in one task,
+    # scheduled with the union of the configured scorers' resources (a model-based scorer would ask for a GPU).
+    resources: ClassVar[UnitResources] = UnitResources()
 
     def __init__(self, config: QualityConfig) -> None:
         self.config = config
@@ -294,6 +298,11 @@ def _video_size(video: dict[str, Any] | None, stats: FrameStats) -> tuple[int | 
     if not w or not h:
         w, h = (stats.width or None), (stats.height or None)
     return (int(w) if w else None), (int(h) if h else None)
+
+
+def scorer_resources(config: QualityConfig) -> UnitResources:
+    """What one video's scoring task needs: the union of the configured scorers' declared resources."""
+    return UnitResources.union(SCORERS.get(name).resources for name in config.scorers)
 
 
 def score_video_clips(

@@ -38,6 +38,7 @@ from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
 from videolake.platform.lake_files import LakeFiles
 from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
+from videolake.platform.unit_resources import UnitResources
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +246,11 @@ def run_units(
     units: list[dict],
     task: UnitTask,
     *,
-    num_cpus: float = 1.0,
+    resources: UnitResources = UnitResources(),
     progress: Callable[[StageProgress], None] | None = None,
 ) -> StageProgress:
-    """Run ``task`` over ``units`` (dicts with unit_key, partition_date, payload JSON) on Ray Data.
+    """Run ``task`` over ``units`` (dicts with unit_key, partition_date, payload JSON) on Ray Data, each unit's task
+    with ``resources``.
 
     Streaming: Ray Data schedules the tasks with backpressure and hands the driver one small summary per unit as
     it finishes; nothing else comes back. Ray re-runs a task whose worker died; a unit lost on every attempt is
@@ -267,7 +269,7 @@ def run_units(
         # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
         # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
         # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
-        ds = ds.map(task, num_cpus=num_cpus, max_retries=MAX_UNIT_ATTEMPTS - 1)
+        ds = ds.map(task, max_retries=MAX_UNIT_ATTEMPTS - 1, **resources.ray_args())
         last = 0.0
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
             for s in batch.to_pylist():

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from videolake.platform.frames import FrameStats
 from videolake.platform.registry import Registry
 from videolake.platform.scenes.params import ParamError, describe, parse_params
+from videolake.platform.unit_resources import UnitResources
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class SceneDetector(ABC):
     def params_json(self) -> str:
         """The detector's parameters as canonical JSON (stored in scene_clips.detector_params)."""
         return json.dumps(asdict(self.config), sort_keys=True)
+
+    def resources(self) -> UnitResources:
+        """What one video's detection needs from the cluster (scene_clips schedules each unit's task with it).
+        Default: one CPU, the decode thread. A detector with a model or threads of its own says so here."""
+        return UnitResources()
 
     @abstractmethod
     def detect(self, path: str) -> SceneResult:
