@@ -9,8 +9,9 @@ HEAVY = ("ray", "vllm", "torch", "great_expectations", "cv2", "scenedetect", "ku
 
 
 def test_definitions_load_with_the_expected_graph():
-    from videolake.definitions import defs
+    from videolake.definitions import defs as load
 
+    defs = load()
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"raw_videos", "scene_clips", "filtered_clips", "clip_captions"}
@@ -32,9 +33,27 @@ def test_definitions_load_with_the_expected_graph():
 
 
 def test_code_location_imports_no_heavy_module():
-    code = "import sys, videolake.definitions; print(','.join(m for m in %r if m in sys.modules))" % (HEAVY,)
+    code = ("import sys, videolake.definitions as d; d.defs(); print(','.join(m for m in %r if m in sys.modules))"
+            % (HEAVY,))
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_settings_are_read_when_dagster_loads_the_location_not_at_import(tmp_path):
+    import os
+
+    env = {**os.environ, "VIDEOLAKE_PROFILE": "bogus", "DAGSTER_HOME": str(tmp_path)}
+    code = ("import videolake.definitions as d\nprint('imported')\n"
+            "try:\n    d.defs()\nexcept ValueError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stdout.splitlines() == ["imported", "unknown VIDEOLAKE_PROFILE 'bogus': use 'local' or 'prod'"]
+    # Dagster's own loader finds the @dg.definitions function and builds it (what the webserver and daemon do)
+    env["VIDEOLAKE_PROFILE"] = "local"
+    out = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m", "videolake.definitions"],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Validation successful for code location videolake.definitions" in out.stdout + out.stderr
 
 
 def test_platform_never_imports_dagster():

@@ -1,6 +1,10 @@
-"""The one Definitions object. VIDEOLAKE_PROFILE picks the resources: `local` (default, embedded) or `prod`.
+"""The code location: ``defs``, built when Dagster loads it. VIDEOLAKE_PROFILE picks the resources: `local`
+(default, embedded) or `prod`.
 
-Every endpoint, bucket and secret of the prod profile comes from environment variables (dg.EnvVar), never code.
+``defs`` is a ``@dg.definitions`` function, not a Definitions object made at import: the profile and the
+resources' settings are read when Dagster (or a command) calls ``defs()``. The one setting read at import is the
+first partition day (``assets.partitions``): the asset decorators need their partitions when the asset modules
+load. Every endpoint, bucket and secret of the prod profile comes from environment variables (dg.EnvVar).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from videolake.assets import cpu_assets
 from videolake.assets.automation import daily_schedule, pipeline_job
 from videolake.assets.sensors import landing_sensor
 
-PROFILE = os.environ.get("VIDEOLAKE_PROFILE", "local")
+
+def profile() -> str:
+    """The resource profile this process uses (VIDEOLAKE_PROFILE, default ``local``)."""
+    return os.environ.get("VIDEOLAKE_PROFILE", "local")
 
 
 def resources_for(profile: str) -> dict:
@@ -35,13 +42,14 @@ def gate_overrides(captioner) -> dict | None:
     return policy.gate_overrides() if policy else None
 
 
-def build_definitions(profile: str = PROFILE) -> dg.Definitions:
+def build_definitions(profile_name: str | None = None) -> dg.Definitions:
+    """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
 
     from videolake.assets.checks import build_all_gate_checks
     from videolake.assets.landing import LANDING_CHECKS
 
-    resources = resources_for(profile)
+    resources = resources_for(profile_name or profile())
     assets = [*dg.load_assets_from_modules([cpu_assets]), build_clip_captions(resources["captioner"])]
     return dg.Definitions(
         assets=assets,
@@ -53,4 +61,6 @@ def build_definitions(profile: str = PROFILE) -> dg.Definitions:
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

@@ -47,7 +47,7 @@ def test_each_specs_gates_are_built_from_its_module_against_its_upstream():
 def test_the_asset_graph_follows_the_specs_upstreams():
     from videolake.definitions import defs
 
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     for spec in TABLE_SPECS:
         parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
         assert parents == ({spec.upstream} if spec.upstream else set()), spec.name

@@ -52,7 +52,7 @@ def _definitions():
     """The asset definitions as the code location declares them (descriptions, gate names)."""
     from videolake.definitions import defs
 
-    return defs
+    return defs()
 
 
 def gate_names(table: str) -> list[str]:
@@ -394,6 +394,9 @@ def test_asset_pages_show_description_group_kinds_owners_columns_and_lineage(pag
         page.get_by_text("Column name").wait_for()
         page.get_by_text("Kinds", exact=True).wait_for()
         page.get_by_text("Upstream assets", exact=True).wait_for()
+        # every section read below, rendered (the lineage panel can arrive after the rest of the page)
+        for header in ("Downstream assets", "Owners", "Code location"):
+            page.get_by_text(header, exact=True).first.wait_for()
         shot(page, f"07-definition-{asset}")
         text = page.inner_text("body")
         shown = " ".join(section_lines(text, "Description", "Columns"))

@@ -19,9 +19,10 @@ def run(args: argparse.Namespace) -> int:
     from videolake.commands._env import prepare_local_instance
 
     prepare_local_instance()
-    from videolake.definitions import defs, gate_overrides
+    from videolake.definitions import build_definitions, gate_overrides
     from videolake.platform.gates import check_partition, load_gate_config
 
+    defs = build_definitions()
     lake = defs.resources["lake"].get_lake()
     config = load_gate_config(overrides=gate_overrides(defs.resources["captioner"]))
     blocking = 0

@@ -151,8 +151,9 @@ def run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     try:
-        from videolake.definitions import defs
+        from videolake.definitions import build_definitions
 
+        defs = build_definitions()
         job = defs.resolve_job_def("videolake_daily")
     except Exception as exc:  # noqa: BLE001 (a broken environment or configuration: explain it, briefly)
         from videolake.assets.errors import first_line

@@ -84,11 +84,13 @@ def check_packages(_ctx) -> str:
 
 
 def check_definitions(ctx) -> str:
-    from videolake.definitions import PROFILE, defs
+    from videolake.definitions import build_definitions, profile
+
+    defs = build_definitions()
 
     ctx["defs"] = defs
     assets = len(list(defs.resolve_all_asset_keys()))
-    return f"profile {PROFILE}: {assets} assets, job videolake_daily, schedule and sensor load"
+    return f"profile {profile()}: {assets} assets, job videolake_daily, schedule and sensor load"
 
 
 def _resources(ctx) -> dict:
