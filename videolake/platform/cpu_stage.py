@@ -403,7 +403,7 @@ def split_partitions(
     params = detector.params_json()
     version = stage_version("scene_clips-4", _config_dict(config), params)  # -4: rows name stats and max_clip_s
     units = video_units(lake, partitions, "split")
-    gpu_videos = _detect_on_gpus(lake, store, config, version, units, scalable_gpus)
+    gpu_videos = _detect_on_gpus(lake, store, config, version, params, units, scalable_gpus)
     step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
     run = run_stage(lake, "scene_clips", version, partitions, units,
                     partial(_split_payload, store=store, config=config),
@@ -413,14 +413,13 @@ def split_partitions(
     return replace(run, extra={"frames": frames, "videos_detected_on_gpus": gpu_videos})
 
 
-def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, units: list[dict],
-                    scalable_gpus: int = 0) -> int:
+def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, params_json: str,
+                    units: list[dict], scalable_gpus: int = 0) -> int:
     """TransNetV2 on the cluster's GPUs for the units still to do; their results travel in the unit payloads (the
     units then only cut ranges and write rows). Returns how many videos were detected there (0: no route)."""
     if config.detector != "transnetv2" or not units:
         return 0
     from videolake.platform.captioning.clip_frames import store_opener
-    from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.transnet_ray import detect_on_cluster_gpus
     from videolake.platform.units import Checkpoints, ensure_ray
 
@@ -430,7 +429,7 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     todo = [u for u in units if u["unit_key"] not in finished[u["partition_date"]]]
     payloads = [json.loads(u["payload"]) for u in todo]
     videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
-    sink = FrameStatsSink(store, config, get_detector(config.detector, **config.detector_params).params_json())
+    sink = FrameStatsSink(store, config, params_json)
     detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,
                                       open_source=store_opener(lambda _uri: store), scalable_gpus=scalable_gpus,
                                       stats_sink=sink)

@@ -171,7 +171,6 @@ class Lake:
 
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
-
         schema = TABLES[table]
         if not self.exists(table):
             return schema.empty_table().select(columns)

@@ -85,7 +85,8 @@ def decode_windows(row: Mapping[str, Any], threads: int = 1,
         nonlocal stats_uri
         try:
             stats_uri = stats_sink(video_id, stats)
-        except OSError as exc:  # statistics are an optimisation: the cuts still count
+        except Exception as exc:  # noqa: BLE001 - statistics are an optimisation: a failed store (any
+            # backend error) must not cost the video its cuts
             log.warning("%s: frame statistics not stored: %s", video_id, exc)
 
     def frames():
@@ -163,7 +164,7 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
     else:
         m = int(meta[0])
         error, fps, n = str(group["error"][m]), float(group["fps"][m]), int(group["num_frames"][m])
-        stats_uri = str(group["stats_uri"][m]) if "stats_uri" in group else ""
+        stats_uri = str(group["stats_uri"][m])
     cuts: list[int] = []
     if not error:
         win = np.flatnonzero(kinds == "window")
