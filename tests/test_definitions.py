@@ -43,11 +43,24 @@ def test_settings_are_read_when_dagster_loads_the_location_not_at_import(tmp_pat
     import os
 
     env = {**os.environ, "VIDEOLAKE_PROFILE": "bogus", "DAGSTER_HOME": str(tmp_path)}
-    code = ("import videolake.definitions as d\nprint('imported')\n"
-            "try:\n    d.defs()\nexcept ValueError as exc:\n    print(exc)\n")
+    env.pop("VIDEOLAKE_PARTITIONS_START", None)
+    code = ("import os, videolake.definitions as d\nprint('imported')\n"
+            "try:\n    d.defs()\nexcept ValueError as exc:\n    print(exc)\n"
+            # the first partition day too is read when the location loads: set after the import, it is used by
+            # every asset, check and the job
+            "os.environ.update(VIDEOLAKE_PROFILE='local', VIDEOLAKE_PARTITIONS_START='2025-06-15')\n"
+            "defs = d.defs()\n"
+            "graph = defs.resolve_asset_graph()\n"
+            "starts = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.get_all_asset_keys()}\n"
+            "checks = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.asset_check_keys}\n"
+            "job = defs.resolve_job_def('videolake_daily').partitions_def.start.date().isoformat()\n"
+            "print(sorted(starts), sorted(checks), job, len(graph.asset_check_keys))\n")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
-    assert out.stdout.splitlines() == ["imported", "unknown VIDEOLAKE_PROFILE 'bogus': use 'local' or 'prod'"]
+    assert out.stdout.splitlines()[:2] == ["imported", "unknown VIDEOLAKE_PROFILE 'bogus': use 'local' or 'prod'"], out.stderr[-2000:]
+    assert len(out.stdout.splitlines()) == 3, out.stderr[-3000:]
+    assert out.stdout.splitlines()[2].startswith("['2025-06-15'] ['2025-06-15'] 2025-06-15 "), out.stdout
+    assert int(out.stdout.splitlines()[2].rsplit(" ", 1)[1]) > 20  # every gate and the landing check
     # Dagster's own loader finds the @dg.definitions function and builds it (what the webserver and daemon do)
     env["VIDEOLAKE_PROFILE"] = "local"
     out = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m", "videolake.definitions"],

@@ -1,10 +1,10 @@
 """The code location: ``defs``, built when Dagster loads it. VIDEOLAKE_PROFILE picks the resources: `local`
 (default, embedded) or `prod`.
 
-``defs`` is a ``@dg.definitions`` function, not a Definitions object made at import: the profile and the
-resources' settings are read when Dagster (or a command) calls ``defs()``. The one setting read at import is the
-first partition day (``assets.partitions``): the asset decorators need their partitions when the asset modules
-load. Every endpoint, bucket and secret of the prod profile comes from environment variables (dg.EnvVar).
+``defs`` is a ``@dg.definitions`` function, not a Definitions object made at import: the profile, the resources'
+settings and the first partition day (VIDEOLAKE_PARTITIONS_START) are read when Dagster (or a command) calls
+``defs()``; importing this module reads no setting. Every endpoint, bucket and secret of the prod profile comes from
+environment variables (dg.EnvVar).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 
 import dagster as dg
 
-from videolake.assets import cpu_assets
 from videolake.assets.automation import daily_schedule, pipeline_job
 from videolake.assets.sensors import landing_sensor
 
@@ -45,15 +44,18 @@ def gate_overrides(captioner) -> dict | None:
 def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
-
     from videolake.assets.checks import build_all_gate_checks
-    from videolake.assets.landing import LANDING_CHECKS
+    from videolake.assets.cpu_assets import build_cpu_assets
+    from videolake.assets.landing import build_landing_checks
+    from videolake.assets.partitions import daily_partitions
 
     resources = resources_for(profile_name or profile())
-    assets = [*dg.load_assets_from_modules([cpu_assets]), build_clip_captions(resources["captioner"])]
+    partitions = daily_partitions()
+    assets = [*build_cpu_assets(partitions), build_clip_captions(resources["captioner"], partitions)]
+    checks = build_all_gate_checks(overrides=gate_overrides(resources["captioner"]), partitions_def=partitions)
     return dg.Definitions(
         assets=assets,
-        asset_checks=[*build_all_gate_checks(overrides=gate_overrides(resources["captioner"])), *LANDING_CHECKS],
+        asset_checks=[*checks, *build_landing_checks(partitions)],
         jobs=[pipeline_job],
         schedules=[daily_schedule],
         sensors=[landing_sensor],

@@ -67,7 +67,7 @@ def partition_rows(
 
 
 def stand_in(table: str, data: dict[str, dict[str, list[dict]]], deps: list[str]) -> dg.AssetsDefinition:
-    @dg.asset(name=table, partitions_def=daily_partitions, deps=deps, backfill_policy=dg.BackfillPolicy.single_run(), group_name="videolake")
+    @dg.asset(name=table, partitions_def=daily_partitions(), deps=deps, backfill_policy=dg.BackfillPolicy.single_run(), group_name="videolake")
     def _asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
         keys = list(context.partition_keys)
         rows = [r for k in keys for r in data[k][table]]
@@ -107,7 +107,7 @@ def check_status(instance, table: str, gate: str) -> dict[str, list[str]]:
     """{status: sorted partition keys} of one check: the state the UI's Partitions tab, check list and asset graph
     node show (GraphQL AssetCheck.partitionStatuses is built from it)."""
     key = dg.AssetCheckKey(dg.AssetKey(table), gate)
-    state = instance.event_log_storage.get_asset_check_state([(key, daily_partitions)])[key]
+    state = instance.event_log_storage.get_asset_check_state([(key, daily_partitions())])[key]
     out = {}
     for status, subset in state.subsets.items():
         keys = sorted(subset.value.get_partition_keys())

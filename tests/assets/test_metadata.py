@@ -133,7 +133,7 @@ def test_every_column_of_every_table_has_a_description():
 
 
 def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run():
-    @dg.asset(partitions_def=daily_partitions, backfill_policy=dg.BackfillPolicy.single_run(), name="raw_videos")
+    @dg.asset(partitions_def=daily_partitions(), backfill_policy=dg.BackfillPolicy.single_run(), name="raw_videos")
     def fake_raw(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         rows = raw_rows()
         keys = list(context.partition_keys)

@@ -75,13 +75,13 @@ def test_schedule_requests_yesterday_only_when_its_landing_folder_exists(tmp_pat
 def test_schedule_skips_days_before_the_first_partition(tmp_path):
     from videolake.assets.partitions import daily_partitions
 
-    before = daily_partitions.start.date() - dt.timedelta(days=1)
+    before = daily_partitions().start.date() - dt.timedelta(days=1)
     (tmp_path / "landing" / before.isoformat()).mkdir(parents=True)
     tick = dt.datetime.combine(before + dt.timedelta(days=1), dt.time(0, 30), tzinfo=dt.timezone.utc)
     result = _schedule_tick(tmp_path, tick)
     assert isinstance(result, dg.SkipReason)
     assert result.skip_message == (f"{before} is not a partition of videolake_daily "
-                                   f"(first: {daily_partitions.start:%Y-%m-%d})")
+                                   f"(first: {daily_partitions().start:%Y-%m-%d})")
 
 
 def test_sensor_never_requests_a_day_without_objects(tmp_path):

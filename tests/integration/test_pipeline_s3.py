@@ -120,7 +120,7 @@ def cpu_assets_and_checks():
     from videolake.assets import cpu_assets
     from videolake.assets.checks import build_all_gate_checks
 
-    return [*dg.load_assets_from_modules([cpu_assets]), *build_all_gate_checks(tables=CPU_TABLES)]
+    return [*cpu_assets.CPU_ASSETS, *build_all_gate_checks(tables=CPU_TABLES)]
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def test_one_partition_all_four_assets_on_s3(seaweed, prefix, landed, resources,
     captioner = CaptionerResource(model=tiny_model_dir, model_name="tiny-qwen2.5-vl-random", enforce_eager=True,
                                   temperature=0.7, top_p=0.95, max_tokens=16, sample_fps=4.0, max_frames=4,
                                   max_pixels=112 * 112, num_actors=1)
-    assets = [*dg.load_assets_from_modules([cpu_assets]), build_clip_captions(captioner)]
+    assets = [*cpu_assets.CPU_ASSETS, build_clip_captions(captioner)]
     checks = build_all_gate_checks(overrides=LENIENT_CAPTION_CONTENT)
     all_resources = {**resources, "caption_ray": LocalRay(ray_init_options=dict(RAY_INIT)), "captioner": captioner}
 

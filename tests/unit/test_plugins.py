@@ -1,5 +1,5 @@
-"""Plugins: an installed package adds a scene detector or a caption backend through an entry point, touching no
-videolake file. The "installed package" here is real as far as Python's packaging goes: a module plus a
+"""Plugins: an installed package adds a scene detector, a quality scorer or a caption backend through an entry point,
+touching no videolake file. The "installed package" here is real as far as Python's packaging goes: a module plus a
 ``*.dist-info`` directory with ``entry_points.txt`` on ``sys.path`` (what pip leaves behind), found by
 ``importlib.metadata`` in a fresh interpreter."""
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from videolake.platform.frames import SampledDecoder
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
-from videolake.platform.scenes.params import param
+from videolake.platform.params import param
 
 open(os.environ["PLUGIN_MARKER"], "a").write("imported\\n")
 
@@ -58,6 +58,58 @@ class EchoCaptioner(StandInCaptioner):
 '''
 
 
+SCORER_PLUGIN = '''
+"""A plugin filter that looks at pixels: how much redder than green a clip is (mean R - G of 4 frames)."""
+import os
+from dataclasses import dataclass
+
+from videolake.platform.params import param
+from videolake.platform.quality import SCORERS, Scorer
+
+
+@dataclass(frozen=True)
+class RednessConfig:
+    max_red: float = param(100.0, "clips redder than this (mean R - G, 0..255) are rejected too_red", min=0)
+
+
+@SCORERS.register("redness")
+class RednessScorer(Scorer):
+    Config = RednessConfig
+    columns = ("redness",)
+    rules = ("too_red",)
+
+    def setup(self):
+        with open(os.environ["PLUGIN_MARKER"], "a") as f:
+            f.write(f"setup {os.getpid()}\\n")
+
+    def score(self, clip):
+        rgb = clip.frames(count=4, max_pixels=64 * 64).astype("float64")
+        red = float((rgb[..., 0] - rgb[..., 1]).mean())
+        return {"redness": red}, (["too_red"] if red > self.params.max_red else [])
+'''
+
+# Scores a day on a fresh local Ray whose workers see the installed plugin; prints the rows and the unit counts.
+SCORE_DAY = '''
+import json, sys
+from videolake.platform.cpu_stage import SplitConfig, ingest_partitions, list_landing, score_partitions, split_partitions
+from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.objectstore.local import LocalObjectStore
+from videolake.platform.probe import ProbeConfig
+from videolake.platform.quality import DEFAULT_SCORERS, QualityConfig
+
+root, day, max_red = sys.argv[1], sys.argv[2], sys.argv[3]
+store, lake, days = LocalObjectStore(root + "/store"), Lake(root + "/lake"), PartitionRange.of([day])
+if not lake.exists("scene_clips"):
+    ingest_partitions(lake, store, list_landing(store, "landing", [day]), ProbeConfig(), days)
+    split_partitions(lake, store, days, SplitConfig())
+config = QualityConfig(scorers=(*DEFAULT_SCORERS, "redness"), scorer_params={"redness": {"max_red": max_red}})
+run = score_partitions(lake, store, days, config)
+rows = lake.read_partitions("filtered_clips", days, columns=["clip_id", "scores", "reject_reason"]).to_pylist()
+clips = lake.read_partitions("scene_clips", days, columns=["clip_id", "source_uri", "start_frame", "end_frame"])
+print(json.dumps({"rows": rows, "clips": clips.to_pylist(), "units": run.progress.as_metadata()}))
+'''
+
+
 def _install(site: Path, dist: str, module: str, source: str, entry_points: str) -> None:
     """What pip leaves for a package: its module and a dist-info with METADATA and entry_points.txt."""
     (site / f"{module}.py").write_text(source)
@@ -74,6 +126,8 @@ def site(tmp_path_factory) -> Path:
              "[videolake.scene_detectors]\nevery = videolake_every\n")
     _install(site, "videolake_echo", "videolake_echo", BACKEND_PLUGIN,
              "[videolake.caption_backends]\necho = videolake_echo:EchoCaptioner\n")
+    _install(site, "videolake_redness", "videolake_redness", SCORER_PLUGIN,
+             "[videolake.quality_scorers]\nredness = videolake_redness\n")
     _install(site, "videolake_broken", "videolake_broken", "raise ImportError('needs libfoo')\n",
              "[videolake.scene_detectors]\nbroken = videolake_broken\n")
     return site
@@ -139,3 +193,63 @@ def test_registry_errors_name_what_is_known_and_refuse_a_second_class_for_a_name
         reg.get("b")
     with pytest.raises(ValueError, match="widget 'a' is already registered by A"):
         reg.register("a")(type("B", (), {}))
+
+
+def _solid(path: Path, *colors: str) -> None:
+    """2 s of each solid colour, cut hard from one to the next (24 fps, 160x120)."""
+    inputs = [a for c in colors for a in ("-f", "lavfi", "-i", f"color=c={c}:size=160x120:rate=24:duration=2")]
+    graph = "".join(f"[{i}:v]" for i in range(len(colors))) + f"concat=n={len(colors)}:v=1[v]"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *inputs, "-filter_complex", graph, "-map", "[v]",
+                    "-pix_fmt", "yuv420p", "-c:v", "libx264", str(path)], check=True)
+
+
+def _mean_red(uri: str, start: int, end: int) -> float:
+    """Mean R - G over every frame of [start, end), decoded independently of videolake (PyAV, full size)."""
+    import av
+    import numpy as np
+
+    with av.open(uri.removeprefix("file://")) as c:
+        frames = [f.to_ndarray(format="rgb24").astype("float64") for i, f in enumerate(c.decode(video=0))
+                  if start <= i < end]
+    rgb = np.stack(frames)
+    return float((rgb[..., 0] - rgb[..., 1]).mean())
+
+
+def test_a_scorer_plugin_sees_pixels_stores_its_score_and_rule_and_its_params_version_the_stage(site, tmp_path, ffmpeg):
+    day = "2026-05-01"
+    landing = tmp_path / "day" / "store" / "landing" / day
+    landing.mkdir(parents=True)
+    _solid(landing / "red_then_blue.mp4", "red", "blue")
+    _solid(landing / "green.mp4", "green")
+    marker = tmp_path / "marker"
+
+    proc = _python(site, marker, "-c", SCORE_DAY, str(tmp_path / "day"), day, "100")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    clips = {c["clip_id"]: c for c in out["clips"]}
+    rows = {r["clip_id"]: r for r in out["rows"]}
+    assert sorted(rows) == sorted(clips) and len(rows) == 3  # the red|blue video is cut at the colour change
+    assert sorted((c["start_frame"], c["end_frame"]) for c in clips.values()) == [(0, 48), (0, 48), (48, 96)]
+    for cid, row in rows.items():
+        c = clips[cid]
+        (name, value), = row["scores"]
+        # the plugin's pixels are the clip's own frames: its score equals R - G measured by another decoder
+        assert name == "redness" and value == pytest.approx(_mean_red(c["source_uri"], c["start_frame"], c["end_frame"]), abs=1.5)
+        red = "red_then_blue" in c["source_uri"] and c["start_frame"] == 0
+        assert value > 150 if red else value < 5
+        # a rule the built-ins do not know comes after theirs in reject_reason
+        reasons = row["reject_reason"].split(";")
+        assert ("too_red" in reasons) == red and (not red or reasons[-1] == "too_red")
+    assert out["units"]["units_computed"] == 2
+    assert "setup" in marker.read_text()  # the Ray workers set the plugin up (it wrote the marker there)
+
+    # its typed parameter is part of the stage version: another max_red recomputes every video, and no clip is red
+    proc = _python(site, marker, "-c", SCORE_DAY, str(tmp_path / "day"), day, "255")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert again["units"]["units_reused"] == 0 and again["units"]["units_computed"] == 2
+    assert not [r for r in again["rows"] if "too_red" in (r["reject_reason"] or "")]
+    assert sorted(r["clip_id"] for r in again["rows"]) == sorted(rows)
+
+    proc = _python(site, marker, "-c", SCORE_DAY, str(tmp_path / "day"), day, "lots")
+    assert proc.returncode != 0 and "quality scorer 'redness': parameter 'max_red' must be a number, got 'lots'" in proc.stderr

@@ -191,6 +191,65 @@ def test_registry_and_scorer_selection():
     assert row["brightness"] is None and row["black_ratio"] is None and row["passed"] is True
 
 
+def test_the_scorer_contract_typed_params_setup_once_scores_map_and_clear_errors():
+    """What a plugin scorer relies on (the end-to-end plugin, installed by entry point and decoding pixels on Ray
+    workers, is tests/unit/test_plugins.py)."""
+    from dataclasses import dataclass
+
+    from videolake.platform.params import ParamError, param
+    from videolake.platform.quality import ClipView, Scorer, check_scorers
+
+    @dataclass(frozen=True)
+    class LimitConfig:
+        limit: int = param(3, "a limit", min=0)
+
+    setups = []
+
+    class Limit(Scorer):
+        Config = LimitConfig
+        columns = ("limit_score",)
+        rules = ("over_limit",)
+
+        def setup(self):
+            setups.append(self.params.limit)
+
+        def score(self, clip):
+            n = clip.stats.num_frames
+            return {"limit_score": n, "unmeasured": None}, (["over_limit"] if n > self.params.limit else [])
+
+    class Wordy(Scorer):
+        def score(self, clip):
+            return {"word": "many"}, []
+
+    SCORERS.register("test_limit")(Limit)
+    SCORERS.register("test_wordy")(Wordy)
+    config = QualityConfig(scorers=("duration", "test_limit"), scorer_params={"test_limit": {"limit": "45"}})
+    rows = [_one(_stats(60), 0, end, config=config) for end in (30, 50, 60)]
+    assert setups == [45]  # set up once for the process and config, not per video
+    assert [r["scores"] for r in rows] == [{"limit_score": 30.0, "unmeasured": None}, {"limit_score": 50.0, "unmeasured": None},
+                                           {"limit_score": 60.0, "unmeasured": None}]
+    # an unknown rule sorts after the built-ins' (too_short is a built-in rule)
+    assert [r["reject_reason"] for r in rows] == [None, "over_limit", "over_limit"]
+    assert _one(_stats(60), 0, 20, config=config)["reject_reason"] == "too_short"
+    assert _one(_stats(60), 0, 59, config=QualityConfig(scorers=("duration", "test_limit"), min_clip_s=2.5))[
+        "reject_reason"] == "too_short;over_limit"
+    assert _one(_stats(60), 0, 60)["scores"] is None  # no plugin ran: null, not an empty map
+
+    with pytest.raises(ParamError, match="quality scorer 'test_limit': parameter 'limit' must be >= 0, got -1"):
+        check_scorers(QualityConfig(scorers=("test_limit",), scorer_params={"test_limit": {"limit": -1}}))
+    with pytest.raises(ParamError, match="quality scorer 'motion' takes no parameters"):
+        check_scorers(QualityConfig(scorer_params={"motion": {"min": 1}}))
+    with pytest.raises(ParamError, match=r"scorer_params names scorers that are not run: \['nope'\]"):
+        QualityConfig(scorer_params={"nope": {}})
+    with pytest.raises(KeyError, match="unknown quality scorer 'nope'"):
+        check_scorers(QualityConfig(scorers=("nope",)))
+    with pytest.raises(TypeError, match="'test_wordy' returned str for score 'word'"):
+        _one(_stats(60), 0, 60, config=QualityConfig(scorers=("test_wordy",)))
+    view = ClipView(clip=_clip("v", 0, 60), stats=_stats(60), width=320, height=240)
+    with pytest.raises(ValueError, match="pixels of clip v_00000000_00000060 are not available"):
+        view.frames()
+
+
 # ------------------------------------------------------------------------------------------------ real videos
 
 
@@ -229,3 +288,14 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
     blur = by["moving_blur"]
     assert blur["reject_reason"] == "duplicate" and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
     assert black["duplicate_group"] is None
+
+
+def test_filtered_clips_run_config_adds_plugin_scorers_after_the_built_ins():
+    from videolake.assets.configs import FilteredClipsConfig
+
+    cfg = FilteredClipsConfig(thresholds={"max_black_ratio": 0.3}, extra_scorers=["aesthetic", "motion"],
+                              scorer_params={"aesthetic": {"min_score": "4.5"}})
+    engine = cfg.to_engine()
+    assert engine.scorers == (*DEFAULT_SCORERS, "aesthetic") and engine.max_black_ratio == 0.3
+    assert engine.scorer_params == {"aesthetic": {"min_score": "4.5"}}
+    assert FilteredClipsConfig().to_engine() == QualityConfig()

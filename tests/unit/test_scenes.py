@@ -192,7 +192,7 @@ def test_score_cuts():
 
 def test_detector_params_are_typed_and_validated():
     from videolake.platform.scenes.base import detector_params
-    from videolake.platform.scenes.params import ParamError
+    from videolake.platform.params import ParamError
 
     det = get_detector("luma", threshold="9.5", min_scene_len="12", letterbox="false", max_excess=2)
     assert (det.config.threshold, det.config.min_scene_len, det.config.letterbox) == (9.5, 12, False)

@@ -9,11 +9,11 @@ from videolake.assets.landing import day_prefix, folder_uri, landing_folder_exis
 from videolake.assets.partitions import daily_partitions
 from videolake.resources import ObjectStoreResource
 
-# All assets of the pipeline (and, implicitly, their asset checks) for one or more daily partitions.
+# All assets of the pipeline (and, implicitly, their asset checks) for one or more daily partitions (the assets':
+# Dagster takes the job's partitions from them when the Definitions resolve it).
 pipeline_job = dg.define_asset_job(
     name="videolake_daily",
     selection=dg.AssetSelection.groups("videolake"),
-    partitions_def=daily_partitions,
     description="The whole pipeline for a daily partition: ingest, split, filter, caption, with their gates.",
     # Schedule and sensor runs of this job carry these from their creation, so the run queue's tag limits see them:
     # the job captions, so its runs need the GPU pool. (UI backfills get tags at run time: ui_metadata.tag_run.)
@@ -39,8 +39,9 @@ def scheduled_day(tick: dt.datetime) -> str:
 def daily_schedule(context: dg.ScheduleEvaluationContext, object_store: ObjectStoreResource):
     tick = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
     day = scheduled_day(tick)
-    if day not in daily_partitions.get_partition_keys(current_time=tick):
-        return dg.SkipReason(f"{day} is not a partition of videolake_daily (first: {daily_partitions.start:%Y-%m-%d})")
+    partitions = daily_partitions()
+    if day not in partitions.get_partition_keys(current_time=tick):
+        return dg.SkipReason(f"{day} is not a partition of videolake_daily (first: {partitions.start:%Y-%m-%d})")
     store = object_store.get_store()
     if not landing_folder_exists(store, object_store.landing, day):
         return dg.SkipReason(f"no landing data for {day}: {folder_uri(store, day_prefix(object_store.landing, day))} "

@@ -25,14 +25,16 @@ from videolake.resources.captioner import CaptionerResource
 GROUP = "videolake"
 
 
-def build_clip_captions(captioner: CaptionerResource) -> dg.AssetsDefinition:
+def build_clip_captions(captioner: CaptionerResource,
+                        partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetsDefinition:
+    """clip_captions for ``captioner`` over ``partitions_def`` (default: ``daily_partitions()``, read now)."""
     from videolake.platform.captioning.base import code_version
 
     version = code_version(captioner.to_config())
 
     @dg.asset(
         name="clip_captions",
-        partitions_def=daily_partitions,
+        partitions_def=partitions_def or daily_partitions(),
         backfill_policy=dg.BackfillPolicy.single_run(),
         # Retrying re-captions the whole range; the overwrite makes it idempotent. Model errors per clip are
         # already rows with status=failed, so only infrastructure failures (a lost actor or node) reach this.

@@ -38,7 +38,7 @@ GATED_TABLES: tuple[str, ...] = TABLE_NAMES  # every table is gated
 DOWNSTREAM: dict[str, tuple[str, ...]] = {t: GATED_TABLES[i + 1 :] for i, t in enumerate(GATED_TABLES)}
 
 
-def gate_check_specs(table: str) -> list[dg.AssetCheckSpec]:
+def gate_check_specs(table: str, partitions_def: dg.PartitionsDefinition | None = None) -> list[dg.AssetCheckSpec]:
     """One blocking, daily-partitioned check spec per gate of ``table`` (names: platform.gates.gate_names)."""
     deps = [dg.AssetKey(t) for t in context_tables(table)]
     with warnings.catch_warnings():
@@ -51,21 +51,22 @@ def gate_check_specs(table: str) -> list[dg.AssetCheckSpec]:
                 asset=dg.AssetKey(table),
                 description=GATE_DOCS[table][gate],
                 blocking=True,
-                partitions_def=daily_partitions,
+                partitions_def=partitions_def or daily_partitions(),
                 additional_deps=deps,
             )
             for gate in gate_names(table)
         ]
 
 
-def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None) -> dg.AssetChecksDefinition:
+def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None,
+                      partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetChecksDefinition:
     """The gates of ``table`` as one multi-asset check named ``<table>_gates``.
 
     ``overrides``: gate config on top of the defaults and $VIDEOLAKE_GATES_FILE (e.g. LENIENT_CAPTION_CONTENT for
     a profile whose captioner is a random-weight test model).
     """
     frozen_overrides = dict(overrides or {})
-    specs = gate_check_specs(table)
+    specs = gate_check_specs(table, partitions_def)
 
     @dg.multi_asset_check(
         specs=specs,
@@ -101,10 +102,13 @@ def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None) ->
 
 
 def build_all_gate_checks(
-    tables: Sequence[str] = GATED_TABLES, overrides: Mapping[str, Any] | None = None
+    tables: Sequence[str] = GATED_TABLES, overrides: Mapping[str, Any] | None = None,
+    partitions_def: dg.PartitionsDefinition | None = None,
 ) -> list[dg.AssetChecksDefinition]:
-    """The gate checks of ``tables`` (each table's asset must be in the same Definitions)."""
-    return [build_gate_checks(t, overrides) for t in tables]
+    """The gate checks of ``tables`` (each table's asset must be in the same Definitions, over the same
+    partitions: default ``daily_partitions()``, read now)."""
+    partitions_def = partitions_def or daily_partitions()
+    return [build_gate_checks(t, overrides, partitions_def) for t in tables]
 
 
 def target_materializations(

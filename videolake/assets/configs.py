@@ -53,8 +53,20 @@ class FilteredClipsConfig(dg.Config):
         default_factory=dict,
         description="Overrides of QualityConfig thresholds by field name, e.g. {max_black_ratio: 0.3}.",
     )
+    extra_scorers: list[str] = Field(
+        default_factory=list,
+        description="Scorers to run after the built-in ones: installed scorer plugins by name (README, Plugins). "
+        "Their scores land in the scores column, their rules in reject_reason.",
+    )
+    scorer_params: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="Settings of scorer plugins: {scorer: {field: value}}, each value parsed against the scorer's "
+        "typed config, e.g. {aesthetic: {min_score: '4.5'}}.",
+    )
 
     def to_engine(self):
-        from videolake.platform.quality import QualityConfig
+        from videolake.platform.quality import DEFAULT_SCORERS, QualityConfig
 
-        return QualityConfig(**self.thresholds)
+        scorers = (*DEFAULT_SCORERS, *(s for s in self.extra_scorers if s not in DEFAULT_SCORERS))
+        return QualityConfig(**self.thresholds, scorers=scorers,
+                             scorer_params={k: dict(v) for k, v in self.scorer_params.items()})

@@ -14,7 +14,7 @@ from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, Scene
 from videolake.assets.guard import step_guard
 from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
-from videolake.assets.partitions import daily_partitions, partition_keys
+from videolake.assets.partitions import DEFAULT_PARTITIONS, partition_keys, with_partitions
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
@@ -28,7 +28,7 @@ BACKFILL = dg.BackfillPolicy.single_run()
 # A lost Ray worker or a storage hiccup is transient; the partition overwrite makes a retried step idempotent.
 RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 COMMON = dict(
-    partitions_def=daily_partitions,
+    partitions_def=DEFAULT_PARTITIONS,  # the loaded partitions replace it: build_cpu_assets
     backfill_policy=BACKFILL,
     retry_policy=RETRY,
     group_name=GROUP,
@@ -119,7 +119,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("filtered_clips"),
-    code_version="filtered_clips-3",
+    code_version="filtered_clips-4",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
@@ -140,3 +140,11 @@ def filtered_clips(
         run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
                                progress=_progress(context, "scored"))
     return stage_result(context, "filtered_clips", run, keys, lk)
+
+
+CPU_ASSETS = (raw_videos, scene_clips, filtered_clips)
+
+
+def build_cpu_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+    """The three CPU assets over ``partitions_def`` (the code location's, read when it loads)."""
+    return [with_partitions(a, partitions_def) for a in CPU_ASSETS]

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import dagster as dg
 
 from videolake.assets.errors import DeterministicError
-from videolake.assets.partitions import daily_partitions
+from videolake.assets.partitions import DEFAULT_PARTITIONS
 from videolake.platform.objectstore import ObjectStore
 from videolake.resources import LakeResource, ObjectStoreResource
 
@@ -79,40 +79,46 @@ def _landing_objects(store: ObjectStore, landing: str, day: str) -> int:
     return sum(1 for o in store.list(day_prefix(landing, day)) if not o.key.endswith("/"))
 
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", dg.PreviewWarning)  # partitions_def on asset checks is a Dagster preview
+def build_landing_checks(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetChecksDefinition]:
+    """The landing checks of raw_videos over ``partitions_def`` (the code location's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)  # partitions_def on asset checks is a Dagster preview
 
-    @dg.asset_check(
-        asset="raw_videos",
-        name="landing_not_empty",
-        blocking=False,
-        partitions_def=daily_partitions,
-        description="WARNING when a day's landing folder exists but holds no objects (0 rows materialized). A day "
-        "without a folder is never materialized (raw_videos fails with 'no landing data for D').",
-    )
-    def landing_not_empty(
-        context: dg.AssetCheckExecutionContext, object_store: ObjectStoreResource, lake: LakeResource
-    ) -> dg.AssetCheckResult:
-        store, lk = object_store.get_store(), lake.get_lake()
-        keys = list(context.partition_keys)
-        rows = {k: _count_rows(lk, k) for k in keys}
-        objects = {k: _landing_objects(store, object_store.landing, k) for k in keys}
-        empty = [k for k in keys if rows[k] == 0]
-        if empty:
-            description = (f"landing folder empty for {', '.join(empty)}: 0 raw_videos rows "
-                           f"({sum(objects[k] for k in empty)} landing objects)")
-        else:
-            description = f"every day has data ({sum(rows.values())} raw_videos rows)"
-        return dg.AssetCheckResult(
-            passed=not empty,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=description,
-            metadata={
-                "empty_days": dg.MetadataValue.json(empty),
-                "rows_by_day": dg.MetadataValue.json(rows),
-                "landing_objects_by_day": dg.MetadataValue.json(objects),
-            },
+        @dg.asset_check(
+            asset="raw_videos",
+            name="landing_not_empty",
+            blocking=False,
+            partitions_def=partitions_def,
+            description="WARNING when a day's landing folder exists but holds no objects (0 rows materialized). A day "
+            "without a folder is never materialized (raw_videos fails with 'no landing data for D').",
         )
+        def landing_not_empty(
+            context: dg.AssetCheckExecutionContext, object_store: ObjectStoreResource, lake: LakeResource
+        ) -> dg.AssetCheckResult:
+            store, lk = object_store.get_store(), lake.get_lake()
+            keys = list(context.partition_keys)
+            rows = {k: _count_rows(lk, k) for k in keys}
+            objects = {k: _landing_objects(store, object_store.landing, k) for k in keys}
+            empty = [k for k in keys if rows[k] == 0]
+            if empty:
+                description = (f"landing folder empty for {', '.join(empty)}: 0 raw_videos rows "
+                               f"({sum(objects[k] for k in empty)} landing objects)")
+            else:
+                description = f"every day has data ({sum(rows.values())} raw_videos rows)"
+            return dg.AssetCheckResult(
+                passed=not empty,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=description,
+                metadata={
+                    "empty_days": dg.MetadataValue.json(empty),
+                    "rows_by_day": dg.MetadataValue.json(rows),
+                    "landing_objects_by_day": dg.MetadataValue.json(objects),
+                },
+            )
+
+    return [landing_not_empty]
 
 
-LANDING_CHECKS = [landing_not_empty]
+# The check over the asset modules' default partitions (tests materialize it with ``cpu_assets.raw_videos``).
+(landing_not_empty,) = build_landing_checks(DEFAULT_PARTITIONS)
+

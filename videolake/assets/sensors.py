@@ -42,7 +42,7 @@ def landing_fingerprints(store, landing: str) -> dict[str, str]:
 def landing_sensor(context: dg.SensorEvaluationContext, object_store: ObjectStoreResource):
     previous = json.loads(context.cursor) if context.cursor else {}
     current = landing_fingerprints(object_store.get_store(), object_store.landing)
-    valid = set(daily_partitions.get_partition_keys())
+    valid = set(daily_partitions().get_partition_keys())
     requests = []
     cursor = dict(current)
     for day, fp in current.items():

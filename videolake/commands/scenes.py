@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     from videolake.platform.scenes.base import detector_params, get_detector
-    from videolake.platform.scenes.params import ParamError
+    from videolake.platform.params import ParamError
 
     if args.list_params:
         try:

@@ -449,7 +449,7 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
 def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_config: Any) -> list[dict]:
     """FILTERED_CLIPS rows for one video's clips, from the frame statistics their scene_clips rows name (written by
     the detection that cut them); decoding the video again only when the rows name none (a detector that keeps no
-    statistics) or the object is gone."""
+    statistics) or the object is gone. The video itself is opened only then, or when a scorer asks for pixels."""
     from videolake.platform.frames import FrameStats, compute_frame_stats
     from videolake.platform.quality import score_video_clips
 
@@ -461,10 +461,36 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
             stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
         except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
-    if stats is None:
-        with store.open_local(store.key_from_uri(video["source_uri"])) as path:
-            stats = compute_frame_stats(path)
-    return score_video_clips(clips, stats, video, quality_config)
+    with contextlib.ExitStack() as stack:
+        source = SourcePixels(store, video, stack)
+        if stats is None:
+            stats = compute_frame_stats(source.path())
+        return score_video_clips(clips, stats, video, quality_config, pixels=source)
+
+
+class SourcePixels:
+    """The pixels of one video's clips, for scorers that look at frames (``ClipView.frames``): the video is opened
+    (downloaded, on S3) on first use only and once for all its clips; ``stack`` closes it after the video."""
+
+    def __init__(self, store: ObjectStore, video: dict, stack: Any) -> None:
+        self._store, self._video, self._stack = store, video, stack
+        self._path: str | None = None
+
+    def path(self) -> str:
+        if self._path is None:
+            key = self._store.key_from_uri(self._video["source_uri"])
+            self._path = self._stack.enter_context(self._store.open_local(key))
+        return self._path
+
+    def __call__(self, clip: dict, count: int, max_pixels: int) -> Any:
+        from videolake.platform.captioning.base import FrameConfig
+        from videolake.platform.captioning.clip_frames import read_frames
+
+        start, end = int(clip["start_frame"]), int(clip["end_frame"])
+        fps = float(self._video.get("fps") or 0.0) or (end - start) / max(float(clip["duration_s"]), 1e-9)
+        # sample_fps high enough that max_frames decides: exactly ``count`` frames (fewer for a shorter clip)
+        config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
+        return read_frames(self.path(), start, end, fps, config).frames
 
 
 SCORE_CLIP_COLUMNS = ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detector",
@@ -500,11 +526,13 @@ def score_partitions(
     near-duplicates grouped per partition at finalize, so a day's rows never depend on the other days of a run."""
     from functools import partial
 
-    from videolake.platform.quality import assign_duplicates, scorer_resources
+    from videolake.platform.quality import SCORERS, assign_duplicates, check_scorers, scorer_resources
 
+    check_scorers(quality_config)
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
-    version = stage_version("filtered_clips-3", _config_dict(quality_config))
+    versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
+    version = stage_version("filtered_clips-4", {"config": _config_dict(quality_config), "scorer_versions": versions})
     videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
     by_video: dict[tuple[str, str], list[dict]] = {}
     for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():

@@ -8,18 +8,29 @@ assigned afterwards across all clips scored together (``assign_duplicates``).
 
 Every score is computed on all frames of the clip: the statistics are already there, so subsampling would only
 make scores depend on a sampling choice.
+
+A scorer is a plugin (the stage contract, as a detector's): its ``Config`` (typed, described settings from
+``QualityConfig.scorer_params``), the ``resources`` one video's scoring needs, ``setup()`` once per worker process
+(load a model) and ``teardown()`` at its exit, and ``score(clip)`` per clip. A scorer that needs pixels, not only
+statistics, asks ``clip.frames(count, max_pixels)``: the engine decodes them from the source on first use. Values for
+names that are not filtered_clips columns land in its ``scores`` map, and rule names the built-ins do not know sort
+after theirs, so a new filter is one module (installed through the ``videolake.quality_scorers`` entry point) and its
+test.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import numpy as np
 
 from videolake.platform.frames import FrameStats
+from videolake.platform.params import ParamError, parse_params
 from videolake.platform.registry import Registry
 from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
 from videolake.platform.unit_resources import UnitResources
@@ -59,6 +70,8 @@ DEFAULT_SCORERS: tuple[str, ...] = (
 
 # The filtered_clips columns of a row, without the partition column (the caller adds it).
 ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in FILTERED_CLIPS if f.name != PARTITION_COLUMN)
+# The map column holding the scores of scorers that have no column of their own (plugins).
+SCORES_COLUMN = "scores"
 
 
 @dataclass(frozen=True)
@@ -105,37 +118,87 @@ class QualityConfig:
     dup_hamming: int = 6
     # The scorers to run (names in SCORERS); columns of scorers not run stay null.
     scorers: tuple[str, ...] = DEFAULT_SCORERS
+    # The settings of scorers that declare a ``Config`` of their own (plugins): scorer name -> {field: value}, each
+    # value parsed against that Config (typed and range-checked; text from run config is parsed). The built-in
+    # scorers read the thresholds above.
+    scorer_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scorers", tuple(self.scorers))
+        object.__setattr__(self, "scorer_params", {str(k): dict(v) for k, v in dict(self.scorer_params).items()})
+        unknown = sorted(set(self.scorer_params) - set(self.scorers))
+        if unknown:
+            raise ParamError(f"scorer_params names scorers that are not run: {unknown}; scorers: {list(self.scorers)}")
+
+
+# (clip row, count, max_pixels) -> uint8 RGB frames (count, H, W, 3) of the clip, upright, evenly spread over it.
+PixelSource = Callable[[dict, int, int], np.ndarray]
 
 
 @dataclass(frozen=True)
-class ClipFrames:
+class ClipView:
     """What a scorer sees of one clip."""
 
     clip: dict[str, Any]  # the scene_clips row (clip_id, start_frame, end_frame, duration_s, ...)
     stats: FrameStats  # the statistics of the clip's frames only (0 frames when none are available)
     width: int | None  # the video's frame size (raw_videos, else the statistics' decoded size)
     height: int | None
+    pixels: PixelSource | None = None  # decodes the clip's frames on demand (None: scored without its source)
+
+    def frames(self, count: int = 4, max_pixels: int = 224 * 224) -> np.ndarray:
+        """``count`` frames of the clip evenly spread over it (fewer when the clip is shorter), each downscaled to at
+        most ``max_pixels``. Decoded from the source on demand (the video is opened once for all its clips); raises
+        ``ValueError`` with a reason when the frames cannot be read, which rejects the video's clips as
+        ``score_error``."""
+        if self.pixels is None:
+            raise ValueError(f"the pixels of clip {self.clip.get('clip_id')} are not available here")
+        return self.pixels(self.clip, count, max_pixels)
 
 
 class Scorer(ABC):
-    """One quality aspect of a clip: fills ``columns`` and may fire the rules in ``rules``."""
+    """One quality aspect of a clip: fills ``columns`` and may fire the rules in ``rules``.
+
+    ``columns`` names filtered_clips columns, or (plugins) score names stored in the ``scores`` map column; values
+    there must be numbers. ``Config``: a frozen dataclass of the scorer's own settings, fields made with
+    ``params.param`` (typed, described), filled from ``QualityConfig.scorer_params[name]``; None for the built-ins,
+    which read ``QualityConfig``.
+    """
 
     registered_name: ClassVar[str]
     columns: ClassVar[tuple[str, ...]] = ()
     rules: ClassVar[tuple[str, ...]] = ()
+    Config: ClassVar[type | None] = None
+    # Part of filtered_clips' stage version: bump it when the scorer's code changes its values, so that finished
+    # units are recomputed rather than reused.
+    version: ClassVar[str] = "1"
     # What scoring a video's clips needs from the cluster; filtered_clips runs every scorer of a video in one task,
     # scheduled with the union of the configured scorers' resources (a model-based scorer would ask for a GPU).
     resources: ClassVar[UnitResources] = UnitResources()
 
     def __init__(self, config: QualityConfig) -> None:
         self.config = config
+        name = getattr(self, "registered_name", type(self).__name__)
+        given = config.scorer_params.get(name)
+        if self.Config is None:
+            if given:
+                raise ParamError(f"quality scorer {name!r} takes no parameters (it reads QualityConfig); got {given}")
+            self.params = None
+        else:
+            self.params = parse_params(self.Config, given, f"quality scorer {name!r}")
+
+    def setup(self) -> None:
+        """Once per worker process, before the first clip (load a model here). Default: nothing."""
+
+    def teardown(self) -> None:
+        """When the worker process exits. Default: nothing."""
 
     @abstractmethod
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         """Column values (None where not measurable) and the names of the rules that fire."""
 
 
-SCORERS: Registry[Scorer] = Registry("quality scorer")
+# Built-in scorers are defined below; installed packages add theirs through the entry-point group.
+SCORERS: Registry[Scorer] = Registry("quality scorer", entry_point_group="videolake.quality_scorers")
 
 
 def _mean(values: np.ndarray) -> float | None:
@@ -148,7 +211,7 @@ class FramesScorer(Scorer):
 
     rules = ("too_few_frames",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         return {}, (["too_few_frames"] if clip.stats.num_frames < 2 else [])
 
 
@@ -157,7 +220,7 @@ class DurationScorer(Scorer):
     columns = ("duration_s",)
     rules = ("too_short", "too_long")
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         d = float(clip.clip["duration_s"])
         rules = []
         if d < self.config.min_clip_s:
@@ -172,7 +235,7 @@ class ResolutionScorer(Scorer):
     columns = ("width", "height")
     rules = ("low_resolution",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         w, h = clip.width, clip.height
         low = w is None or h is None or w < self.config.min_width or h < self.config.min_height
         return {"width": w, "height": h}, (["low_resolution"] if low else [])
@@ -183,7 +246,7 @@ class BrightnessScorer(Scorer):
     columns = ("brightness",)
     rules = ("too_dark", "too_bright")
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         b = _mean(clip.stats.luma_mean)
         rules = []
         if b is not None and b < self.config.min_brightness:
@@ -198,7 +261,7 @@ class BlackScorer(Scorer):
     columns = ("black_ratio",)
     rules = ("black",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         luma = clip.stats.luma_mean
         r = _mean(luma < self.config.black_luma)
         return {"black_ratio": r}, (["black"] if r is not None and r > self.config.max_black_ratio else [])
@@ -211,7 +274,7 @@ class FrozenScorer(Scorer):
     columns = ("frozen_ratio",)
     rules = ("frozen",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         diffs = clip.stats.luma_diff[1:]
         r = _mean(diffs < self.config.frozen_diff)
         return {"frozen_ratio": r}, (["frozen"] if r is not None and r > self.config.max_frozen_ratio else [])
@@ -224,7 +287,7 @@ class MotionScorer(Scorer):
     columns = ("motion",)
     rules = ("low_motion", "high_motion")
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         m = _mean(clip.stats.luma_diff[1:])
         rules = []
         if m is not None and m < self.config.min_motion:
@@ -239,7 +302,7 @@ class SharpnessScorer(Scorer):
     columns = ("sharpness",)
     rules = ("blurry",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         s = _mean(clip.stats.sharpness)
         return {"sharpness": s}, (["blurry"] if s is not None and s < self.config.min_sharpness else [])
 
@@ -249,7 +312,7 @@ class TextScorer(Scorer):
     columns = ("text_area",)
     rules = ("text",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         t = _mean(clip.stats.edge_density)
         return {"text_area": t}, (["text"] if t is not None and t > self.config.max_text_area else [])
 
@@ -260,7 +323,7 @@ class DhashScorer(Scorer):
 
     columns = ("dhash",)
 
-    def score(self, clip: ClipFrames) -> tuple[dict[str, Any], list[str]]:
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         n = clip.stats.num_frames
         return {"dhash": format(int(clip.stats.dhash[n // 2]), "016x") if n else None}, []
 
@@ -305,16 +368,52 @@ def scorer_resources(config: QualityConfig) -> UnitResources:
     return UnitResources.union(SCORERS.get(name).resources for name in config.scorers)
 
 
+def check_scorers(config: QualityConfig) -> None:
+    """Fail at once, in the caller, on an unknown scorer or a parameter that does not fit its scorer (``KeyError``,
+    ``ParamError``), rather than in every video's task, where the error would reject every clip as score_error."""
+    for name in config.scorers:
+        SCORERS.get(name)(config)
+
+
+_ACTIVE: dict[str, list[Scorer]] = {}  # this process's set-up scorers, by config
+
+
+def active_scorers(config: QualityConfig) -> list[Scorer]:
+    """The configured scorers, built and set up once per process and config (a Ray worker process scores many
+    videos: a model loads once), torn down when the process exits."""
+    key = json.dumps(asdict(config), sort_keys=True, default=str)
+    if key not in _ACTIVE:
+        built = [SCORERS.get(name)(config) for name in config.scorers]
+        for scorer in built:
+            scorer.setup()
+        if not _ACTIVE:
+            atexit.register(_teardown_all)
+        _ACTIVE[key] = built
+    return _ACTIVE[key]
+
+
+def _teardown_all() -> None:
+    for scorers in _ACTIVE.values():
+        for scorer in scorers:
+            try:
+                scorer.teardown()
+            except Exception as exc:  # noqa: BLE001 - one scorer's teardown must not stop the others'
+                log.warning("teardown of scorer %s failed: %s", scorer.registered_name, exc)
+    _ACTIVE.clear()
+
+
 def score_video_clips(
-    clips: list[dict[str, Any]], stats: FrameStats, video: dict[str, Any] | None, config: QualityConfig | None = None
+    clips: list[dict[str, Any]], stats: FrameStats, video: dict[str, Any] | None, config: QualityConfig | None = None,
+    *, pixels: PixelSource | None = None,
 ) -> list[dict[str, Any]]:
     """filtered_clips rows (without partition_date, duplicates not yet assigned) for the clips of ONE video.
 
     ``clips`` are scene_clips rows, ``stats`` the video's frame statistics, ``video`` its raw_videos row (for the
-    frame size; the statistics' size is used without it). Frames beyond the statistics are not scored.
+    frame size; the statistics' size is used without it), ``pixels`` what decodes a clip's frames for the scorers
+    that look at them. Frames beyond the statistics are not scored.
     """
     config = config or QualityConfig()
-    scorers = [SCORERS.get(name)(config) for name in config.scorers]
+    scorers = active_scorers(config)
     width, height = _video_size(video, stats)
     rows = []
     for clip in clips:
@@ -322,18 +421,37 @@ def score_video_clips(
         if end > stats.num_frames:
             log.warning("clip %s ends at frame %d but the statistics cover %d frames", clip["clip_id"], end, stats.num_frames)
         frames = stats.slice(max(0, start), max(max(0, start), min(end, stats.num_frames)))
-        view = ClipFrames(clip=clip, stats=frames, width=width, height=height)
+        view = ClipView(clip=clip, stats=frames, width=width, height=height, pixels=pixels)
         row = _empty_row(clip, video)
         row["width"], row["height"] = width, height
         rules: list[str] = []
+        extra: dict[str, float | None] = {}
         for scorer in scorers:
             values, fired = scorer.score(view)
-            row.update(values)
+            for name, value in values.items():
+                if name in _TABLE_COLUMNS:
+                    row[name] = value
+                else:
+                    extra[name] = _score_number(scorer, name, value)
             rules.extend(fired)
+        row[SCORES_COLUMN] = extra or None
         row["reject_reason"] = _join_rules(rules)
         row["passed"] = row["reject_reason"] is None
         rows.append(row)
     return rows
+
+
+_TABLE_COLUMNS = frozenset(ROW_COLUMNS) - {SCORES_COLUMN}
+
+
+def _score_number(scorer: Scorer, name: str, value: Any) -> float | None:
+    """A plugin score as stored in the ``scores`` map: a number or null; anything else is the scorer's bug."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"quality scorer {scorer.registered_name!r} returned {type(value).__name__} for score "
+                        f"{name!r}: scores that are not filtered_clips columns must be numbers")
+    return float(value)
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:

@@ -98,6 +98,12 @@ FILTERED_CLIPS = pa.schema(
         pa.field("text_area", pa.float64(), metadata={"description": "share of the frame covered by text-like edges, 0..1"}),
         pa.field("dhash", pa.string(), metadata={"description": "64-bit difference hash of the middle frame (hex)"}),
         pa.field("duplicate_group", pa.string(), metadata={"description": "clip_id of the first near-duplicate clip"}),
+        pa.field(
+            "scores",
+            pa.map_(pa.string(), pa.float64()),
+            metadata={"description": "scores of installed scorer plugins by name (e.g. {aesthetic: 5.1}); the "
+                      "built-in scores have columns of their own; null when no plugin scorer ran"},
+        ),
         pa.field("passed", pa.bool_(), nullable=False, metadata={"description": "the clip passed every quality rule and goes to captioning"}),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when passed; ';'-joined rule names"}),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
@@ -179,6 +185,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             "motion": _SCORED_FROM,
             "sharpness": _SCORED_FROM,
             "brightness": _SCORED_FROM,
+            "scores": _SCORED_FROM,
             PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
         },
         preview=("clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"),

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from videolake.platform.frames import FrameStats
 from videolake.platform.registry import Registry
-from videolake.platform.scenes.params import ParamError, describe, parse_params
+from videolake.platform.params import ParamError, describe, parse_params
 from videolake.platform.unit_resources import UnitResources
 
 

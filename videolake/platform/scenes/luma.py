@@ -49,7 +49,7 @@ import numpy as np
 
 from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledChunk, SampledDecoder, grid_sums, luma_grid
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
-from videolake.platform.scenes.params import param
+from videolake.platform.params import param
 
 log = logging.getLogger(__name__)
 

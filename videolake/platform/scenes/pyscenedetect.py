@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
-from videolake.platform.scenes.params import param
+from videolake.platform.params import param
 
 log = logging.getLogger(__name__)
 

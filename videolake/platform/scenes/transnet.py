@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
-from videolake.platform.scenes.params import param
+from videolake.platform.params import param
 
 if TYPE_CHECKING:
     from videolake.platform.frames import FrameStats

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from videolake.platform.scenes.params import param
+from videolake.platform.params import param
 from videolake.platform.scenes.transnet import (
     HEIGHT,
     STEP,
@@ -125,7 +125,7 @@ class TransNetV2Predictor:
     """
 
     def __init__(self, config: TransNetConfig | Mapping[str, Any] | None = None) -> None:
-        from videolake.platform.scenes.params import parse_params
+        from videolake.platform.params import parse_params
 
         cfg = config if isinstance(config, TransNetConfig) else parse_params(TransNetConfig, config or {}, "transnetv2")
         self.config = cfg
@@ -307,7 +307,7 @@ def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, A
     ``scalable_gpus``: GPUs the cluster's autoscaler can add (``wait_for_gpus``); they are asked for, used, and
     released at the end.
     """
-    from videolake.platform.scenes.params import parse_params
+    from videolake.platform.params import parse_params
 
     if not videos:
         return None

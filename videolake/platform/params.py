@@ -1,6 +1,6 @@
-"""Typed, described detector parameters: each detector's ``Config`` is a frozen dataclass whose fields are declared
-with ``param(default, help, ...)``; ``parse_params`` turns user input (Dagster run config, ``--param KEY=VALUE``)
-into that dataclass, with one clear error naming the detector, the field and what it accepts.
+"""Typed, described plugin parameters: each scene detector's and quality scorer's ``Config`` is a frozen dataclass
+whose fields are declared with ``param(default, help, ...)``; ``parse_params`` turns user input (Dagster run config,
+``--param KEY=VALUE``) into that dataclass, with one clear error naming the plugin, the field and what it accepts.
 
 Why: a ``dict[str, float]`` of overrides cannot carry an ``int`` window, a ``bool`` switch or a ``str`` device,
 and a misspelt key used to surface as a ``TypeError`` from the dataclass constructor.
@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 
 class ParamError(ValueError):
-    """A detector parameter that does not exist or does not fit its field (the message says which and why)."""
+    """A plugin parameter that does not exist or does not fit its field (the message says which and why)."""
 
 
 def param(default: Any, help: str, *, min: float | None = None, max: float | None = None,
