@@ -55,6 +55,7 @@ lock: $(UV)
 # Every figure the README's Performance section states (sizes as stated there).
 bench: setup
 	$(VENV)/bin/videolake bench cpu
+	$(VENV)/bin/videolake bench scenes --seconds 100
 	$(VENV)/bin/videolake bench caption --clips 64
 	$(VENV)/bin/videolake bench caption --clips 1000
 	$(VENV)/bin/videolake bench scale --rows 200000 --compare-rows 20000

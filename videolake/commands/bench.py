@@ -1,4 +1,4 @@
-"""`videolake bench {cpu,caption}`: throughput ratios against a baseline measured in the same process."""
+"""`videolake bench {cpu,scenes,caption,scale,ray}`: ratios against a baseline measured in the same process."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["cpu", "caption", "scale", "ray"],
-                   help="cpu: CPU stage vs ffmpeg decode; caption: stage vs raw vLLM; scale: the caption data path "
+    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray"],
+                   help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
+                   "decode; caption: stage vs raw vLLM; scale: the caption data path "
                    "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
                    "Dagster + Ray overhead of an empty day")
-    p.add_argument("--seconds", type=int, default=20, help="cpu: length of each synthetic file")
-    p.add_argument("--repeats", type=int, default=2, help="cpu: measurements per side (best kept)")
-    p.add_argument("--files", nargs="*", help="cpu: benchmark these files instead of synthetic 360p/1080p ones")
+    p.add_argument("--seconds", type=int, default=None,
+                   help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)")
+    p.add_argument("--repeats", type=int, default=2, help="cpu, scenes: measurements per side (best kept)")
+    p.add_argument("--files", nargs="*", help="cpu, scenes: benchmark these files instead of synthetic 360p/1080p ones")
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
     p.add_argument("--decode", action="store_true",
@@ -27,7 +29,13 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "cpu":
         from videolake.platform.bench_cpu import bench_cpu, format_rows
 
-        print(format_rows(bench_cpu(seconds=args.seconds, repeats=args.repeats, files=args.files)))
+        print(format_rows(bench_cpu(seconds=args.seconds or 20, repeats=args.repeats, files=args.files)))
+        return 0
+    if args.what == "scenes":
+        from videolake.platform.bench_cpu import bench_scenes_cli, format_rows
+
+        rows = bench_scenes_cli(seconds=args.seconds or 100, repeats=args.repeats, files=args.files)
+        print(format_rows(rows, what="CLI", measured="the whole `videolake scenes FILE` process, start-up included"))
         return 0
     if args.what == "scale":
         from videolake.platform.bench_scale import bench_scale

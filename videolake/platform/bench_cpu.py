@@ -1,14 +1,19 @@
-"""`videolake bench cpu`: frames per CPU-second of the CPU stage vs ffmpeg's decode-only, on the same files.
+"""`videolake bench cpu` and `videolake bench scenes`: CPU cost of our work vs ffmpeg's decode-only, same files.
 
-Both sides are measured in this process as CPU time (user + sys, all threads / children), so the ratio holds on a
-noisy machine: ratio = (our frames per CPU-second) / (ffmpeg -threads 1 decode-only frames per CPU-second).
+- cpu: probe + scene detection + quality scores of the CPU stage, in this process.
+- scenes: the whole ``videolake scenes FILE`` process (interpreter start-up and imports count), as a user runs it.
+
+Both sides are measured as CPU time (user + sys, all threads / children), so the ratio holds on a noisy machine:
+ratio = (our frames per CPU-second) / (ffmpeg -threads 1 decode-only frames per CPU-second).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +71,15 @@ def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     return _self_cpu() - before, result.num_frames
 
 
+def scenes_cli_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
+    """CPU seconds of one whole ``videolake scenes FILE`` process (start-up included) and the frames it reports."""
+    script = Path(sys.executable).with_name("videolake")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "videolake.cli"]
+    before = _children_cpu()
+    out = subprocess.run([*cmd, "scenes", path, "--detector", detector], check=True, capture_output=True, text=True)
+    return _children_cpu() - before, int(json.loads(out.stdout)["num_frames"])
+
+
 def make_bench_video(out_dir: Path, height: int, seconds: int) -> Path:
     """A synthetic h264 file with hard cuts, the shape of the scenes benchmark (360p / 1080p)."""
     from videolake.platform.synth import Segment, Transition, VideoSpec, render
@@ -103,9 +117,29 @@ def bench_cpu(heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: l
     return rows
 
 
-def format_rows(rows: list[CpuBenchRow]) -> str:
-    lines = [f"{'file':>10} {'frames':>7} {'stage f/s/core':>15} {'ffmpeg f/s/core':>16} {'ratio':>6}"]
+def bench_scenes_cli(heights=(360, 1080), seconds: int = 100, repeats: int = 2,
+                     files: list[str] | None = None) -> list[CpuBenchRow]:
+    """``videolake scenes FILE`` (whole process) vs ``ffmpeg -threads 1 -i FILE -f null -``, best of ``repeats``
+    each, interleaved; the first CLI run of each file (page cache, bytecode) is not measured."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
+        paths = [(Path(f).name, f) for f in files] if files else [
+            (f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights
+        ]
+        for label, path in paths:
+            scenes_cli_cpu(path)
+            ours, ff, frames = [], [], 0
+            for _ in range(repeats):
+                c, frames = scenes_cli_cpu(path)
+                ours.append(c)
+                ff.append(ffmpeg_decode_cpu(path))
+            rows.append(CpuBenchRow(label, frames, min(ours), min(ff)))
+    return rows
+
+
+def format_rows(rows: list[CpuBenchRow], what: str = "stage", measured: str = "probe + detect + score") -> str:
+    lines = [f"{'file':>10} {'frames':>7} {what + ' f/s/core':>15} {'ffmpeg f/s/core':>16} {'ratio':>6}"]
     for r in rows:
         lines.append(f"{r.label:>10} {r.frames:>7} {r.ours_fps_per_core:>15.0f} {r.ffmpeg_fps_per_core:>16.0f} {r.ratio:>6.2f}")
-    lines.append(f"(ratio = ffmpeg CPU s / stage CPU s for probe + detect + score; target >= 0.8; cores: {os.cpu_count()})")
+    lines.append(f"(ratio = ffmpeg CPU s / {what} CPU s for {measured}; target >= 0.8; cores: {os.cpu_count()})")
     return "\n".join(lines)
