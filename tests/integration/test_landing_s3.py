@@ -15,7 +15,7 @@ import uuid
 import pytest
 from s3_server import SeaweedS3
 
-from videolake.platform.cpu_stage import ingest_one, list_landing
+from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore.s3 import S3ObjectStore
 from videolake.platform.probe import ProbeConfig

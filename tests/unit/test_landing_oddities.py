@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.cpu_stage import ingest_one, list_landing
+from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
@@ -229,7 +229,7 @@ def test_missing_and_empty_day_folders_list_nothing(root):
 
 _AS_UNPRIVILEGED = """
 import json, sys
-from videolake.platform.cpu_stage import ingest_one, list_landing
+from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
 store = LocalObjectStore(sys.argv[1])
@@ -306,7 +306,7 @@ def test_special_character_names_flow_past_ingest(root, videos):
     split (store.key_from_uri) and caption frames (the default file:// opener), from the source and from a clip file."""
     from videolake.platform.captioning.base import FrameConfig
     from videolake.platform.captioning.clip_frames import extract_clip
-    from videolake.platform.cpu_stage import SplitConfig, split_one
+    from videolake.platform.stages.split import SplitConfig, split_one
 
     day = root / "landing" / DAY
     day.mkdir(parents=True)

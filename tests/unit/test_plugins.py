@@ -91,7 +91,9 @@ class RednessScorer(Scorer):
 # Scores a day on a fresh local Ray whose workers see the installed plugin; prints the rows and the unit counts.
 SCORE_DAY = '''
 import json, sys
-from videolake.platform.cpu_stage import SplitConfig, ingest_partitions, list_landing, score_partitions, split_partitions
+from videolake.platform.stages.ingest import ingest_partitions, list_landing
+from videolake.platform.stages.score import score_partitions
+from videolake.platform.stages.split import SplitConfig, split_partitions
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
 from videolake.platform.probe import ProbeConfig

@@ -156,7 +156,7 @@ def test_raw_video_row_matches_schema(media):
     schema = pa.schema([RAW_VIDEOS.field(n) for n in names])
     table = pa.Table.from_pylist([ok, bad], schema=schema)
     assert table.num_rows == 2
-    # every ProbeResult field is a raw_videos column (cpu_stage copies them by name)
+    # every ProbeResult field is a raw_videos column (stages.ingest copies them by name)
     assert {f.name for f in dataclasses.fields(P.ProbeResult)} <= set(names)
 
 

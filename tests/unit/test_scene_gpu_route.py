@@ -14,15 +14,9 @@ import shutil
 import pytest
 from transnet_specs import HARD, SHORT
 
-from videolake.platform.cpu_stage import (
-    SplitConfig,
-    score_partitions,
-    _split_payload,
-    detect_error_rows,
-    ingest_partitions,
-    list_landing,
-    split_partitions,
-)
+from videolake.platform.stages.ingest import ingest_partitions, list_landing
+from videolake.platform.stages.score import score_partitions
+from videolake.platform.stages.split import SplitConfig, _split_payload, detect_error_rows, split_partitions
 from videolake.platform.frames import FrameStats
 from videolake.platform.quality import QualityConfig
 from videolake.platform.schemas import clip_id
@@ -161,7 +155,7 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
 
 
 def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg):
-    from videolake.platform.cpu_stage import score_one
+    from videolake.platform.stages.score import score_one
     from videolake.platform.frames import FrameStats
     from videolake.platform.quality import QualityConfig, score_video_clips
 

@@ -111,7 +111,7 @@ def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     rc = ray_config_for_cluster({"CPU": 2.0})
     assert rc == RayDetectConfig(num_actors=1, num_gpus_per_actor=0.0, num_cpus_per_actor=0.5, decode_num_cpus=0.5)
     assert ray_config_for_cluster({"CPU": 64.0, "GPU": 4.0}).num_gpus_per_actor == 1.0
-    from videolake.platform.cpu_stage import FrameStatsSink, SplitConfig, stats_key
+    from videolake.platform.stages.split import FrameStatsSink, SplitConfig, stats_key
     from videolake.platform.objectstore.local import LocalObjectStore
 
     store = LocalObjectStore(str(tmp_path / "store"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from videolake.platform.cpu_stage import run_stage
+from videolake.platform.stages.common import run_stage
 from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
 from videolake.platform.schemas import RAW_VIDEOS
 from videolake.platform.units import LOST_WORKER, PartitionStep, file_stats

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import Field
 
-from videolake.platform.cpu_stage import SplitConfig
+from videolake.platform.stages.split import SplitConfig
 
 
 class RawVideosConfig(dg.Config):

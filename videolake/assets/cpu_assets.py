@@ -76,7 +76,7 @@ def raw_videos(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import ingest_partitions, list_landing
+    from videolake.platform.stages.ingest import ingest_partitions, list_landing
 
     keys = partition_keys(context)
     store = object_store.get_store()
@@ -106,7 +106,7 @@ def scene_clips(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import split_partitions
+    from videolake.platform.stages.split import split_partitions
 
     keys = partition_keys(context)
     lk = lake.get_lake()
@@ -132,7 +132,7 @@ def filtered_clips(
     lake: LakeResource,
     ray_cluster: RayResource,
 ) -> dg.MaterializeResult:
-    from videolake.platform.cpu_stage import score_partitions
+    from videolake.platform.stages.score import score_partitions
 
     keys = partition_keys(context)
     lk = lake.get_lake()

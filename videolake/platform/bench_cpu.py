@@ -57,7 +57,7 @@ def ffmpeg_decode_cpu(path: str) -> float:
 
 def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     """CPU seconds of probe + scene detection + quality scoring of one file, in this process."""
-    from videolake.platform.cpu_stage import _score_stats_for_bench
+    from videolake.platform.stages.score import _score_stats_for_bench
     from videolake.platform.probe import ProbeConfig, probe_video
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.segments import cuts_to_ranges

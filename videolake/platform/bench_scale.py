@@ -231,7 +231,9 @@ def _wait(proc) -> None:
 def _split_seconds(store_root: str, lake_root: str, cpus: int) -> float:
     import ray
 
-    from videolake.platform.cpu_stage import SplitConfig, ingest_partitions, list_landing, split_partitions
+    from videolake.platform.stages.ingest import ingest_partitions, list_landing
+
+    from videolake.platform.stages.split import SplitConfig, split_partitions
     from videolake.platform.lake import Lake, PartitionRange
     from videolake.platform.objectstore import LocalObjectStore
     from videolake.platform.probe import ProbeConfig
