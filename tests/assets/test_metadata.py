@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from videolake.assets.metadata import PLOTTED, asset_metadata, caption_figures, rounded, table_figures
+from videolake.assets.metadata import PLOTTED, asset_metadata, caption_figures, rounded
 from videolake.assets.partitions import daily_partitions
 from videolake.assets.ui_metadata import (
     PREVIEW_COLUMNS,
@@ -20,9 +20,8 @@ from videolake.assets.ui_metadata import (
     tag_run,
 )
 from videolake.platform.captioning.metrics import ActorStats, CaptionMetrics
-from videolake.platform.figures import merge_figures
 from videolake.platform.lake import WriteResult, rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS, RAW_VIDEOS, TABLES
+from videolake.platform.schemas import CLIP_CAPTIONS, RAW_VIDEOS, TABLES, table_spec
 
 D, E = "2026-01-05", "2026-01-06"
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
@@ -66,7 +65,7 @@ def test_rounded_numbers():
 def test_raw_videos_metadata_plots_a_short_list_and_keeps_the_rest_as_json():
     rows = raw_rows()
     write = WriteResult(table="raw_videos", uri="/lake/raw_videos", version=7, rows=4)
-    md = asset_metadata("raw_videos", table_figures("raw_videos", rows), [D, E], write, seconds=3.0)
+    md = asset_metadata("raw_videos", table_spec("raw_videos").figures_of(rows), [D, E], write, seconds=3.0)
     assert numeric(md) == set(PLOTTED["raw_videos"])  # nothing else is plotted (no delta_version, bytes, seconds)
     assert md["dagster/row_count"].value == 4 and md["videos_rejected"].value == 1
     assert md["reject_rate"].value == 0.25 and md["videos_per_s"].value == 1.33  # 4 videos / 3 s, rounded
@@ -84,7 +83,7 @@ def test_caption_metadata_has_no_constants_or_per_actor_plots():
                              idle_actors=0, accelerator="cpu", accelerator_s=80.0, goodput=0.04999, stragglers=1,
                              steady_captions_per_s=2.0, per_actor=actors)
     write = WriteResult(table="clip_captions", uri="/lake/clip_captions", version=3, rows=3)
-    md = asset_metadata("clip_captions", table_figures("clip_captions", caption_rows("A dog.")), [D, E], write,
+    md = asset_metadata("clip_captions", table_spec("clip_captions").figures_of(caption_rows("A dog.")), [D, E], write,
                         seconds=41.0,
                         extra={**caption_figures(metrics), "model": "tiny", "prompt_version": "v1-describe"})
     assert numeric(md) == set(PLOTTED["clip_captions"])
@@ -105,12 +104,12 @@ def test_day_figures_add_up_to_the_figures_of_all_rows():
     """The workers compute each day's figures; the step adds days up: the same numbers as over all rows."""
     rows = raw_rows()
     days = [rows.filter(pc.equal(rows.column("partition_date").cast(pa.string()), d)) for d in (D, E)]
-    merged = merge_figures("raw_videos", [table_figures("raw_videos", d) for d in days])
-    assert merged == table_figures("raw_videos", rows)
+    raw = table_spec("raw_videos")
+    assert raw.merge_figures([raw.figures_of(d) for d in days]) == raw.figures_of(rows)
     captions = caption_rows("A dog.")
-    assert merge_figures("clip_captions", [table_figures("clip_captions", captions.slice(0, 1)),
-                                           table_figures("clip_captions", captions.slice(1))]) == \
-        table_figures("clip_captions", captions)
+    spec = table_spec("clip_captions")
+    assert spec.merge_figures([spec.figures_of(captions.slice(0, 1)), spec.figures_of(captions.slice(1))]) == \
+        spec.figures_of(captions)
 
 
 def test_preview_uses_short_ids_and_cuts_long_text():
@@ -140,7 +139,7 @@ def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run
         tag_run(context, "raw_videos")
         add_partition_metadata(context, "raw_videos", rows, keys)
         write = WriteResult(table="raw_videos", uri="/lake/raw_videos", version=1, rows=rows.num_rows)
-        return dg.MaterializeResult(metadata=asset_metadata("raw_videos", table_figures("raw_videos", rows), keys,
+        return dg.MaterializeResult(metadata=asset_metadata("raw_videos", table_spec("raw_videos").figures_of(rows), keys,
                                                             write, 2.0,
                                                             preview=record_preview("raw_videos", rows)))
 
@@ -173,8 +172,29 @@ def test_run_tags_of_a_caption_run_and_of_the_scheduled_job():
 
 @pytest.mark.parametrize("table", list(TABLES))
 def test_figures_are_computed_from_the_summary_columns_alone(table):
-    from videolake.assets.metadata import SUMMARY_COLUMNS
-
-    empty = TABLES[table].empty_table().select(SUMMARY_COLUMNS[table])
-    figures = table_figures(table, empty)
+    spec = table_spec(table)
+    empty = spec.schema.empty_table().select(list(spec.summary_columns))
+    figures = spec.figures_of(empty)
     assert figures["dagster/row_count"] == 0
+
+
+def test_each_tables_figures_come_from_its_spec_in_declared_order():
+    """The one declaration (TableSpec.figures) gives the columns, the order and the exact values."""
+    scene = table_spec("scene_clips")
+    assert scene.summary_columns == ("video_id", "detect_error", "partition_date")
+    clips = pa.table({"video_id": ["a", "a", "b"], "detect_error": [None, "", "decode failed: x"],
+                      "partition_date": [dt.date(2026, 1, 5)] * 3})
+    assert scene.figures_of(clips) == {"dagster/row_count": 3, "videos": 2, "detect_errors": 1}
+    filtered = table_spec("filtered_clips")
+    rows = pa.table({"passed": [True, False, False, True], "reject_reason": [None, "black;blurry", "black", None],
+                     "partition_date": [dt.date(2026, 1, 5)] * 4})
+    figures = filtered.figures_of(rows)
+    assert list(figures) == ["dagster/row_count", "passed", "rejected", "pass_rate", "rejections_by_reason"]
+    assert figures == {"dagster/row_count": 4, "passed": 2, "rejected": 2, "pass_rate": 0.5,
+                       "rejections_by_reason": {"black": 2, "blurry": 1}}
+    # a caption error is one reason (its text before ':'), even when the message holds a ';'
+    captions = table_spec("clip_captions").figures_of(pa.table({
+        "status": ["failed", "ok"], "error": ["model error: a; b", None], "partition_date": [dt.date(2026, 1, 5)] * 2}))
+    assert captions["failures_by_reason"] == {"model error": 1} and captions["failure_rate"] == 0.5
+    assert list(table_spec("raw_videos").figures_of(raw_rows())) == [
+        "dagster/row_count", "videos_ok", "videos_rejected", "reject_rate", "rejections_by_reason", "bytes", "frames"]

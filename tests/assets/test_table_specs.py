@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from videolake.assets.checks import GATED_TABLES
-from videolake.assets.metadata import SUMMARY_COLUMNS
+from videolake.assets.metadata import PLOTTED
 from videolake.assets.ui_metadata import COLUMN_SOURCES, PREVIEW_COLUMNS
 from videolake.platform.gates import GATE_DOCS
 from videolake.platform.gates.config import TABLE_CONFIGS
@@ -17,7 +17,7 @@ def test_every_per_table_mapping_covers_exactly_the_specs():
     assert TABLE_NAMES == ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
     assert list(TABLES) == list(PRIMARY_KEYS) == list(TABLE_NAMES)
     assert GATED_TABLES == TABLE_NAMES
-    for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, SUMMARY_COLUMNS):
+    for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, PLOTTED):
         assert set(mapping) == set(TABLE_NAMES), mapping
     assert set(COLUMN_SOURCES) == {t.name for t in TABLE_SPECS if t.upstream is not None}
 

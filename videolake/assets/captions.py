@@ -15,9 +15,8 @@ from videolake.assets.guard import step_guard
 from videolake.assets.metadata import asset_metadata, caption_figures, column_schema
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
-from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import CLIP_CAPTIONS, upstream_of
+from videolake.platform.schemas import CLIP_CAPTIONS, table_spec, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand
 from videolake.resources.captioner import CaptionerResource
@@ -80,7 +79,7 @@ def build_clip_captions(captioner: CaptionerResource,
             "model": config.model_label,
             "prompt_version": config.prompt_version,
         }
-        counts = merge_figures("clip_captions", list(run.per_partition.values()))
+        counts = table_spec("clip_captions").merge_figures(list(run.per_partition.values()))
         return dg.MaterializeResult(
             metadata={
                 **asset_metadata("clip_captions", counts, keys, run.write, run.seconds, extra=extra,

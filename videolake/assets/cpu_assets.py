@@ -16,9 +16,8 @@ from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import DEFAULT_PARTITIONS, partition_keys, with_partitions
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
-from videolake.platform.figures import merge_figures
 from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, upstream_of
+from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, table_spec, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
 
@@ -51,7 +50,7 @@ def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[
     (``units_total``/``units_reused``/``units_computed``: resume), lineage, a preview read back from the table."""
     tag_run(context, table)
     add_partition_figures(context, table, run.per_partition, keys, lake)
-    counts = merge_figures(table, list(run.per_partition.values()))
+    counts = table_spec(table).merge_figures(list(run.per_partition.values()))
     md = {
         **asset_metadata(table, counts, keys, run.write, run.seconds, extra=extra, preview=preview_of(lake, table, keys)),
         **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},

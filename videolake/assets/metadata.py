@@ -1,7 +1,8 @@
 """The figures each asset reports to the Dagster UI, and which of them the UI plots.
 
 A curator reads an asset's page: Dagster plots EVERY int/float metadata entry over partitions, so only a short,
-fixed list per table (``PLOTTED``: rows, throughput, pass/reject rates, failures, goodput, stragglers) is numeric;
+fixed list per table (its spec's ``plotted``: rows, throughput, pass/reject rates, failures, goodput, stragglers) is
+numeric;
 every other figure goes into a JSON entry: ``details`` (counts by reason and the like, per partition) or ``step``
 (what the step measured once for its whole range: timings, the caption pool, per-actor values, Delta version), or
 text. All numbers are rounded (``rounded``).
@@ -22,30 +23,16 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from videolake.platform.figures import ROW_COUNT, reason_counts, table_figures  # noqa: F401 - re-exported
 from videolake.platform.lake import WriteResult
-from videolake.platform.schemas import PARTITION_COLUMN
+from videolake.platform.schemas import TABLE_SPECS, table_spec
 
-# The only numeric (plotted) metadata per table, in display order. Throughput labels are step-wide (one value for
-# the whole range of a single-run backfill); the others are counted per partition.
-PLOTTED: dict[str, tuple[str, ...]] = {
-    "raw_videos": (ROW_COUNT, "videos_rejected", "reject_rate", "videos_per_s"),
-    "scene_clips": (ROW_COUNT, "videos", "detect_errors", "frames_per_s"),
-    "filtered_clips": (ROW_COUNT, "passed", "pass_rate", "clips_per_s"),
-    "clip_captions": (ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
-}
+# The only numeric (plotted) metadata per table, in display order (each TableSpec's ``plotted``). Throughput labels
+# are step-wide (one value for the whole range of a single-run backfill); the others are counted per partition.
+PLOTTED: dict[str, tuple[str, ...]] = {t.name: t.plotted for t in TABLE_SPECS}
 
 # Also numeric on every asset, besides PLOTTED: the resume counts of the step (checks outside the test suite read
 # them by these names; see platform/units.py).
 UNIT_COUNTS: tuple[str, ...] = ("units_total", "units_reused", "units_computed")
-
-# Columns ``table_figures`` needs; read only these after a commit to compute the metadata.
-SUMMARY_COLUMNS: dict[str, list[str]] = {
-    "raw_videos": ["status", "reject_reason", "size_bytes", "num_frames", PARTITION_COLUMN],
-    "scene_clips": ["video_id", "detect_error", PARTITION_COLUMN],
-    "filtered_clips": ["passed", "reject_reason", PARTITION_COLUMN],
-    "clip_captions": ["status", "error", PARTITION_COLUMN],
-}
 
 
 def rounded(value: Any) -> Any:
@@ -104,16 +91,13 @@ def figures_metadata(table_name: str, figures: Mapping[str, Any], details_label:
 
 
 def throughput(table_name: str, figures: Mapping[str, Any], seconds: float) -> dict[str, float]:
-    """The step's throughput figure of ``table_name`` (units per wall second of the step)."""
-    units = {
-        "raw_videos": ("videos_per_s", figures.get(ROW_COUNT, 0)),
-        "scene_clips": ("frames_per_s", figures.get("frames", 0)),
-        "filtered_clips": ("clips_per_s", figures.get(ROW_COUNT, 0)),
-    }
-    if table_name not in units:
+    """The step's throughput figure of ``table_name`` (units per wall second of the step; its spec's
+    ``throughput``), or nothing for a table whose step reports its own (clip_captions)."""
+    rate = table_spec(table_name).throughput
+    if rate is None:
         return {}
-    label, n = units[table_name]
-    return {label: float(n) / seconds if seconds > 0 else 0.0}
+    label, figure = rate
+    return {label: float(figures.get(figure, 0)) / seconds if seconds > 0 else 0.0}
 
 
 def caption_figures(metrics) -> dict[str, Any]:
@@ -142,7 +126,7 @@ def asset_metadata(
 ) -> dict[str, Any]:
     """The MaterializeResult metadata of a step that wrote ``keys`` of ``table_name``.
 
-    ``counts``: the figures of the range (``platform.figures.merge_figures`` of the days' figures, which the
+    ``counts``: the figures of the range (its spec's ``merge_figures`` of the days' figures, which the
     stage's workers computed); ``write``: the Delta commit; ``seconds``: the step's
     work time; ``extra``: more figures (e.g. ``caption_figures(metrics)``, ``{"frames": n}``; plotted only if
     listed in PLOTTED); ``preview``: ui_metadata.record_preview of a few rows. Per-partition values are added by

@@ -30,8 +30,8 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.assets.metadata import figures_metadata, rounded, table_figures
-from videolake.platform.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES
+from videolake.assets.metadata import figures_metadata, rounded
+from videolake.platform.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES, table_spec
 
 PREVIEW_ROWS = 5
 ID_CHARS = 10  # shown characters of a 64-hex video id
@@ -73,7 +73,7 @@ def partition_metadata(table_name: str, part: pa.Table, preview_rows: pa.Table |
 
     Step-wide figures (throughput, ``step``) are not repeated: the step's MaterializeResult carries them.
     """
-    figures = table_figures(table_name, part)
+    figures = table_spec(table_name).figures_of(part)
     md = figures_metadata(table_name, figures)
     if preview_rows is not None:
         md["preview"] = record_preview(table_name, preview_rows)
@@ -93,7 +93,7 @@ def add_partition_figures(
 
     added: dict[str, dict[str, Any]] = {}
     for key in keys:
-        md = figures_metadata(table_name, dict(figures_by_day.get(key) or table_figures(table_name, _empty(table_name))))
+        md = figures_metadata(table_name, dict(figures_by_day.get(key) or table_spec(table_name).figures_of(_empty(table_name))))
         rows = lake.head(table_name, PartitionRange.of([key]), PREVIEW_ROWS, PREVIEW_COLUMNS[table_name])
         md["preview"] = record_preview(table_name, rows)
         context.add_asset_metadata(md, partition_key=key)
@@ -122,7 +122,7 @@ def add_partition_metadata(
 ) -> dict[str, dict[str, Any]]:
     """Scope the counts (and a preview) of each partition of ``keys`` to that partition's materialization.
 
-    ``rows``: the step's rows, at least metadata.SUMMARY_COLUMNS[table_name]; ``preview_rows``: a few rows per
+    ``rows``: the step's rows, at least its spec's ``summary_columns``; ``preview_rows``: a few rows per
     partition (any number of partitions; defaults to ``rows`` when it has the preview columns). Labels returned here
     override the same labels of the step's MaterializeResult for that partition. Returns what was added, by key.
     """

@@ -57,6 +57,8 @@ class FrameIndex:
     keyframe: np.ndarray  # bool, frame i starts a GOP (a seek lands there)
     time_base: Fraction
     sequential: bool  # True when pts cannot identify frames: read by decoding from the start and counting
+    width: int = 0  # coded frame width (before rotation), read with the index so no reader opens the file for it
+    height: int = 0  # coded frame height (before rotation)
 
     @property
     def num_frames(self) -> int:
@@ -94,6 +96,7 @@ def _build_frame_index(path: str) -> FrameIndex:
         with av.open(path) as container:
             stream = container.streams.video[0]
             tb = stream.time_base or Fraction(1, 1)
+            width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
             for packet in container.demux(stream):
                 if packet.size == 0 or packet.is_discard:
                     continue
@@ -111,7 +114,7 @@ def _build_frame_index(path: str) -> FrameIndex:
     p, k = p[order], k[order]
     if p.size > 1 and bool(np.any(np.diff(p) == 0)):
         sequential = True  # repeated timestamps: a pts does not name one frame
-    return FrameIndex(pts=p, keyframe=k, time_base=tb, sequential=sequential)
+    return FrameIndex(pts=p, keyframe=k, time_base=tb, sequential=sequential, width=width, height=height)
 
 
 def iter_frames(path: str, start_frame: int, end_frame: int) -> Iterator[tuple[int, Any]]:

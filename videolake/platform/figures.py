@@ -1,29 +1,26 @@
 """Counts and rates of a table's rows, per partition: what the UI shows and plots (see assets/metadata.py).
 
+Each table declares its figures in its ``TableSpec`` (schemas.py) as a tuple of the small kinds below; from that
+one declaration come the columns to read (``columns``), a day's figures (``compute``) and a range's (``merge``).
+
 Pure pyarrow, no Dagster: the stages' finalize tasks compute each day's figures on the Ray workers from the rows
-they commit (``table_figures``), and the step only adds up days (``merge_figures``), so no step holds the rows to
-report on them.
+they commit, and the step only adds up days (``merge``), so no step holds the rows to report on them.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 ROW_COUNT = "dagster/row_count"  # Dagster's own label: the asset page shows it as the row count
 
-# The rates of each table: (rate, numerator, denominator), recomputed when days are added up.
-RATES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "raw_videos": (("reject_rate", "videos_rejected", ROW_COUNT),),
-    "filtered_clips": (("pass_rate", "passed", ROW_COUNT),),
-    "clip_captions": (("failure_rate", "captions_failed", ROW_COUNT),),
-}
 
-
-def reason_counts(values: list[str | None]) -> dict[str, int]:
+def reason_counts(values: Iterable[str | None]) -> dict[str, int]:
     """Rejections by reason; multi-reason values (';'-joined) count once per reason, ':'-details dropped."""
     c: Counter[str] = Counter()
     for v in values:
@@ -37,54 +34,136 @@ def _rate(n: int, d: int) -> float:
     return n / d if d else 0.0
 
 
-def table_figures(table_name: str, rows: pa.Table) -> dict[str, Any]:
-    """Counts and rates of ``rows`` (one partition or a whole range; columns: SUMMARY_COLUMNS[table_name])."""
-    n = rows.num_rows
-    if table_name == "raw_videos":
-        status = rows.column("status").to_pylist()
-        rejected = status.count("rejected")
-        return {
-            ROW_COUNT: n,
-            "videos_ok": n - rejected,
-            "videos_rejected": rejected,
-            "reject_rate": _rate(rejected, n),
-            "rejections_by_reason": reason_counts(rows.column("reject_reason").to_pylist()),
-            "bytes": int(pc.sum(rows.column("size_bytes")).as_py() or 0),
-            "frames": int(pc.sum(rows.column("num_frames")).as_py() or 0),
-        }
-    if table_name == "scene_clips":
-        return {
-            ROW_COUNT: n,
-            "videos": len(set(rows.column("video_id").to_pylist())),
-            "detect_errors": sum(1 for e in rows.column("detect_error").to_pylist() if e),
-        }
-    if table_name == "filtered_clips":
-        passed = sum(1 for p in rows.column("passed").to_pylist() if p)
-        return {
-            ROW_COUNT: n,
-            "passed": passed,
-            "rejected": n - passed,
-            "pass_rate": _rate(passed, n),
-            "rejections_by_reason": reason_counts(rows.column("reject_reason").to_pylist()),
-        }
-    if table_name == "clip_captions":
-        status = rows.column("status").to_pylist()
-        failed = status.count("failed")
-        return {
-            ROW_COUNT: n,
-            "captions": n - failed,
-            "captions_failed": failed,
-            "failure_rate": _rate(failed, n),
-            "failures_by_reason": reason_counts([e.split(":")[0] if e else None for e in rows.column("error").to_pylist()]),
-        }
-    raise KeyError(f"no figures for table {table_name!r}")
+class Figure(ABC):
+    """One labelled figure of a table's rows. A ``derived`` figure's ``value`` reads the others (``done``)."""
+
+    label: str
+    derived = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns ``value`` reads."""
+        return ()
+
+    @abstractmethod
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> Any:
+        """The figure of ``rows`` (one partition, or all rows of a range)."""
 
 
+@dataclass(frozen=True)
+class RowCount(Figure):
+    label: str = ROW_COUNT
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        return rows.num_rows
 
 
-def merge_figures(table_name: str, days: list[dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Count(Figure):
+    """Rows whose ``column`` equals ``equals``; with ``equals`` None, rows where it is set (true, non-empty)."""
+
+    label: str
+    column: str
+    equals: Any = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        values = rows.column(self.column).to_pylist()
+        return sum(1 for v in values if v) if self.equals is None else values.count(self.equals)
+
+
+@dataclass(frozen=True)
+class Remainder(Figure):
+    """The rows not counted by the figure ``of``."""
+
+    label: str
+    of: str
+    derived = True
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        return done[ROW_COUNT] - done[self.of]
+
+
+@dataclass(frozen=True)
+class Total(Figure):
+    """The sum of an integer column."""
+
+    label: str
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        return int(pc.sum(rows.column(self.column)).as_py() or 0)
+
+
+@dataclass(frozen=True)
+class Distinct(Figure):
+    """Distinct values of a column in a day. Days are added up when merged: each value (a video) belongs to one."""
+
+    label: str
+    column: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        return len(set(rows.column(self.column).to_pylist()))
+
+
+@dataclass(frozen=True)
+class Rate(Figure):
+    """``numerator`` / ``denominator`` (0 without rows); recomputed, not added, when days are merged."""
+
+    label: str
+    numerator: str
+    denominator: str = ROW_COUNT
+    derived = True
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> float:
+        return _rate(done[self.numerator], done[self.denominator])
+
+
+@dataclass(frozen=True)
+class Reasons(Figure):
+    """Rows by reason (``reason_counts``). ``whole``: the value is one reason, named by its text before the first
+    ':' (an error message), rather than ';'-joined rule names."""
+
+    label: str
+    column: str
+    whole: bool = False
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> dict[str, int]:
+        values = rows.column(self.column).to_pylist()
+        return reason_counts([v.split(":")[0] if v else None for v in values] if self.whole else values)
+
+
+def columns(figures: tuple[Figure, ...]) -> tuple[str, ...]:
+    """The columns the figures read, each once, in order."""
+    return tuple(dict.fromkeys(c for f in figures for c in f.columns))
+
+
+def compute(figures: tuple[Figure, ...], rows: pa.Table) -> dict[str, Any]:
+    """The figures of ``rows`` by label, in declaration order (derived figures computed after the others)."""
+    done: dict[str, Any] = {}
+    for f in sorted(figures, key=lambda f: f.derived):
+        done[f.label] = f.value(rows, done)
+    return {f.label: done[f.label] for f in figures}
+
+
+def merge(figures: tuple[Figure, ...], days: list[dict[str, Any]]) -> dict[str, Any]:
     """The figures of several days as if computed over all their rows: counts added, by-reason dicts merged,
-    sets of distinct ids counted per day (videos are per day), rates recomputed."""
+    rates recomputed. Labels a day carries besides the declared ones (a stage's own counts) merge the same way."""
     out: dict[str, Any] = {}
     for d in days:
         for k, v in d.items():
@@ -96,9 +175,9 @@ def merge_figures(table_name: str, days: list[dict[str, Any]]) -> dict[str, Any]
                 out[k] = out.get(k, 0) + v
             else:
                 out[k] = v
-    for rate, num, den in RATES.get(table_name, ()):
-        if den in out:
-            out[rate] = _rate(out.get(num, 0), out[den])
+    for f in figures:
+        if isinstance(f, Rate) and f.denominator in out:
+            out[f.label] = _rate(out.get(f.numerator, 0), out[f.denominator])
     for k, v in out.items():
         if isinstance(v, dict):
             out[k] = dict(sorted(v.items()))

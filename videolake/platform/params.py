@@ -31,6 +31,9 @@ def _field_types(config_cls: type) -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(config_cls)}
 
 
+_NUMBER_NAMES = {int: "an integer", float: "a number"}
+
+
 def _coerce(owner: str, name: str, typ: type, value: Any) -> Any:
     """``value`` as ``typ`` (bool, int, float or str); text from a command line is parsed, nothing else is guessed."""
     where = f"{owner}: parameter {name!r}"
@@ -40,30 +43,16 @@ def _coerce(owner: str, name: str, typ: type, value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in _BOOL_TEXT:
             return _BOOL_TEXT[value.strip().lower()]
         raise ParamError(f"{where} must be true or false, got {value!r}")
-    if typ is int:
-        if isinstance(value, bool):
-            raise ParamError(f"{where} must be an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+    if typ in _NUMBER_NAMES:  # int or float: never a bool; a float becomes an int only when it is whole
         if isinstance(value, str):
             try:
-                return int(value.strip())
+                return typ(value.strip())
             except ValueError:
                 pass
-        raise ParamError(f"{where} must be an integer, got {value!r}")
-    if typ is float:
-        if isinstance(value, bool):
-            raise ParamError(f"{where} must be a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise ParamError(f"{where} must be a number, got {value!r}")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if typ is float or float(value).is_integer():
+                return typ(value)
+        raise ParamError(f"{where} must be {_NUMBER_NAMES[typ]}, got {value!r}")
     if typ is str:
         if isinstance(value, str):
             return value

@@ -7,9 +7,11 @@ Ids are deterministic: the same input bytes and parameters give the same ids, so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
+
+from videolake.platform import figures as fig
 
 PARTITION_COLUMN = "partition_date"
 
@@ -146,10 +148,30 @@ class TableSpec:
     # Only the direct upstream and the tables the step reads are named; computed columns name their inputs.
     lineage: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     preview: tuple[str, ...] = ()  # the columns of the asset page's preview, in order
+    # The counts and rates of a day's rows (platform.figures): computed by the stage's workers, shown per partition.
+    figures: tuple[fig.Figure, ...] = (fig.RowCount(),)
+    # The only numeric (plotted) metadata labels of the asset, in display order: some of ``figures`` and the step's
+    # throughput labels (assets/metadata.py); every other figure goes into a JSON entry.
+    plotted: tuple[str, ...] = (fig.ROW_COUNT,)
+    # The step's throughput: (label, the figure counted per wall second of the step); None: the step reports its own.
+    throughput: tuple[str, str] | None = None
 
     @property
     def gate_module(self) -> str:
         return f"videolake.platform.gates.{self.name}"
+
+    @property
+    def summary_columns(self) -> tuple[str, ...]:
+        """The columns ``figures_of`` reads (and the partition column, to split a range by day)."""
+        return (*fig.columns(self.figures), PARTITION_COLUMN)
+
+    def figures_of(self, rows: pa.Table) -> dict[str, Any]:
+        """The figures of ``rows`` (one partition, or a whole range; at least ``summary_columns``)."""
+        return fig.compute(self.figures, rows)
+
+    def merge_figures(self, days: list[dict[str, Any]]) -> dict[str, Any]:
+        """The figures of several days (``figures_of`` each) as if computed over all their rows."""
+        return fig.merge(self.figures, days)
 
 
 _SCENE_RANGE = (("scene_clips", "start_frame"), ("scene_clips", "end_frame"))
@@ -160,6 +182,12 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
     TableSpec(
         "raw_videos", RAW_VIDEOS, key="video_id", upstream=None,
         preview=("video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"),
+        figures=(fig.RowCount(), fig.Remainder("videos_ok", of="videos_rejected"),
+                 fig.Count("videos_rejected", "status", equals="rejected"), fig.Rate("reject_rate", "videos_rejected"),
+                 fig.Reasons("rejections_by_reason", "reject_reason"), fig.Total("bytes", "size_bytes"),
+                 fig.Total("frames", "num_frames")),
+        plotted=(fig.ROW_COUNT, "videos_rejected", "reject_rate", "videos_per_s"),
+        throughput=("videos_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
         "scene_clips", SCENE_CLIPS, key="clip_id", upstream="raw_videos",
@@ -173,6 +201,9 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             PARTITION_COLUMN: (("raw_videos", PARTITION_COLUMN),),
         },
         preview=("clip_id", "source_uri", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error"),
+        figures=(fig.RowCount(), fig.Distinct("videos", "video_id"), fig.Count("detect_errors", "detect_error")),
+        plotted=(fig.ROW_COUNT, "videos", "detect_errors", "frames_per_s"),
+        throughput=("frames_per_s", "frames"),
     ),
     TableSpec(
         "filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips",
@@ -189,6 +220,10 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
         },
         preview=("clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"),
+        figures=(fig.RowCount(), fig.Count("passed", "passed"), fig.Remainder("rejected", of="passed"),
+                 fig.Rate("pass_rate", "passed"), fig.Reasons("rejections_by_reason", "reject_reason")),
+        plotted=(fig.ROW_COUNT, "passed", "pass_rate", "clips_per_s"),
+        throughput=("clips_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
         "clip_captions", CLIP_CAPTIONS, key="clip_id", upstream="filtered_clips",
@@ -203,6 +238,10 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         # The caption first (the asset page gives a preview ~500 px), then its way back to the source object; the
         # clip id starts with its video id.
         preview=("clip_id", "status", "caption", "error", "source_uri", "output_tokens"),
+        figures=(fig.RowCount(), fig.Remainder("captions", of="captions_failed"),
+                 fig.Count("captions_failed", "status", equals="failed"), fig.Rate("failure_rate", "captions_failed"),
+                 fig.Reasons("failures_by_reason", "error", whole=True)),
+        plotted=(fig.ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
     ),
 )
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)
@@ -210,9 +249,17 @@ TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}
 PRIMARY_KEYS: dict[str, str] = {t.name: t.key for t in TABLE_SPECS}
 
 
+def table_spec(table: str) -> TableSpec:
+    """The spec of the table named ``table``; KeyError for an unknown name."""
+    for spec in TABLE_SPECS:
+        if spec.name == table:
+            return spec
+    raise KeyError(f"no table {table!r}; the tables are {', '.join(TABLE_NAMES)}")
+
+
 def upstream_of(table: str) -> list[str]:
     """The tables ``table`` is computed from (its asset's deps): [] for the first table."""
-    (spec,) = [t for t in TABLE_SPECS if t.name == table]
+    spec = table_spec(table)
     return [spec.upstream] if spec.upstream else []
 
 

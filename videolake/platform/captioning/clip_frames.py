@@ -125,14 +125,6 @@ def max_side_for(width: int, height: int, max_pixels: int) -> int | None:
     return max(1, int(math.floor(math.sqrt(max_pixels * long / short))))
 
 
-def _video_size(path: str) -> tuple[int, int]:
-    import av
-
-    with av.open(path) as container:
-        ctx = container.streams.video[0].codec_context
-        return int(ctx.width or 0), int(ctx.height or 0)
-
-
 def read_frames(path: str, start_frame: int, end_frame: int, fps: float, config: FrameConfig,
                 even: bool = False) -> ClipFrames:
     """Sample and decode the frames of [start_frame, end_frame) of a local video. Raises ValueError with a reason."""
@@ -143,10 +135,10 @@ def read_frames(path: str, start_frame: int, end_frame: int, fps: float, config:
     n_clip = int(end_frame - start_frame)
     n = frames_to_sample(n_clip, fps, config, even=even)
     try:
-        width, height = _video_size(path)
-    except Exception as exc:  # noqa: BLE001 - reported as the clip's reason
+        index = frame_index(path)  # cached per file: the many clips of one video demux and open it once
+    except OSError as exc:
         raise ValueError(f"cannot open video {path}: {type(exc).__name__}: {exc}") from exc
-    total = frame_index(path).num_frames
+    width, height, total = index.width, index.height, index.num_frames
     if start_frame < 0 or end_frame > total:
         raise ValueError(f"frame range [{start_frame}, {end_frame}) is beyond the video's {total} frames: {path}")
     max_side = max_side_for(width, height, config.max_pixels)

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
 from videolake.platform.lake import Lake, PartitionRange, conform
-from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
+from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
 from videolake.platform.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
 
 log = logging.getLogger(__name__)
@@ -267,16 +267,14 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         data = filled if data is None else pa.concat_tables([conform(data, filled.schema), filled])
     import datetime as dt
 
-    from videolake.platform.figures import table_figures
-
-    summary = {**table_figures(TABLE, CLIP_CAPTIONS.empty_table()), "missing_filled": missing.num_rows,
+    summary = {**table_spec(TABLE).figures_of(CLIP_CAPTIONS.empty_table()), "missing_filled": missing.num_rows,
                "useful_s": useful_s}
     if data is None or data.num_rows == 0:
         return [], summary
     data = data.append_column(CLIP_CAPTIONS.field(PARTITION_COLUMN),
                               pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32()))
     data = conform(data, CLIP_CAPTIONS).sort_by("clip_id")
-    summary.update(table_figures(TABLE, data))
+    summary.update(table_spec(TABLE).figures_of(data))
     data = data.drop_columns([PARTITION_COLUMN])
     rel = f"{PARTITION_COLUMN}={day}/part-{token}-00000.parquet"
     size = files.write_parquet(files.path(TABLE, rel), data)

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from videolake.platform.figures import table_figures
 from videolake.platform.objectstore import ObjectInfo, ObjectStore
+from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
     INGEST_ERROR, STATUS_REJECTED, StageRun, _config_dict, run_stage,
 )
@@ -198,6 +198,6 @@ def ingest_partitions(
 
     version = stage_version("raw_videos-2", _config_dict(probe_config))
     units = raw_videos_units(objects_by_day, store)
-    step = PartitionStep(reduce=merge_duplicates, summarize=partial(table_figures, "raw_videos"))
+    step = PartitionStep(reduce=merge_duplicates, summarize=table_spec("raw_videos").figures_of)
     return run_stage(lake, "raw_videos", version, partitions, units,
                      partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)

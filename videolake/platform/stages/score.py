@@ -11,9 +11,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from videolake.platform.figures import table_figures
 from videolake.platform.objectstore import ObjectStore
-from videolake.platform.schemas import FILTERED_CLIPS, clip_id
+from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
 from videolake.platform.stages.common import (
     DETECT_ERROR, SCORE_ERROR, UNIT_VIDEO_COLUMNS, StageRun, _config_dict, run_stage,
 )
@@ -127,7 +126,7 @@ def score_partitions(
                                            [c["frame_stats_uri"] for c in cs]),
                       "partition_date": day, "payload": json.dumps(payload, default=str)})
     step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
-                         summarize=partial(table_figures, "filtered_clips"))
+                         summarize=table_spec("filtered_clips").figures_of)
     return run_stage(lake, "filtered_clips", version, partitions, units,
                      partial(_score_payload, store=store, quality_config=quality_config),
                      _score_error, step, progress, resources=scorer_resources(quality_config))

@@ -11,9 +11,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from videolake.platform.figures import table_figures
 from videolake.platform.objectstore import ObjectStore, content_key
-from videolake.platform.schemas import clip_id
+from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
 from videolake.platform.units import PartitionStep, stage_version
 
@@ -184,7 +183,7 @@ def split_partitions(
     version = stage_version("scene_clips-4", _config_dict(config), params)  # -4: rows name stats and max_clip_s
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, params, units, scalable_gpus)
-    step = PartitionStep(summarize=partial(table_figures, "scene_clips"))
+    step = PartitionStep(summarize=table_spec("scene_clips").figures_of)
     run = run_stage(lake, "scene_clips", version, partitions, units,
                     partial(_split_payload, store=store, config=config),
                     lambda video, error: detect_error_rows(video, error, config), step, progress,
