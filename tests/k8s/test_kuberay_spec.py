@@ -25,6 +25,7 @@ from test_manifests import crd_errors, load_docs
 
 from videolake.platform.kuberay_spec import (
     AUTOSCALER_TOKEN_VOLUME,
+    CPU_STAGE_GROUP,
     HEAD_CONTAINER,
     MODEL_CACHE_VOLUME,
     SERVICE_ACCOUNT_DIR,
@@ -35,6 +36,7 @@ from videolake.platform.kuberay_spec import (
     build_raycluster_spec,
     cpu_stage_cluster_config,
     cpu_stage_gpu_group,
+    cpu_stage_group,
     dagster_ray_spec_kwargs,
 )
 from videolake.resources.prod import kuberay_cluster_resource
@@ -48,11 +50,13 @@ DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01")
 def test_spec_has_head_and_gpu_worker_group():
     cfg = RayClusterSpecConfig(
         image="registry.example.com/videolake/videolake:1.2.3",
-        gpus_per_worker=2,
-        worker_replicas=2,
-        worker_max_replicas=3,
-        node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
-        tolerations=({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},),
+        worker_groups=(WorkerGroupConfig(
+            gpus_per_worker=2,
+            replicas=2,
+            max_replicas=3,
+            node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
+            tolerations=({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},),
+        ),),
         s3_secret_name="s3-creds",
     )
     spec = build_raycluster_spec(cfg)
@@ -95,8 +99,8 @@ def test_spec_has_head_and_gpu_worker_group():
 
 
 def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
-    cfg = cpu_stage_cluster_config(image="registry.example.com/videolake/videolake:1.2.3", worker_max_replicas=40,
-                                   worker_cpu="16", worker_memory="64Gi")
+    cfg = cpu_stage_cluster_config(image="registry.example.com/videolake/videolake:1.2.3",
+                                   worker_groups=(cpu_stage_group(max_replicas=40, cpu="16", memory="64Gi"),))
     spec = build_raycluster_spec(cfg)
     assert spec["enableInTreeAutoscaling"] is True
     assert spec["autoscalerOptions"] == {
@@ -128,9 +132,14 @@ def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
 
 
 def test_cpu_stage_cluster_starts_with_its_minimum():
-    cfg = cpu_stage_cluster_config(worker_min_replicas=3, worker_max_replicas=8)
-    assert (cfg.worker_replicas, cfg.worker_min_replicas, cfg.worker_max_replicas) == (3, 3, 8)
-    assert cpu_stage_cluster_config(worker_min_replicas=0).worker_replicas == 0
+    (group,) = cpu_stage_cluster_config(worker_groups=(cpu_stage_group(min_replicas=3, max_replicas=8),)).worker_groups
+    assert (group.replicas, group.min_replicas, group.max_replicas) == (3, 3, 8)
+    assert cpu_stage_group(min_replicas=0).replicas == 0
+    assert cpu_stage_group(min_replicas=2, replicas=5).replicas == 5  # an explicit start size wins
+    assert cpu_stage_cluster_config().worker_groups == (CPU_STAGE_GROUP,) == (cpu_stage_group(),)
+    assert (CPU_STAGE_GROUP.name, CPU_STAGE_GROUP.replicas, CPU_STAGE_GROUP.min_replicas,
+            CPU_STAGE_GROUP.max_replicas, CPU_STAGE_GROUP.gpus_per_worker, CPU_STAGE_GROUP.tolerations) == (
+        "cpu", 1, 1, 16, 0, ())
     assert build_raycluster_spec(RayClusterSpecConfig())["enableInTreeAutoscaling"] is False  # the GPU step: fixed
     assert "autoscalerOptions" not in build_raycluster_spec(RayClusterSpecConfig())
 
@@ -139,10 +148,32 @@ H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 GPU_TAINT = ({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},)
 
 
+def test_worker_groups_are_the_one_place_a_group_is_configured():
+    """No flat worker_* copy of a group beside ``worker_groups``: the default cluster's one group is
+    WorkerGroupConfig's defaults (the GPU step's fixed 1-GPU worker), and the builders render exactly the groups."""
+    names = {f.name for f in dataclasses.fields(RayClusterSpecConfig)}
+    assert "worker_groups" in names
+    assert not {n for n in names if n.startswith("worker_") and n != "worker_groups"}
+    assert not names & {"extra_worker_groups", "gpus_per_worker", "node_selector", "tolerations"}
+    cfg = RayClusterSpecConfig()
+    assert cfg.worker_groups == (WorkerGroupConfig(),) == (WorkerGroupConfig(
+        name="gpu", replicas=1, min_replicas=0, max_replicas=1, gpus_per_worker=1, cpu="8", memory="48Gi",
+        node_selector={}, tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)),)
+    # a list is kept as a tuple; anything but WorkerGroupConfig values is refused
+    listed = RayClusterSpecConfig(worker_groups=[WorkerGroupConfig(), WorkerGroupConfig(name="big", memory="96Gi")])
+    assert isinstance(listed.worker_groups, tuple)
+    assert [g["groupName"] for g in build_raycluster_spec(listed)["workerGroupSpecs"]] == ["gpu", "big"]
+    with pytest.raises(TypeError, match=r"worker_groups\[0\] must be a WorkerGroupConfig, got dict"):
+        RayClusterSpecConfig(worker_groups=({"name": "gpu"},))
+    with pytest.raises(TypeError, match="a single WorkerGroupConfig"):
+        RayClusterSpecConfig(worker_groups=WorkerGroupConfig())
+
+
 def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
     cfg = cpu_stage_cluster_config(
-        image="registry.example.com/videolake/videolake:1.2.3", worker_max_replicas=40,
-        extra_worker_groups=(cpu_stage_gpu_group(4, gpus_per_worker=2, node_selector=H100, tolerations=GPU_TAINT),))
+        image="registry.example.com/videolake/videolake:1.2.3",
+        worker_groups=(cpu_stage_group(max_replicas=40),
+                       cpu_stage_gpu_group(4, gpus_per_worker=2, node_selector=H100, tolerations=GPU_TAINT)))
     spec = build_raycluster_spec(cfg)
     assert spec["enableInTreeAutoscaling"] is True and spec["autoscalerOptions"]["idleTimeoutSeconds"] == 60
     cpu_group, gpu_group = spec["workerGroupSpecs"]  # exactly two, the CPU group first
@@ -172,7 +203,7 @@ def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
     assert [v["name"] for v in gpu_pod["volumes"]] == ["ray-logs", "dshm"]
     assert gpu_pod["serviceAccountName"] == "videolake-ray" and gpu_pod["automountServiceAccountToken"] is False
     # the first group equals the one-group cluster's, and the head is untouched
-    single = build_raycluster_spec(dataclasses.replace(cfg, extra_worker_groups=()))
+    single = build_raycluster_spec(dataclasses.replace(cfg, worker_groups=cfg.worker_groups[:1]))
     assert cpu_group == single["workerGroupSpecs"][0] and spec["headGroupSpec"] == single["headGroupSpec"]
     assert crd_errors(build_raycluster_manifest(cfg, "dg-prod-1234abcd-cpu")) == []
     # what dagster-ray gets: both groups, in order
@@ -185,7 +216,8 @@ def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
                                       cpu="8", memory="32Gi", node_selector={},
                                       tolerations=({"key": "nvidia.com/gpu", "operator": "Exists",
                                                     "effect": "NoSchedule"},))
-    (_, pod_group) = build_raycluster_spec(cpu_stage_cluster_config(extra_worker_groups=(group,)))["workerGroupSpecs"]
+    (_, pod_group) = build_raycluster_spec(
+        cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), group)))["workerGroupSpecs"]
     pod = pod_group["template"]["spec"]
     assert "nodeSelector" not in pod
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -196,14 +228,20 @@ def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
 @pytest.mark.parametrize("make, message", [
     (lambda: WorkerGroupConfig(replicas=2, max_replicas=1), "worker group 'gpu': need 0 <= min_replicas"),
     (lambda: WorkerGroupConfig(min_replicas=1, replicas=0), "worker group 'gpu': need 0 <= min_replicas"),
-    (lambda: WorkerGroupConfig(gpus_per_worker=-1), "gpus_per_worker must be >= 0"),
+    (lambda: WorkerGroupConfig(gpus_per_worker=-1), "worker group 'gpu': gpus_per_worker must be >= 0"),
     (lambda: WorkerGroupConfig(name=""), "needs a name"),
-    (lambda: cpu_stage_cluster_config(extra_worker_groups=(WorkerGroupConfig(name="cpu"),)),
+    (lambda: cpu_stage_group(max_replicas=0), r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
+                                              r"<= max_replicas \(0\)"),
+    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), WorkerGroupConfig(name="cpu"))),
      r"worker group names must be distinct, got \['cpu', 'cpu'\]"),
-    (lambda: cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(1), cpu_stage_gpu_group(2))),
+    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(1),
+                                                     cpu_stage_gpu_group(2))),
      r"worker group names must be distinct, got \['cpu', 'gpu', 'gpu'\]"),
-    (lambda: cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(0),)),
+    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(0))),
      "autoscaling worker group 'gpu' needs max_replicas >= 1"),
+    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(min_replicas=0, max_replicas=0),)),
+     "autoscaling worker group 'cpu' needs max_replicas >= 1"),
+    (lambda: RayClusterSpecConfig(worker_groups=()), "at least one worker group"),
 ])
 def test_worker_groups_reject_inconsistent_values(make, message):
     with pytest.raises(ValueError, match=message):
@@ -223,12 +261,11 @@ def test_model_cache_volume_kinds():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"worker_replicas": 2, "worker_max_replicas": 1}, "worker_replicas"),
-    ({"autoscaling": True, "worker_replicas": 0, "worker_max_replicas": 0}, "worker_max_replicas >= 1"),
+    ({"autoscaling": True, "worker_groups": (WorkerGroupConfig(replicas=0, max_replicas=0),)},
+     "autoscaling worker group 'gpu' needs max_replicas >= 1"),
     ({"autoscaling": True, "autoscaler_upscaling_mode": "Fast"}, "autoscaler_upscaling_mode"),
     ({"autoscaling": True, "autoscaler_idle_timeout_s": -1}, "autoscaler_idle_timeout_s"),
     ({"autoscaling": True, "autoscaler_token_expiration_s": 60}, "autoscaler_token_expiration_s"),
-    ({"worker_min_replicas": 2, "worker_replicas": 1}, "worker_min_replicas"),
     ({"model_cache_volume": "nfs"}, "model_cache_volume"),
     ({"model_cache_path": "models"}, "absolute"),
     ({"image": ""}, "image"),
@@ -342,7 +379,7 @@ def test_cpu_cluster_carries_the_autoscaler_and_the_gpu_cluster_does_not():
 
 def test_cpu_step_with_a_gpu_group_posts_both_groups_and_deletes_the_cluster():
     api = FakeKubernetesApi()
-    cfg = cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(2, node_selector=H100),))
+    cfg = cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(2, node_selector=H100)))
     result = run_step(api, "ray_cluster", resource=fake_resource(api, cfg))
     assert result.success
     (posted,) = api.created
@@ -499,8 +536,8 @@ def test_prod_profile_puts_the_cpu_stages_on_an_autoscaling_kuberay_cluster(monk
         assert isinstance(r, KubeRayCluster)
         assert r.lifecycle.cleanup == "always" and r.cluster_sharing.enabled is False and r.timeout == 1200
         assert r.ray_cluster.metadata["namespace"] == "videolake"
-    expected = cpu_stage_cluster_config(image="registry.example.com/videolake/cpu:9.9.9", worker_min_replicas=2,
-                                        worker_max_replicas=40, worker_cpu="16", worker_memory="64Gi")
+    expected = cpu_stage_cluster_config(image="registry.example.com/videolake/cpu:9.9.9", worker_groups=(
+        cpu_stage_group(min_replicas=2, max_replicas=40, cpu="16", memory="64Gi"),))
     assert cpu.ray_cluster.spec.worker_group_specs == build_raycluster_spec(expected)["workerGroupSpecs"]
     assert cpu.ray_cluster.spec.enable_in_tree_autoscaling is True
     group = cpu.ray_cluster.spec.worker_group_specs[0]
@@ -521,7 +558,8 @@ def test_prod_cpu_cluster_defaults_and_bad_settings(monkeypatch):
     with pytest.raises(ValueError, match="VIDEOLAKE_RAY_CPU_MAX_WORKERS must be an integer, got 'lots'"):
         cpu_cluster_config()
     monkeypatch.setenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS", "0")
-    with pytest.raises(ValueError, match="worker_replicas"):
+    with pytest.raises(ValueError, match=r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
+                                         r"<= max_replicas \(0\)"):
         cpu_cluster_config()
     monkeypatch.delenv("VIDEOLAKE_RAY_IMAGE")
     monkeypatch.delenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
@@ -545,7 +583,7 @@ def test_prod_cpu_cluster_has_no_gpu_group_by_default(monkeypatch):
         else:
             monkeypatch.setenv("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", value)
         cfg = cpu_cluster_config()
-        assert cfg.extra_worker_groups == ()
+        assert cfg.worker_groups == (CPU_STAGE_GROUP,)
         spec = build_raycluster_spec(dataclasses.replace(cfg, image=RayClusterSpecConfig().image))
         assert len(spec["workerGroupSpecs"]) == 1
         assert spec == template["spec"]
@@ -560,11 +598,13 @@ def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
                                               '"effect": "NoSchedule"}]'}.items():
         monkeypatch.setenv(k, v)
     cfg = cpu_cluster_config()
-    assert cfg.extra_worker_groups == (WorkerGroupConfig(
+    assert cfg.worker_groups == (CPU_STAGE_GROUP, WorkerGroupConfig(
         name="gpu", replicas=0, min_replicas=0, max_replicas=3, gpus_per_worker=2, cpu="8", memory="32Gi",
-        node_selector=H100, tolerations=GPU_TAINT),)
+        node_selector=H100, tolerations=GPU_TAINT))
     # the CPU group keeps its defaults: no node selector, no toleration (the placement variables are the GPU pods')
-    assert (cfg.worker_group_name, cfg.gpus_per_worker, cfg.node_selector, cfg.tolerations) == ("cpu", 0, {}, ())
+    cpu_group = cfg.worker_groups[0]
+    assert (cpu_group.name, cpu_group.gpus_per_worker, cpu_group.node_selector, cpu_group.tolerations) == (
+        "cpu", 0, {}, ())
     groups = prod_resources()["ray_cluster"].ray_cluster.spec.worker_group_specs
     assert [(g["groupName"], g["minReplicas"], g["maxReplicas"], g["rayStartParams"]["num-gpus"]) for g in groups] == [
         ("cpu", 1, 16, "0"), ("gpu", 0, 3, "2")]
@@ -582,9 +622,28 @@ def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
     # VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER unset: 1 GPU per pod; VIDEOLAKE_RAY_TOLERATIONS unset: the nvidia.com/gpu one
     monkeypatch.delenv("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER")
     monkeypatch.delenv("VIDEOLAKE_RAY_TOLERATIONS")
-    (group,) = cpu_cluster_config().extra_worker_groups
+    (_, group) = cpu_cluster_config().worker_groups
     assert (group.max_replicas, group.gpus_per_worker, group.tolerations) == (
         3, 1, ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},))
+
+
+def test_prod_gpu_step_cluster_from_the_environment(monkeypatch):
+    from videolake.resources.prod import ray_cluster_config
+
+    for k, v in PROD_ENV.items():
+        monkeypatch.setenv(k, v)
+    assert ray_cluster_config() == RayClusterSpecConfig(image=PROD_ENV["VIDEOLAKE_RAY_IMAGE"])
+    for k, v in {"VIDEOLAKE_RAY_GPU_WORKERS": "4", "VIDEOLAKE_RAY_GPUS_PER_WORKER": "8",
+                 "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
+                 "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", '
+                                              '"effect": "NoSchedule"}]'}.items():
+        monkeypatch.setenv(k, v)
+    (group,) = ray_cluster_config().worker_groups  # a fixed size: replicas = max_replicas = VIDEOLAKE_RAY_GPU_WORKERS
+    assert group == WorkerGroupConfig(name="gpu", replicas=4, min_replicas=0, max_replicas=4, gpus_per_worker=8,
+                                      cpu="8", memory="48Gi", node_selector=H100, tolerations=GPU_TAINT)
+    monkeypatch.setenv("VIDEOLAKE_RAY_GPU_WORKERS", "-1")
+    with pytest.raises(ValueError, match=r"worker group 'gpu': need 0 <= min_replicas \(0\) <= replicas \(-1\)"):
+        ray_cluster_config()
 
 
 @pytest.mark.parametrize("env, message", [

@@ -25,9 +25,11 @@ import yaml
 from videolake.platform.kuberay_spec import (
     TEMPLATES,
     RayClusterSpecConfig,
+    WorkerGroupConfig,
     build_raycluster_manifest,
     cpu_stage_cluster_config,
     cpu_stage_gpu_group,
+    cpu_stage_group,
     render_template,
 )
 
@@ -205,25 +207,27 @@ def test_raycluster_templates_are_the_rendered_defaults(kind):
 
 @pytest.mark.parametrize("cfg", [
     RayClusterSpecConfig(),
-    RayClusterSpecConfig(gpus_per_worker=8, worker_replicas=2, worker_min_replicas=1, worker_max_replicas=4,
-                         worker_cpu="64", worker_memory="900Gi",
-                         node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+    RayClusterSpecConfig(worker_groups=(WorkerGroupConfig(
+        gpus_per_worker=8, replicas=2, min_replicas=1, max_replicas=4, cpu="64", memory="900Gi",
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),)),
     RayClusterSpecConfig(model_cache_volume="ephemeral", model_cache_storage_class="local-path",
-                         service_account=None, config_map_name=None, tolerations=()),
-    RayClusterSpecConfig(model_cache_volume="emptyDir", gpus_per_worker=0, env={"VLLM_LOGGING_LEVEL": "INFO"}),
+                         service_account=None, config_map_name=None, worker_groups=(WorkerGroupConfig(tolerations=()),)),
+    RayClusterSpecConfig(model_cache_volume="emptyDir", env={"VLLM_LOGGING_LEVEL": "INFO"},
+                         worker_groups=(WorkerGroupConfig(gpus_per_worker=0),)),
     cpu_stage_cluster_config(),
-    cpu_stage_cluster_config(worker_min_replicas=0, worker_max_replicas=200, worker_cpu="32", worker_memory="120Gi",
-                             autoscaler_upscaling_mode="Conservative", autoscaler_idle_timeout_s=300,
-                             node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"}),
+    cpu_stage_cluster_config(
+        worker_groups=(cpu_stage_group(min_replicas=0, max_replicas=200, cpu="32", memory="120Gi",
+                                       node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"}),),
+        autoscaler_upscaling_mode="Conservative", autoscaler_idle_timeout_s=300),
     cpu_stage_cluster_config(service_account=None, config_map_name=None),
-    cpu_stage_cluster_config(extra_worker_groups=(cpu_stage_gpu_group(
-        4, gpus_per_worker=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),)),
+    cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(
+        4, gpus_per_worker=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}))),
 ], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only", "cpu-stages", "cpu-stages-large", "cpu-no-sa",
         "cpu-stages-gpu-group"])
 def test_rendered_rayclusters_validate(cfg):
     manifest = build_raycluster_manifest(cfg, "dg-videolake-1234abcd-captions", labels={"dagster/run-id": "1234abcd"})
     validate_manifest(manifest)
-    assert len(manifest["spec"]["workerGroupSpecs"]) == 1 + len(cfg.extra_worker_groups)
+    assert [g["groupName"] for g in manifest["spec"]["workerGroupSpecs"]] == [g.name for g in cfg.worker_groups]
     job = {  # the same cluster inside a RayJob (what KubeRayInteractiveJob would submit)
         "apiVersion": "ray.io/v1", "kind": "RayJob",
         "metadata": {"name": "dg-videolake-1234abcd-captions", "namespace": cfg.namespace},
@@ -368,12 +372,11 @@ def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
     assert {n: w for n, w in missing.items() if w} == {}
     data = load_docs(K8S / "configmap.yaml")[0]["data"]
     assert all(isinstance(v, str) for v in data.values())
-    from videolake.platform.kuberay_spec import CPU_STAGE_DEFAULTS
+    from videolake.platform.kuberay_spec import CPU_STAGE_GROUP
     # the ConfigMap's CPU cluster values are the code's defaults, so the two cannot drift apart unnoticed
     assert (int(data["VIDEOLAKE_RAY_CPU_MIN_WORKERS"]), int(data["VIDEOLAKE_RAY_CPU_MAX_WORKERS"]),
             data["VIDEOLAKE_RAY_CPU_WORKER_CPUS"], data["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]) == (
-        CPU_STAGE_DEFAULTS["worker_min_replicas"], CPU_STAGE_DEFAULTS["worker_max_replicas"],
-        CPU_STAGE_DEFAULTS["worker_cpu"], CPU_STAGE_DEFAULTS["worker_memory"])
+        CPU_STAGE_GROUP.min_replicas, CPU_STAGE_GROUP.max_replicas, CPU_STAGE_GROUP.cpu, CPU_STAGE_GROUP.memory)
     # the CPU cluster's GPU group is off unless a deployment sets a maximum
     assert data["VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS"] == "0" and "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER" not in data
 

@@ -1,13 +1,13 @@
 """The RayClusters of the prod profile on Kubernetes (KubeRay), as plain dicts: no kubernetes or dagster import.
 
-Two shapes, both one head (schedules nothing itself: num-cpus 0) plus one worker group (the CPU stages' may add
-more, see ``extra_worker_groups``), both ephemeral (dagster-ray creates one for a step and deletes it after the step):
+Two shapes, both one head (schedules nothing itself: num-cpus 0) plus worker groups (``worker_groups``, one
+``WorkerGroupConfig`` each), both ephemeral (dagster-ray creates one for a step and deletes it after the step):
 
 - the GPU step's (``RayClusterSpecConfig()``): a fixed-size GPU worker group, vLLM on each worker, no autoscaler;
   model weights cached on node-local disk (``/models-cache``) so a node that served the model does not download it
   again;
-- the CPU stages' (``cpu_stage_cluster_config()``): a CPU worker group that KubeRay's in-tree autoscaler moves
-  between ``worker_min_replicas`` and ``worker_max_replicas`` with the Ray tasks waiting, so decoding, scene
+- the CPU stages' (``cpu_stage_cluster_config()``): a CPU worker group (``cpu_stage_group``) that KubeRay's in-tree
+  autoscaler moves between its ``min_replicas`` and ``max_replicas`` with the Ray tasks waiting, so decoding, scene
   detection and scoring of a day spread over as many pods as the queue needs, and idle workers go after
   ``autoscaler_idle_timeout_s``. The autoscaler (a sidecar of the head) is the only Ray component that calls the
   Kubernetes API: KubeRay binds its Role to the head's ServiceAccount, and the token is projected into the autoscaler
@@ -25,6 +25,7 @@ templates, offline schema validation). ``python -m videolake.platform.kuberay_sp
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,18 +52,19 @@ DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
 
 @dataclass(frozen=True)
 class WorkerGroupConfig:
-    """One more worker group of a cluster (``RayClusterSpecConfig.extra_worker_groups``), besides the one the
-    ``worker_*`` fields of ``RayClusterSpecConfig`` describe. Image, env, /dev/shm and the model cache are the
-    cluster's. The defaults are an autoscaling 1-GPU group that starts empty."""
+    """One worker group of a cluster (an entry of ``RayClusterSpecConfig.worker_groups``, one ``workerGroupSpecs``
+    entry). Image, env, /dev/shm and the model cache are the cluster's. The defaults are the GPU step's group: one
+    fixed 1-GPU worker (``CPU_STAGE_GROUP`` and ``CPU_STAGE_GPU_GROUP`` are the CPU stages' groups)."""
 
     name: str = "gpu"  # KubeRay groupName; also names the pods' videolake/ray-node label: <name>-worker
-    replicas: int = 0  # workers started with the cluster (without autoscaler: the size)
-    min_replicas: int = 0  # KubeRay bounds; 0 lets the autoscaler remove every worker when nothing needs one
+    replicas: int = 1  # workers started with the cluster (without autoscaler: the size)
+    min_replicas: int = 0  # KubeRay bounds; replicas must lie within [min, max]; 0 lets the autoscaler remove all
     max_replicas: int = 1
     gpus_per_worker: int = 1  # GPU limit (gpu_resource_name of the cluster) and Ray's num-gpus per pod (0: CPU)
     cpu: str = "8"  # CPU request = limit per worker (KubeRay gives Ray as many logical CPUs)
-    memory: str = "32Gi"  # memory request = limit per worker
-    node_selector: dict[str, str] = field(default_factory=dict)  # this group's pods only
+    memory: str = "48Gi"  # memory request = limit per worker (GPU step: vLLM engine + frames)
+    # this group's pods only, e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # this group's pods only
 
     def __post_init__(self) -> None:
@@ -93,19 +95,10 @@ class RayClusterSpecConfig:
     head_cpu: str = "2"  # CPU request = limit
     head_memory: str = "8Gi"  # memory request = limit (GCS, dashboard, object store of the head)
     head_num_cpus: str = "0"  # Ray's logical CPUs on the head
-    # the worker group (GPU by default)
-    worker_group_name: str = "gpu"  # also names the pods' videolake/ray-node label: <name>-worker
-    worker_replicas: int = 1  # workers started with the cluster (without autoscaler: the size)
-    worker_min_replicas: int = 0  # KubeRay bounds; replicas must lie within [min, max]
-    worker_max_replicas: int = 1
-    gpus_per_worker: int = 1  # nvidia.com/gpu limit and Ray's num-gpus per worker pod (0: a CPU group)
-    worker_cpu: str = "8"  # CPU request = limit per worker (KubeRay gives Ray as many logical CPUs)
-    worker_memory: str = "48Gi"  # memory request = limit per worker (vLLM engine + frames)
-    gpu_resource_name: str = GPU_RESOURCE  # extended resource name of the device plugin
-    node_selector: dict[str, str] = field(default_factory=dict)  # workers only, e.g. {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    tolerations: tuple[dict[str, str], ...] = DEFAULT_TOLERATIONS  # workers only
-    # more worker groups after the one above (workerGroupSpecs in this order), e.g. the CPU stages' GPU group
-    extra_worker_groups: tuple[WorkerGroupConfig, ...] = ()
+    # the worker groups (workerGroupSpecs in this order; at least one, distinct names): by default the GPU step's
+    # one fixed 1-GPU worker
+    worker_groups: tuple[WorkerGroupConfig, ...] = field(default_factory=lambda: (WorkerGroupConfig(),))
+    gpu_resource_name: str = GPU_RESOURCE  # extended resource name of the device plugin (all groups)
     shm_size: str = "16Gi"  # /dev/shm (memory-backed emptyDir): Ray's object store and vLLM/NCCL need a large one
     # model cache on node-local disk, mounted at model_cache_path in the workers
     model_cache_path: str = "/models-cache"
@@ -119,10 +112,10 @@ class RayClusterSpecConfig:
     config_map_name: str | None = "videolake-config"  # non-secret settings (bucket, endpoint ...) as env, if set
     env: dict[str, str] = field(default_factory=dict)  # extra plain env vars on head and workers
     run_as_group: int = 1000  # fsGroup of the Ray pods (the image's user is uid/gid 1000)
-    # KubeRay's in-tree autoscaler (a sidecar of the head): replicas become the start size, the autoscaler then
-    # moves the group within [worker_min_replicas, worker_max_replicas] with the resources Ray tasks wait for.
+    # KubeRay's in-tree autoscaler (a sidecar of the head): a group's replicas become its start size, the autoscaler
+    # then moves each group within its [min_replicas, max_replicas] with the resources Ray tasks wait for.
     autoscaling: bool = False
-    autoscaler_idle_timeout_s: int = 60  # a worker idle this long is removed (down to worker_min_replicas)
+    autoscaler_idle_timeout_s: int = 60  # a worker idle this long is removed (down to its group's min_replicas)
     autoscaler_upscaling_mode: str = "Default"  # "Default": no rate limit; "Conservative": pending <= cluster size
     autoscaler_cpu: str = "500m"  # autoscaler container request = limit (KubeRay's default size)
     autoscaler_memory: str = "512Mi"
@@ -131,13 +124,14 @@ class RayClusterSpecConfig:
     def __post_init__(self) -> None:
         if not self.image:
             raise ValueError("image is required")
-        if not (0 <= self.worker_min_replicas <= self.worker_replicas <= self.worker_max_replicas):
-            raise ValueError(
-                f"need 0 <= worker_min_replicas ({self.worker_min_replicas}) <= worker_replicas "
-                f"({self.worker_replicas}) <= worker_max_replicas ({self.worker_max_replicas})"
-            )
-        if self.gpus_per_worker < 0:
-            raise ValueError("gpus_per_worker must be >= 0")
+        if isinstance(self.worker_groups, WorkerGroupConfig):
+            raise TypeError("worker_groups must be a tuple of WorkerGroupConfig, got a single WorkerGroupConfig")
+        object.__setattr__(self, "worker_groups", tuple(self.worker_groups))  # a list is accepted, kept as a tuple
+        if not self.worker_groups:
+            raise ValueError("a cluster needs at least one worker group (worker_groups is empty)")
+        for i, group in enumerate(self.worker_groups):
+            if not isinstance(group, WorkerGroupConfig):
+                raise TypeError(f"worker_groups[{i}] must be a WorkerGroupConfig, got {type(group).__name__}")
         names = [group.name for group in self.worker_groups]
         if len(set(names)) != len(names):
             raise ValueError(f"worker group names must be distinct, got {names}")
@@ -146,9 +140,7 @@ class RayClusterSpecConfig:
         if not self.model_cache_path.startswith("/"):
             raise ValueError("model_cache_path must be absolute")
         if self.autoscaling:
-            if self.worker_max_replicas < 1:
-                raise ValueError("an autoscaling worker group needs worker_max_replicas >= 1")
-            for group in self.extra_worker_groups:
+            for group in self.worker_groups:
                 if group.max_replicas < 1:
                     raise ValueError(f"autoscaling worker group {group.name!r} needs max_replicas >= 1")
             if self.autoscaler_upscaling_mode not in UPSCALING_MODES:
@@ -162,58 +154,50 @@ class RayClusterSpecConfig:
     def uses_model_cache(self) -> bool:
         return self.model_cache_volume != "none"
 
-    @property
-    def worker_groups(self) -> tuple[WorkerGroupConfig, ...]:
-        """All worker groups: the one of the ``worker_*`` fields first, then ``extra_worker_groups``."""
-        first = WorkerGroupConfig(
-            name=self.worker_group_name, replicas=self.worker_replicas, min_replicas=self.worker_min_replicas,
-            max_replicas=self.worker_max_replicas, gpus_per_worker=self.gpus_per_worker, cpu=self.worker_cpu,
-            memory=self.worker_memory, node_selector=self.node_selector, tolerations=self.tolerations,
-        )
-        return (first, *self.extra_worker_groups)
 
+# The CPU stages' CPU group: 8-CPU workers on any node (no GPU toleration), autoscaling from one worker up to sixteen.
+CPU_STAGE_GROUP = WorkerGroupConfig(
+    name="cpu", replicas=1, min_replicas=1, max_replicas=16, gpus_per_worker=0, cpu="8", memory="32Gi",
+    tolerations=(),
+)
 
-# The CPU stages' cluster (raw_videos, scene_clips, filtered_clips): CPU workers on any node (no GPU toleration),
-# no model cache, autoscaling from one worker up to sixteen 8-CPU workers.
+# The CPU stages' optional GPU group (scene_clips' TransNetV2 on the cluster's GPUs): starts empty and goes back to
+# empty after autoscaler_idle_timeout_s, so GPUs are held only while GPU actors run. GPU node pools are tainted:
+# it tolerates nvidia.com/gpu (DEFAULT_TOLERATIONS) unless given other tolerations. Its maximum is the deployment's
+# (``cpu_stage_gpu_group``).
+CPU_STAGE_GPU_GROUP = WorkerGroupConfig(
+    name="gpu", replicas=0, min_replicas=0, max_replicas=1, gpus_per_worker=1,
+    cpu="8",  # the predictor actor and the window decoding next to it
+    memory="32Gi",
+)
+
+# The CPU stages' cluster (raw_videos, scene_clips, filtered_clips): the CPU group above, no model cache,
+# KubeRay's autoscaler.
 CPU_STAGE_DEFAULTS: dict[str, Any] = {
-    "worker_group_name": "cpu",
-    "gpus_per_worker": 0,
-    "worker_cpu": "8",
-    "worker_memory": "32Gi",
-    "worker_min_replicas": 1,
-    "worker_max_replicas": 16,
-    "tolerations": (),
+    "worker_groups": (CPU_STAGE_GROUP,),
     "model_cache_volume": "none",
     "shm_size": "8Gi",  # Ray's object store (decoded frames between tasks) lives in /dev/shm
     "autoscaling": True,
 }
 
 
-# The CPU stages' optional GPU group (scene_clips' TransNetV2 on the cluster's GPUs): starts empty and goes back to
-# empty after autoscaler_idle_timeout_s, so GPUs are held only while GPU actors run. GPU node pools are tainted:
-# it tolerates nvidia.com/gpu (DEFAULT_TOLERATIONS) unless given other tolerations.
-CPU_STAGE_GPU_GROUP_DEFAULTS: dict[str, Any] = {
-    "name": "gpu",
-    "replicas": 0,
-    "min_replicas": 0,
-    "gpus_per_worker": 1,
-    "cpu": "8",  # the predictor actor and the window decoding next to it
-    "memory": "32Gi",
-}
+def cpu_stage_group(**overrides: Any) -> WorkerGroupConfig:
+    """The CPU stages' CPU group: ``CPU_STAGE_GROUP`` with ``overrides`` (min_replicas, max_replicas, cpu, memory,
+    node_selector ...); it starts with ``min_replicas`` workers unless ``replicas`` is given."""
+    overrides.setdefault("replicas", overrides.get("min_replicas", CPU_STAGE_GROUP.min_replicas))
+    return dataclasses.replace(CPU_STAGE_GROUP, **overrides)
 
 
 def cpu_stage_gpu_group(max_replicas: int, **overrides: Any) -> WorkerGroupConfig:
-    """The CPU stages' GPU group of 0..``max_replicas`` workers: ``CPU_STAGE_GPU_GROUP_DEFAULTS`` with
-    ``overrides`` (gpus_per_worker, node_selector, tolerations ...)."""
-    return WorkerGroupConfig(**{**CPU_STAGE_GPU_GROUP_DEFAULTS, "max_replicas": max_replicas, **overrides})
+    """The CPU stages' GPU group of 0..``max_replicas`` workers: ``CPU_STAGE_GPU_GROUP`` with ``overrides``
+    (gpus_per_worker, node_selector, tolerations ...)."""
+    return dataclasses.replace(CPU_STAGE_GPU_GROUP, max_replicas=max_replicas, **overrides)
 
 
 def cpu_stage_cluster_config(**overrides: Any) -> RayClusterSpecConfig:
-    """The CPU stages' autoscaling cluster: ``CPU_STAGE_DEFAULTS`` with ``overrides``; it starts with
-    ``worker_min_replicas`` workers unless ``worker_replicas`` is given."""
-    kwargs = {**CPU_STAGE_DEFAULTS, **overrides}
-    kwargs.setdefault("worker_replicas", kwargs["worker_min_replicas"])
-    return RayClusterSpecConfig(**kwargs)
+    """The CPU stages' autoscaling cluster: ``CPU_STAGE_DEFAULTS`` with ``overrides``; its groups, e.g.
+    ``worker_groups=(cpu_stage_group(max_replicas=40), cpu_stage_gpu_group(4))``, replace the one CPU group."""
+    return RayClusterSpecConfig(**{**CPU_STAGE_DEFAULTS, **overrides})
 
 
 def _env(cfg: RayClusterSpecConfig, *, worker: bool) -> list[dict[str, Any]]:
@@ -329,7 +313,7 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
 
 
 def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig | None = None) -> dict[str, Any]:
-    """One entry of ``workerGroupSpecs``: ``group`` of ``cfg`` (None: its first, the ``worker_*`` fields)."""
+    """One entry of ``workerGroupSpecs``: ``group`` of ``cfg`` (None: its first)."""
     group = group or cfg.worker_groups[0]
     gpu_limits = {cfg.gpu_resource_name: str(group.gpus_per_worker)} if group.gpus_per_worker else {}
     container = {

@@ -73,17 +73,20 @@ def _gpu_placement() -> dict:
 
 
 def ray_cluster_config():
-    """The RayCluster shape of the GPU step, from environment settings (defaults in RayClusterSpecConfig)."""
-    from videolake.platform.kuberay_spec import RayClusterSpecConfig
+    """The RayCluster shape of the GPU step, from environment settings: its one worker group is WorkerGroupConfig's
+    defaults (the GPU step's group) with VIDEOLAKE_RAY_GPU_WORKERS workers (fixed size),
+    VIDEOLAKE_RAY_GPUS_PER_WORKER GPUs each and the GPU placement, where the environment sets them."""
+    from videolake.platform.kuberay_spec import RayClusterSpecConfig, WorkerGroupConfig
 
-    kwargs = {"image": _env("VIDEOLAKE_RAY_IMAGE"), "namespace": _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")}
+    image, namespace = _env("VIDEOLAKE_RAY_IMAGE"), _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")
+    group = {}
     if "VIDEOLAKE_RAY_GPU_WORKERS" in os.environ:
         n = _int_env("VIDEOLAKE_RAY_GPU_WORKERS")
-        kwargs.update(worker_replicas=n, worker_max_replicas=n)
+        group.update(replicas=n, max_replicas=n)
     if "VIDEOLAKE_RAY_GPUS_PER_WORKER" in os.environ:
-        kwargs["gpus_per_worker"] = _int_env("VIDEOLAKE_RAY_GPUS_PER_WORKER")
-    kwargs.update(_gpu_placement())
-    return RayClusterSpecConfig(**kwargs)
+        group["gpus_per_worker"] = _int_env("VIDEOLAKE_RAY_GPUS_PER_WORKER")
+    group.update(_gpu_placement())
+    return RayClusterSpecConfig(image=image, namespace=namespace, worker_groups=(WorkerGroupConfig(**group),))
 
 
 def cpu_cluster_gpu_group():
@@ -106,25 +109,26 @@ def cpu_cluster_gpu_group():
 
 
 def cpu_cluster_config():
-    """The CPU stages' autoscaling RayCluster, from environment settings (defaults in CPU_STAGE_DEFAULTS), with
-    the GPU group of ``cpu_cluster_gpu_group`` if that gives one."""
-    from videolake.platform.kuberay_spec import cpu_stage_cluster_config
+    """The CPU stages' autoscaling RayCluster, from environment settings: its CPU group (defaults in
+    CPU_STAGE_GROUP) with VIDEOLAKE_RAY_CPU_MIN_WORKERS..VIDEOLAKE_RAY_CPU_MAX_WORKERS workers of
+    VIDEOLAKE_RAY_CPU_WORKER_CPUS and VIDEOLAKE_RAY_CPU_WORKER_MEMORY, where the environment sets them, then the GPU
+    group of ``cpu_cluster_gpu_group`` if that gives one."""
+    from videolake.platform.kuberay_spec import cpu_stage_cluster_config, cpu_stage_group
 
-    kwargs = {
-        "image": os.environ.get("VIDEOLAKE_RAY_CPU_IMAGE") or _env("VIDEOLAKE_RAY_IMAGE"),
-        "namespace": _env("VIDEOLAKE_K8S_NAMESPACE", "videolake"),
-    }
+    image = os.environ.get("VIDEOLAKE_RAY_CPU_IMAGE") or _env("VIDEOLAKE_RAY_IMAGE")
+    namespace = _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")
+    group = {}
     if "VIDEOLAKE_RAY_CPU_MIN_WORKERS" in os.environ:
-        kwargs["worker_min_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MIN_WORKERS")
+        group["min_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MIN_WORKERS")
     if "VIDEOLAKE_RAY_CPU_MAX_WORKERS" in os.environ:
-        kwargs["worker_max_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
+        group["max_replicas"] = _int_env("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
     if "VIDEOLAKE_RAY_CPU_WORKER_CPUS" in os.environ:
-        kwargs["worker_cpu"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_CPUS"]
+        group["cpu"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_CPUS"]
     if "VIDEOLAKE_RAY_CPU_WORKER_MEMORY" in os.environ:
-        kwargs["worker_memory"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]
-    if (gpu_group := cpu_cluster_gpu_group()) is not None:
-        kwargs["extra_worker_groups"] = (gpu_group,)
-    return cpu_stage_cluster_config(**kwargs)
+        group["memory"] = os.environ["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]
+    gpu_group = cpu_cluster_gpu_group()
+    groups = (cpu_stage_group(**group),) + ((gpu_group,) if gpu_group is not None else ())
+    return cpu_stage_cluster_config(image=image, namespace=namespace, worker_groups=groups)
 
 
 def kuberay_cluster_resource(cfg, **overrides):
