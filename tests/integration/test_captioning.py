@@ -6,6 +6,7 @@ object-store URI that the actor copies into a node cache. The remaining tests ne
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from videolake.platform.captioning import (
     CaptionerConfig,
     FrameConfig,
     SamplingConfig,
+    VllmEngineConfig,
     caption_clips,
     code_version,
 )
@@ -133,7 +135,11 @@ def test_code_version_changes_with_prompt_and_sampling_only():
     assert code_version(base.replace(model_revision="abc123")) != v
     assert code_version(base.replace(model="/models/qwen3-vl-8b")) != v
     # ... what only changes speed or placement does not.
-    assert code_version(base.replace(batch_size=32, num_actors=4, num_gpus_per_actor=1.0, max_num_seqs=64)) == v
+    assert code_version(base.replace(batch_size=32, num_actors=4, num_gpus_per_actor=1.0)) == v
+    assert code_version(base.replace(vllm=VllmEngineConfig(max_num_seqs=64, max_model_len=8192, enforce_eager=True,
+                                                           dtype="bfloat16", gpu_memory_utilization=0.5,
+                                                           engine_kwargs={"swap_space": 0}))) == v
+    assert code_version(base.replace(vllm=dataclasses.replace(base.vllm, max_num_seqs=64))) == v
     # The registered text given explicitly is the same prompt.
     assert code_version(base.replace(prompt=base.prompt_template().text)) == v
 

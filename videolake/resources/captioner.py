@@ -12,12 +12,19 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from videolake.platform.captioning.base import CaptionerConfig, EndpointConfig, FrameConfig, SamplingConfig
+from videolake.platform.captioning.base import (
+    CaptionerConfig,
+    EndpointConfig,
+    FrameConfig,
+    SamplingConfig,
+    VllmEngineConfig,
+)
 from videolake.resources.test_model import TinyModelPolicy, tiny_model_policy
 
 # Every default below is the engine's (one source per setting): the resource only names them for Dagster's launchpad.
+# The fields stay flat (they are the launchpad/run-config surface); ``to_config`` builds the nested configs.
 _ENGINE = CaptionerConfig(model="")
-_SAMPLING, _FRAMES, _ENDPOINT = SamplingConfig(), FrameConfig(), EndpointConfig()
+_SAMPLING, _FRAMES, _VLLM, _ENDPOINT = SamplingConfig(), FrameConfig(), VllmEngineConfig(), EndpointConfig()
 
 
 class CaptionerResource(dg.ConfigurableResource):
@@ -44,8 +51,8 @@ class CaptionerResource(dg.ConfigurableResource):
     num_actors: int = Field(default=_ENGINE.num_actors, description="Captioner actors (model replicas) in the Ray actor pool.")
     num_gpus_per_actor: float = Field(default=_ENGINE.num_gpus_per_actor, description="GPUs per actor (0 on CPU).")
     num_cpus_per_actor: float = Field(default=_ENGINE.num_cpus_per_actor, description="CPUs per actor; fractional avoids 2-core deadlocks.")
-    max_model_len: int = Field(default=_ENGINE.max_model_len, description="vLLM max_model_len.")
-    max_num_seqs: int = Field(default=_ENGINE.max_num_seqs, description="vLLM concurrent sequences per engine.")
+    max_model_len: int = Field(default=_VLLM.max_model_len, description="vLLM max_model_len.")
+    max_num_seqs: int = Field(default=_VLLM.max_num_seqs, description="vLLM concurrent sequences per engine.")
     enforce_eager: Optional[bool] = Field(
         default=None, description="Skip CUDA graph capture; unset: True for CPU actors, False for GPU actors.")
     model_cache_dir: Optional[str] = Field(default=None, description="Node-local model cache directory.")
@@ -81,9 +88,11 @@ class CaptionerResource(dg.ConfigurableResource):
             num_actors=self.num_actors,
             num_cpus_per_actor=self.num_cpus_per_actor,
             num_gpus_per_actor=self.num_gpus_per_actor,
-            max_model_len=self.max_model_len,
-            max_num_seqs=self.max_num_seqs,
-            enforce_eager=self.enforce_eager if self.enforce_eager is not None else not self.num_gpus_per_actor,
+            vllm=VllmEngineConfig(
+                max_model_len=self.max_model_len,
+                max_num_seqs=self.max_num_seqs,
+                enforce_eager=self.enforce_eager if self.enforce_eager is not None else not self.num_gpus_per_actor,
+            ),
             endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
         )
 

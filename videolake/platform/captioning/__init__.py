@@ -2,7 +2,8 @@
 
 Light to import (no ray, vllm or torch at module level): the Dagster code location imports it for the config and
 ``code_version``. The pieces:
-    base.py            CaptionerConfig, code_version, the CaptionerBackend contract and the CAPTIONERS registry
+    base.py            CaptionerConfig (each backend's settings nested: VllmEngineConfig, EndpointConfig),
+                       code_version, the CaptionerBackend contract and the CAPTIONERS registry
     prompts.py         versioned prompt templates (plain and structured-JSON)
     frames.py          frame extraction (CPU work) with the video metadata vLLM needs
     vllm_backend.py    ``vllm``: the offline engine in each actor
@@ -24,6 +25,7 @@ from videolake.platform.captioning.base import (
     EndpointConfig,
     FrameConfig,
     SamplingConfig,
+    VllmEngineConfig,
     code_version,
     get_captioner,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "FrameConfig",
     "PromptTemplate",
     "SamplingConfig",
+    "VllmEngineConfig",
     "caption_clips",
     "code_version",
     "get_captioner",

@@ -1,4 +1,5 @@
-"""The captioner contract: one frozen config, one abstract backend, a registry of backends by name.
+"""The captioner contract: one frozen config (each backend's own settings nested in it), one abstract backend, a
+registry of backends by name.
 
 A GPU worker follows one contract (DESIGN.md): it declares its resources (CPUs, GPUs per replica), ``setup()`` loads
 the model once per actor, ``__call__(batch)`` captions a Ray Data numpy batch, ``teardown()`` frees it. The same
@@ -94,6 +95,19 @@ class EndpointConfig:
 
 
 @dataclass(frozen=True)
+class VllmEngineConfig:
+    """The ``vllm`` backend's engine: the ``vllm.LLM(...)`` settings of each actor (vllm_backend.create_llm). Not
+    part of code_version: they change how fast and in how much memory captions come, not what they say."""
+
+    max_model_len: int = 4096  # context length (prompt + video tokens + output)
+    max_num_seqs: int = 32  # concurrent sequences per engine
+    enforce_eager: bool = False  # True skips CUDA graph capture (faster start; use on CPU and in tests)
+    dtype: str = "auto"  # weight dtype
+    gpu_memory_utilization: float = 0.9  # share of GPU memory the engine may take (GPU actors only)
+    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) keyword arguments (override the above)
+
+
+@dataclass(frozen=True)
 class CaptionerConfig:
     """Everything that decides how clips are captioned. Frozen; ``code_version`` hashes the output-relevant part."""
 
@@ -110,20 +124,20 @@ class CaptionerConfig:
     # "video": frames as one video with metadata | "images": frames as separate images | "none": no frames are
     # decoded (only for backends that ignore them: the stand-in of `videolake bench scale`)
     input_mode: str = "video"
-    batch_size: int = 32  # clips per actor call = per generate call; >= max_num_seqs keeps the engine full and
+    batch_size: int = 32  # clips per actor call = per generate call; >= vllm.max_num_seqs keeps the engine full and
     # amortises Ray Data's per-batch cost (~0.1 s on a 2-core CPU node)
     num_actors: int = 1  # captioner actors (one model replica each)
     num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (docs/stack-facts.md)
     num_gpus_per_actor: float = 0.0  # GPUs per replica; 0 on CPU
     extract_num_cpus: float = 0.25  # CPUs per frame-extraction task (fractional so decoding overlaps the actors)
     extract_batch_size: int = 2  # clips per frame-extraction task
-    max_model_len: int = 4096  # vLLM context length (prompt + video tokens + output)
-    max_num_seqs: int = 32  # vLLM's concurrent sequences per engine
-    enforce_eager: bool = False  # True skips CUDA graph capture (faster start; use on CPU and in tests)
-    dtype: str = "auto"  # vLLM weight dtype
-    gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may take
-    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) keyword arguments
-    env: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VLLM_ENV))  # actor env via runtime_env
+    # The actors' environment (Ray runtime_env; applied in-process too by the vllm backend). It stays here, not in
+    # VllmEngineConfig: whether it is applied is the BACKEND's call (``CaptionerBackend.needs_engine_env``, True by
+    # default), so the openai backend and plugin backends receive it as well, not only vllm. Its default is vLLM's
+    # settings because vllm is the default backend.
+    env: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VLLM_ENV))
+    # Each backend's own settings, read only by that backend:
+    vllm: VllmEngineConfig = field(default_factory=VllmEngineConfig)  # vllm backend only
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # openai backend only
 
     def __post_init__(self) -> None:
@@ -146,6 +160,8 @@ class CaptionerConfig:
         return get_prompt(self.prompt_version, override_text=self.prompt)
 
     def replace(self, **changes: Any) -> "CaptionerConfig":
+        """A copy with ``changes``; nested settings change as a whole, e.g.
+        ``cfg.replace(vllm=dataclasses.replace(cfg.vllm, max_num_seqs=64))``."""
         import dataclasses
 
         return dataclasses.replace(self, **changes)
@@ -153,8 +169,9 @@ class CaptionerConfig:
 
 def code_version(config: CaptionerConfig) -> str:
     """A short hash of everything that changes the captions: model, revision, prompt (version, text, schema),
-    sampling, frame settings and input mode. Resources, batch sizes and the backend choice are left out: they
-    change how fast captions come, not what they say. The asset uses it as its Dagster code_version."""
+    sampling, frame settings and input mode. Resources, batch sizes, the backend choice and the backends' own
+    settings (``vllm``, ``endpoint``) are left out: they change how fast captions come, not what they say. The asset
+    uses it as its Dagster code_version."""
     prompt = config.prompt_template()
     spec = {
         "model": config.model_label,
@@ -199,7 +216,7 @@ class CaptionerBackend(ABC):
     """
 
     registered_name: ClassVar[str]
-    # Whether the replica runs an inference engine that needs ``config.env`` (vLLM's settings) in its actor. An
+    # Whether the replica runs an inference engine that needs ``config.env`` (default: vLLM's) in its actor. An
     # actor with a runtime environment of its own cannot reuse Ray's pre-started workers, so backends without an
     # engine say False and start faster.
     needs_engine_env: ClassVar[bool] = True

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from videolake.platform.captioning.base import CaptionerConfig, FrameConfig, SamplingConfig
+from videolake.platform.captioning.base import CaptionerConfig, FrameConfig, SamplingConfig, VllmEngineConfig
 from videolake.platform.captioning.clip_frames import FrameCache, SourceOpener, extract_frames
 
 log = logging.getLogger(__name__)
@@ -265,12 +265,11 @@ def tiny_bench_config(model_dir: str, **overrides) -> CaptionerConfig:
     """The CPU settings the tests and the local bench use with the tiny model."""
     base = CaptionerConfig(
         model=model_dir,
-        enforce_eager=True,
         frames=FrameConfig(sample_fps=4.0, min_frames=4, max_frames=4, max_pixels=112 * 112),
         sampling=SamplingConfig(temperature=0.7, top_p=0.95, max_tokens=16),
         batch_size=32,
         num_actors=1,
-        max_num_seqs=32,
+        vllm=VllmEngineConfig(enforce_eager=True, max_num_seqs=32),
     )
     return base.replace(**overrides) if overrides else base
 

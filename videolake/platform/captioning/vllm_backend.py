@@ -65,7 +65,7 @@ class VLLMCaptioner(CaptionerBackend):
         n = fc.max_frames + (fc.max_frames % 2 if self.config.input_mode == "video" else 0)
         meta = {"fps": 2.0, "duration": n / 2.0, "total_num_frames": n, "frames_indices": list(range(n)),
                 "video_backend": "pyav", "do_sample_frames": False}
-        count = max(1, min(self.config.batch_size, self.config.max_num_seqs))
+        count = max(1, min(self.config.batch_size, self.config.vllm.max_num_seqs))
         # The configured sampling (temperature, top-p, max_tokens, structured outputs) and per-request seeds: the
         # warm-up then runs every decode batch size and the sampler's own path once. With greedy 2-token requests
         # the first real batch paid for them instead (CPU engine: ~2.5x a steady batch).
@@ -195,24 +195,25 @@ def create_llm(config: CaptionerConfig, model_dir: str):
         limit = {"video": 1, "image": 0}
     else:
         limit = {"image": config.frames.max_frames, "video": 0}
+    engine = config.vllm
     kwargs: dict[str, Any] = dict(
         model=model_dir,
-        enforce_eager=config.enforce_eager,
-        max_model_len=config.max_model_len,
-        max_num_seqs=config.max_num_seqs,
+        enforce_eager=engine.enforce_eager,
+        max_model_len=engine.max_model_len,
+        max_num_seqs=engine.max_num_seqs,
         limit_mm_per_prompt=limit,
-        dtype=config.dtype,
+        dtype=engine.dtype,
         seed=config.sampling.seed,
     )
     if config.num_gpus_per_actor > 0:
-        kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
+        kwargs["gpu_memory_utilization"] = engine.gpu_memory_utilization
     else:
         # CPU platform: with chunked prefill, vLLM (0.32) rewinds the seeded generator of a request whose partial-
         # prefill token it discards, which CPU generators cannot do ("CPU Generator does not use offset": the whole
         # batch fails as soon as a batch's prompts exceed max_num_batched_tokens). Whole prefills avoid it.
         kwargs["enable_chunked_prefill"] = False
-        kwargs["max_num_batched_tokens"] = max(config.max_model_len, 4096)
+        kwargs["max_num_batched_tokens"] = max(engine.max_model_len, 4096)
     if config.model_revision and "://" not in config.model and not os.path.isdir(config.model):
         kwargs["revision"] = config.model_revision  # only meaningful for hub ids (offline here: HF_HUB_OFFLINE=1)
-    kwargs.update(dict(config.engine_kwargs))
+    kwargs.update(dict(engine.engine_kwargs))
     return LLM(**kwargs)
