@@ -59,16 +59,22 @@ class RowCount(Figure):
 
 
 @dataclass(frozen=True)
-class Count(Figure):
-    """Rows whose ``column`` equals ``equals``; with ``equals`` None, rows where it is set (true, non-empty)."""
+class ColumnFigure(Figure, ABC):
+    """A figure of one column's values."""
 
     label: str
     column: str
-    equals: Any = None
 
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.column,)
+
+
+@dataclass(frozen=True)
+class Count(ColumnFigure):
+    """Rows whose ``column`` equals ``equals``; with ``equals`` None, rows where it is set (true, non-empty)."""
+
+    equals: Any = None
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
         values = rows.column(self.column).to_pylist()
@@ -88,30 +94,16 @@ class Remainder(Figure):
 
 
 @dataclass(frozen=True)
-class Total(Figure):
+class Total(ColumnFigure):
     """The sum of an integer column."""
-
-    label: str
-    column: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
         return int(pc.sum(rows.column(self.column)).as_py() or 0)
 
 
 @dataclass(frozen=True)
-class Distinct(Figure):
+class Distinct(ColumnFigure):
     """Distinct values of a column in a day. Days are added up when merged: each value (a video) belongs to one."""
-
-    label: str
-    column: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
         return len(set(rows.column(self.column).to_pylist()))
@@ -131,17 +123,11 @@ class Rate(Figure):
 
 
 @dataclass(frozen=True)
-class Reasons(Figure):
+class Reasons(ColumnFigure):
     """Rows by reason (``reason_counts``). ``whole``: the value is one reason, named by its text before the first
     ':' (an error message), rather than ';'-joined rule names."""
 
-    label: str
-    column: str
     whole: bool = False
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> dict[str, int]:
         values = rows.column(self.column).to_pylist()
