@@ -54,6 +54,7 @@ NON_DEFAULT = {
     "input_mode": "images", "batch_size": 9, "num_actors": 3, "num_gpus_per_actor": 0.5, "num_cpus_per_actor": 1.5,
     "max_model_len": 8192, "max_num_seqs": 5, "enforce_eager": True,  # GPU actors: unset would mean False
     "model_cache_dir": "/cache/models", "openai_base_url_env": "MY_BASE_URL", "openai_api_key_env": "MY_API_KEY",
+    "backend_params": {"style": "terse"},
 }
 
 

@@ -53,8 +53,23 @@ BACKEND_PLUGIN = '''
 from videolake.platform.captioning.standin_backend import StandInCaptioner
 
 
+from dataclasses import dataclass
+
+from videolake.platform.captioning.base import CaptionResult
+from videolake.platform.params import param
+
+
+@dataclass(frozen=True)
+class EchoConfig:
+    text: str = param("echo", help="the caption every clip gets")
+    repeat: int = param(1, help="times the text is repeated", min=1)
+
+
 class EchoCaptioner(StandInCaptioner):
-    pass
+    Config = EchoConfig
+
+    def caption(self, items):
+        return [CaptionResult(caption=" ".join([self.params.text] * self.params.repeat)) for _ in items]
 '''
 
 
@@ -185,6 +200,33 @@ def test_a_caption_backend_plugin_is_registered_under_its_entry_point_name(site,
     proc = _python(site, tmp_path / "marker", "-c", code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["videolake_echo", "EchoCaptioner", "echo", "True"]
+
+
+def test_a_caption_backend_plugin_takes_typed_parameters_and_a_bad_one_fails_before_any_actor(site, tmp_path):
+    """backend_params reach the plugin typed by its Config (text from run config parsed); a bad one fails the caption
+    stage at once, naming the backend and the parameter, before Ray or an actor starts."""
+    code = ("import datetime as dt, numpy as np\n"
+            "from videolake.platform.captioning.base import CaptionerConfig, get_captioner\n"
+            "from videolake.platform.captioning.stage import caption_partitions\n"
+            "from videolake.platform.lake import PartitionRange\n"
+            "from videolake.platform.params import ParamError\n"
+            "cfg = CaptionerConfig(model='none', backend='echo', input_mode='none',\n"
+            "                      backend_params={'text': 'hi', 'repeat': '2'})\n"
+            "b = get_captioner(cfg)\n"
+            "rows = b({'clip_id': np.array(['c1']), 'video_id': np.array(['v']), 'source_uri': np.array(['s']),\n"
+            "          'frame_error': np.array(['']), 'num_frames': np.array([0])})\n"
+            "print(repr(b.params), rows['caption'].tolist())\n"
+            "try:\n"
+            "    caption_partitions(None, PartitionRange.of(['2026-01-05']), cfg.replace(backend_params={'repeat': '0'}))\n"
+            "except ParamError as exc:\n"
+            "    print('refused:', exc)\n"
+            "import sys; print('ray' in sys.modules)\n")
+    proc = _python(site, tmp_path / "marker", "-c", code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "EchoConfig(text='hi', repeat=2) ['hi hi']"
+    assert lines[1] == "refused: caption backend 'echo': parameter 'repeat' must be >= 1, got 0"
+    assert lines[2] == "False"  # refused before Ray was imported, let alone an actor started
 
 
 def test_registry_errors_name_what_is_known_and_refuse_a_second_class_for_a_name():

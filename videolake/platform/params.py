@@ -91,6 +91,16 @@ def parse_params(config_cls: type, params: Mapping[str, Any] | None, owner: str 
     return cfg
 
 
+def plugin_params(config_cls: type | None, params: Mapping[str, Any] | None, owner: str, reads: str) -> Any:
+    """A plugin's typed settings: ``parse_params`` of its ``Config``; None for a plugin without one (a built-in that
+    reads a config of its own, named by ``reads``), which refuses any parameter given to it."""
+    if config_cls is None:
+        if params:
+            raise ParamError(f"{owner} takes no parameters (it reads {reads}); got {dict(params)}")
+        return None
+    return parse_params(config_cls, params, owner)
+
+
 def describe(config_cls: type) -> list[dict[str, Any]]:
     """One dict per field: name, type, default, help, and min/max/choices where set (for help texts and docs)."""
     types = _field_types(config_cls)

@@ -30,7 +30,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping
 import numpy as np
 
 from videolake.platform.frames import FrameStats
-from videolake.platform.params import ParamError, parse_params
+from videolake.platform.params import ParamError, plugin_params
 from videolake.platform.registry import Registry
 from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
 from videolake.platform.unit_resources import UnitResources
@@ -178,13 +178,8 @@ class Scorer(ABC):
     def __init__(self, config: QualityConfig) -> None:
         self.config = config
         name = getattr(self, "registered_name", type(self).__name__)
-        given = config.scorer_params.get(name)
-        if self.Config is None:
-            if given:
-                raise ParamError(f"quality scorer {name!r} takes no parameters (it reads QualityConfig); got {given}")
-            self.params = None
-        else:
-            self.params = parse_params(self.Config, given, f"quality scorer {name!r}")
+        self.params = plugin_params(self.Config, config.scorer_params.get(name), f"quality scorer {name!r}",
+                                    "QualityConfig")
 
     def setup(self) -> None:
         """Once per worker process, before the first clip (load a model here). Default: nothing."""

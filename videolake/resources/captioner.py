@@ -7,7 +7,7 @@ prompt or sampling marks existing partitions stale in the UI.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Dict, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -58,6 +58,8 @@ class CaptionerResource(dg.ConfigurableResource):
     model_cache_dir: Optional[str] = Field(default=None, description="Node-local model cache directory.")
     openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
     openai_api_key_env: str = Field(default=_ENDPOINT.api_key_env, description="Env var with the API key.")
+    backend_params: Dict[str, str] = Field(
+        default={}, description="A plugin backend's settings by name (typed by its Config; a bad one fails the step).")
 
     def test_model(self) -> Optional[TinyModelPolicy]:
         """The tiny test model's policy when no model is configured (videolake.resources.test_model), else None."""
@@ -94,6 +96,7 @@ class CaptionerResource(dg.ConfigurableResource):
                 enforce_eager=self.enforce_eager if self.enforce_eager is not None else not self.num_gpus_per_actor,
             ),
             endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
+            backend_params=dict(self.backend_params),
         )
 
     def ensure_model(self, log=None) -> str:

@@ -139,6 +139,8 @@ class CaptionerConfig:
     # Each backend's own settings, read only by that backend:
     vllm: VllmEngineConfig = field(default_factory=VllmEngineConfig)  # vllm backend only
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # openai backend only
+    # A plugin backend's settings by name, typed by its ``Config`` (params.parse_params; text values are parsed).
+    backend_params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.input_mode not in ("video", "images", "none"):
@@ -216,6 +218,10 @@ class CaptionerBackend(ABC):
     """
 
     registered_name: ClassVar[str]
+    # A plugin backend's typed settings: a frozen dataclass whose fields are made with ``params.param``, filled from
+    # ``CaptionerConfig.backend_params`` into ``self.params``. None: the backend takes none (the built-ins read their
+    # own nested configs, ``vllm`` and ``endpoint``).
+    Config: ClassVar[type | None] = None
     # Whether the replica runs an inference engine that needs ``config.env`` (default: vLLM's) in its actor. An
     # actor with a runtime environment of its own cannot reuse Ray's pre-started workers, so backends without an
     # engine say False and start faster.
@@ -225,6 +231,7 @@ class CaptionerBackend(ABC):
         self.config = config
         self.store = store  # ObjectStore holding an object-store model (None: file:// models only)
         self.prompt = config.prompt_template()
+        self.params = backend_params(type(self), config)
         self.actor_id = _actor_id()
         self.load_s = 0.0
         self.started_at = 0.0
@@ -385,6 +392,15 @@ CAPTIONERS: Registry[CaptionerBackend] = Registry(
 def captioner_class(name: str) -> type[CaptionerBackend]:
     """The registered backend class ``name`` (built-in or an installed plugin; no heavy imports)."""
     return CAPTIONERS.get(name)
+
+
+def backend_params(cls: type[CaptionerBackend], config: CaptionerConfig) -> Any:
+    """``config.backend_params`` typed by the backend class's ``Config``; ``params.ParamError`` names the backend and
+    the parameter. The caption stage calls it before any actor starts, so a bad parameter fails the step at once."""
+    from videolake.platform.params import plugin_params
+
+    return plugin_params(cls.Config, config.backend_params, f"caption backend {config.backend!r}",
+                         "its own nested config")
 
 
 def get_captioner(config: CaptionerConfig, store: Any | None = None) -> CaptionerBackend:

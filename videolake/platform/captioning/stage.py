@@ -334,6 +334,10 @@ def caption_partitions(
     the model), so an empty or fully reused day costs no model work.
     ``frame_cache``: a ``clip_frames.FrameCache`` whose clips are not decoded again (benchmarks).
     """
+    from videolake.platform.captioning.base import backend_params, captioner_class
+
+    backend_params(captioner_class(config.backend), config)  # a bad backend parameter fails here, not in each actor
+
     import ray
     import ray.data
 
