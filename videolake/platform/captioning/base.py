@@ -1,11 +1,12 @@
 """The captioner contract: one frozen config (each backend's own settings nested in it), one abstract backend, a
 registry of backends by name.
 
-A GPU worker follows one contract (DESIGN.md): it declares its resources (CPUs, GPUs per replica), ``setup()`` loads
-the model once per actor, ``__call__(batch)`` captions a Ray Data numpy batch, ``teardown()`` frees it. The same
-class runs inside a Ray Data ``ActorPoolStrategy`` (see pipeline.py) and in-process (bench.py, tests).
+A GPU worker follows one contract (docs/ARCHITECTURE.md): it declares its resources (CPUs, GPUs per replica),
+``setup()`` loads the model once per actor, ``__call__(batch)`` captions a Ray Data numpy batch, ``teardown()``
+frees it. The same class runs inside a Ray Data ``ActorPoolStrategy`` (see pipeline.py) and in-process (bench.py,
+tests).
 
-Batch in (one row per clip; produced by frames.extract_frames):
+Batch in (one row per clip; produced by clip_frames.extract_frames):
     clip_id, video_id, source_uri      str
     frames                             uint8 (T, H, W, 3) per row; an empty (0, 0, 0, 3) array when extraction failed
     frame_error                        str, "" when the frames were extracted, else the reason
