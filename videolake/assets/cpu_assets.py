@@ -60,6 +60,17 @@ def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[
     return dg.MaterializeResult(metadata=md)
 
 
+def run_cpu_stage(context: dg.AssetExecutionContext, table: str, what: str, lake: LakeResource,
+                  ray_cluster: RayResource, stage) -> dg.MaterializeResult:
+    """Run ``stage(lake, partitions, progress)`` (an engine stage) for the step's partition keys on the step's Ray
+    cluster, and report it (``stage_result``). ``what``: the word the progress lines use."""
+    keys = partition_keys(context)
+    lk = lake.get_lake()
+    with connect_on_demand(context, ray_cluster):
+        run = stage(lk, PartitionRange.of(keys), _progress(context, what))
+    return stage_result(context, table, run, keys, lk, extra=run.extra)
+
+
 @dg.asset(
     **COMMON,
     code_version="raw_videos-2",
@@ -83,11 +94,8 @@ def raw_videos(
     objects = list_landing(store, object_store.landing, keys)
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
-    lk = lake.get_lake()
-    with connect_on_demand(context, ray_cluster):
-        run = ingest_partitions(lk, store, objects, config.to_engine(), PartitionRange.of(keys),
-                                progress=_progress(context, "probed"))
-    return stage_result(context, "raw_videos", run, keys, lk)
+    return run_cpu_stage(context, "raw_videos", "probed", lake, ray_cluster, lambda lk, rng, progress: ingest_partitions(
+        lk, store, objects, config.to_engine(), rng, progress=progress))
 
 
 @dg.asset(
@@ -107,12 +115,9 @@ def scene_clips(
 ) -> dg.MaterializeResult:
     from videolake.platform.stages.split import split_partitions
 
-    keys = partition_keys(context)
-    lk = lake.get_lake()
-    with connect_on_demand(context, ray_cluster):
-        run = split_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
-                               progress=_progress(context, "split"), scalable_gpus=scalable_gpus(ray_cluster))
-    return stage_result(context, "scene_clips", run, keys, lk, extra=run.extra)
+    return run_cpu_stage(context, "scene_clips", "split", lake, ray_cluster, lambda lk, rng, progress: split_partitions(
+        lk, object_store.get_store(), rng, config.to_engine(), progress=progress,
+        scalable_gpus=scalable_gpus(ray_cluster)))
 
 
 @dg.asset(
@@ -133,12 +138,8 @@ def filtered_clips(
 ) -> dg.MaterializeResult:
     from videolake.platform.stages.score import score_partitions
 
-    keys = partition_keys(context)
-    lk = lake.get_lake()
-    with connect_on_demand(context, ray_cluster):
-        run = score_partitions(lk, object_store.get_store(), PartitionRange.of(keys), config.to_engine(),
-                               progress=_progress(context, "scored"))
-    return stage_result(context, "filtered_clips", run, keys, lk)
+    return run_cpu_stage(context, "filtered_clips", "scored", lake, ray_cluster, lambda lk, rng, progress: score_partitions(
+        lk, object_store.get_store(), rng, config.to_engine(), progress=progress))
 
 
 CPU_ASSETS = (raw_videos, scene_clips, filtered_clips)
