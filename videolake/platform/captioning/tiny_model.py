@@ -178,16 +178,18 @@ def _save_random_model(out: Path, config, model_cls, seed: int) -> None:
     model.save_pretrained(out, safe_serialization=True)
 
 
-def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int, seed: int) -> None:
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-
-    config = Qwen2_5_VLConfig(
+def _config_kwargs(ids: dict[str, int], vocab_size: int, *, rope: dict, patch_size: int, text: dict,
+                   vision: dict) -> dict:
+    """The keyword arguments both families' configs share (tiny sizes, the tokenizer's special ids), with each
+    family's own ``rope`` parameters, patch size and extra ``text``/``vision`` settings."""
+    return dict(
         text_config=dict(
             **_TEXT,
+            **text,
             vocab_size=vocab_size,
             max_position_embeddings=8192,
             rms_norm_eps=1e-6,
-            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": _MROPE_SECTION},
+            rope_parameters={"rope_type": "default", "mrope_section": _MROPE_SECTION, **rope},
             bos_token_id=ids["<|endoftext|>"],
             eos_token_id=ids["<|im_end|>"],
             pad_token_id=ids["<|endoftext|>"],
@@ -200,12 +202,10 @@ def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int
             intermediate_size=128,
             num_heads=2,
             out_hidden_size=_TEXT["hidden_size"],
-            patch_size=14,
+            patch_size=patch_size,
             spatial_merge_size=2,
             temporal_patch_size=2,
-            window_size=112,
-            fullatt_block_indexes=[1],
-            tokens_per_second=2,
+            **vision,
         ),
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
@@ -214,6 +214,14 @@ def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int
         tie_word_embeddings=True,
         torch_dtype="bfloat16",
     )
+
+
+def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int, seed: int) -> None:
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    config = Qwen2_5_VLConfig(**_config_kwargs(
+        ids, vocab_size, rope={"rope_theta": 1000000.0}, patch_size=14, text={},
+        vision=dict(window_size=112, fullatt_block_indexes=[1], tokens_per_second=2)))
     _save_random_model(out, config, Qwen2_5_VLForConditionalGeneration, seed)
     _save_processor(out, tokenizer, "qwen2_5_vl")
 
@@ -221,39 +229,9 @@ def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int
 def _build_qwen3_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int, seed: int) -> None:
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    config = Qwen3VLConfig(
-        text_config=dict(
-            **_TEXT,
-            head_dim=_TEXT["hidden_size"] // _TEXT["num_attention_heads"],
-            vocab_size=vocab_size,
-            max_position_embeddings=8192,
-            rms_norm_eps=1e-6,
-            rope_parameters={"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": _MROPE_SECTION,
-                             "mrope_interleaved": True},
-            bos_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"],
-            tie_word_embeddings=True,
-            torch_dtype="bfloat16",
-        ),
-        vision_config=dict(
-            depth=2,
-            hidden_size=64,
-            intermediate_size=128,
-            num_heads=2,
-            out_hidden_size=_TEXT["hidden_size"],
-            patch_size=16,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-            num_position_embeddings=256,
-            deepstack_visual_indexes=[0],
-        ),
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True,
-        torch_dtype="bfloat16",
-    )
+    config = Qwen3VLConfig(**_config_kwargs(
+        ids, vocab_size, rope={"rope_theta": 5000000.0, "mrope_interleaved": True}, patch_size=16,
+        text={"head_dim": _TEXT["hidden_size"] // _TEXT["num_attention_heads"]},
+        vision=dict(num_position_embeddings=256, deepstack_visual_indexes=[0])))
     _save_random_model(out, config, Qwen3VLForConditionalGeneration, seed)
     _save_processor(out, tokenizer, "qwen3_vl")
