@@ -30,6 +30,18 @@ VIDEO_FRAMES = 72  # 3 s at 24 fps
 PARTITION = dt.date(2024, 1, 2)
 
 
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory):
+    """A real S3 server (SeaweedFS) for the module's tests, started in a fresh directory and stopped after them."""
+    from s3_server import start_seaweed
+
+    server = start_seaweed(tmp_path_factory.mktemp("seaweed"))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
     """The tiny checkpoint, built once per session (~20 s, mostly importing transformers)."""

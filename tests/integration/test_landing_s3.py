@@ -13,7 +13,6 @@ import subprocess
 import uuid
 
 import pytest
-from s3_server import SeaweedS3
 
 from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
@@ -25,15 +24,6 @@ pytestmark = pytest.mark.slow
 
 DAY = "2024-03-01"
 SPECIAL = "a b #1 %41 é 漢字 +&=?.mp4"
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweed-landing"))
-    try:
-        yield server.start()
-    finally:
-        server.close()
 
 
 @pytest.fixture

@@ -29,15 +29,6 @@ MARKER_DAY, EMPTY_DAY, FULL_DAY = "2026-02-10", "2026-02-11", "2026-02-12"
 
 
 @pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweed-ops"))
-    try:
-        yield server.start()
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
 def prefix(seaweed) -> str:
     """A prefix with: a folder-marker object only for MARKER_DAY, nothing for EMPTY_DAY, a video for FULL_DAY."""
     prefix = f"ops-{uuid.uuid4().hex[:8]}"

@@ -32,7 +32,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_ray import LocalRay
-from s3_server import SeaweedS3
 
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
@@ -170,15 +169,6 @@ class BarrierLakeResource(LakeResource):
 
 
 # ------------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweed"))
-    try:
-        yield server.start()
-    finally:
-        server.close()
-
-
 @pytest.fixture(scope="module")
 def prefix() -> str:
     return f"pipeline-{uuid.uuid4().hex[:8]}"

@@ -12,23 +12,12 @@ import dagster as dg
 import pytest
 import yaml
 from pg_server import start_postgres
-from s3_server import start_seaweed
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 PROD_INSTANCE_YAML = REPO / "k8s" / "dagster-postgres.yaml"
 DB = "dagster_prod_test"
-
-
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    """S3 for the instance's compute logs (S3ComputeLogManager), as in production."""
-    server = start_seaweed(tmp_path_factory.mktemp("seaweed"))
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")

@@ -32,15 +32,6 @@ MiB = 1 << 20
 
 
 # ---------------------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    server = SeaweedS3(tmp_path_factory.mktemp("seaweed"))
-    try:
-        yield server.start()
-    finally:
-        server.close()
-
-
 def make_store(server: SeaweedS3, **overrides) -> S3ObjectStore:
     kwargs = dict(
         endpoint_url=server.endpoint_url,
