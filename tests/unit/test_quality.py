@@ -299,3 +299,25 @@ def test_filtered_clips_run_config_adds_plugin_scorers_after_the_built_ins():
     assert engine.scorers == (*DEFAULT_SCORERS, "aesthetic") and engine.max_black_ratio == 0.3
     assert engine.scorer_params == {"aesthetic": {"min_score": "4.5"}}
     assert FilteredClipsConfig().to_engine() == QualityConfig()
+
+
+def test_reading_the_pixels_of_many_clips_opens_their_video_once_per_clip(ffmpeg, tmp_path):
+    """ClipView.frames of a video's clips: the container is opened once to index it (frames and coded size
+    together, cached), then once per clip to decode; nothing opens it again for its size."""
+    from unittest import mock
+
+    import av
+
+    from videolake.platform.captioning.base import FrameConfig
+    from videolake.platform.captioning.clip_frames import read_frames
+
+    path = str(tmp_path / "wide.mp4")
+    subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-t", "4", "-i", "testsrc2=size=640x360:rate=25",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", path], check=True)
+    opened = []
+    real_open = av.open
+    config = FrameConfig(sample_fps=1e6, min_frames=2, max_frames=2, max_pixels=160 * 90)
+    with mock.patch.object(av, "open", side_effect=lambda *a, **k: opened.append(a[0]) or real_open(*a, **k)):
+        shapes = [read_frames(path, start, start + 25, 25.0, config).frames.shape for start in (0, 25, 50, 75)]
+    assert shapes == [(2, 90, 160, 3)] * 4  # the coded size from the index decides the scale: 640x360 -> 160x90
+    assert len(opened) == 1 + 4
