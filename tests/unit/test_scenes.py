@@ -257,6 +257,29 @@ def test_letterboxed_picture_keeps_its_cuts(videos, tmp_path, ffmpeg):
     assert get_detector("luma").detect(str(boxed)).cuts == truth["cuts"]
 
 
+@pytest.mark.parametrize("middle, fps, frames, seed", [("testsrc2", "24", 10, 100), ("smptehdbars", "25", 12, 3)])
+def test_wipes_out_of_and_into_a_fast_pan(tmp_path, luma, ffmpeg, middle, fps, frames, seed):
+    # A fast pan changes the picture about as much per frame as a wipe does, so a wipe out of it (or into it) does
+    # not beat the motion on both sides; it beats the quiet side's, and its change sweeps across the picture.
+    spec = VideoSpec(f"pan_wipes_{middle}", 320, 240, fps, "h264",
+                     (Segment("pan", 40), Segment(middle, 40), Segment("pan", 40)),
+                     (Transition("wipe", frames), Transition("wipe", frames)), seed=seed)
+    path, truth = render(spec, tmp_path)
+    assert truth["cut_ranges"] == [[40, 40 + frames], [80 + frames, 80 + 2 * frames]]
+    res = luma.detect(str(path))
+    assert score_cuts(res.cuts, truth["cut_ranges"]) == (2, 0, 0)
+    for cut, (lo, hi) in zip(res.cuts, truth["cut_ranges"]):
+        assert abs(cut - (lo + hi) / 2) <= frames / 3  # about when half the picture has switched
+
+
+def test_pan_onto_a_flat_area_is_no_cut(tmp_path, ffmpeg):
+    # A pan that uncovers a flat part of the scene makes an edge that sweeps across the picture too, and the flat
+    # side stays still; but the edge travels with the moving picture: no cut, even with the quiet side weighed
+    # permissively.
+    path, _ = render(VideoSpec("pan_flat", 426, 240, "25", "h264", (Segment("pan", 180),), (), seed=1037), tmp_path)
+    assert get_detector("luma", sweep_ratio=1.5).detect(str(path)).cuts == []
+
+
 def _scenes_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)

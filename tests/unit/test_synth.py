@@ -324,3 +324,19 @@ def test_cli_truth_dir_option(tmp_path, ffmpeg, capsys):
 def test_default_truth_dir_is_a_sibling():
     assert synth.default_truth_dir("/data/store/landing/2024-03-01") == Path("/data/store/landing/2024-03-01.truth")
     assert synth.default_truth_dir("/data/out/") == Path("/data/out.truth")
+
+
+def test_the_scene_evaluation_finds_every_generated_video_with_its_truth(tmp_path):
+    """generate() writes truths into the sibling <out>.truth; the evaluation harness reads them from there (it once
+    looked only beside the videos and scored the synthetic set on 0 files)."""
+    from videolake.platform.scenes.evaluate import _truth_dir_items
+
+    out = tmp_path / "synth"
+    paths = synth.generate(out, count=3, include_specials=False, max_duration_s=2)
+    items = _truth_dir_items(str(out))
+    assert [name for name, _, _ in items] == sorted(p.name for p in paths)
+    truth_dir = synth.default_truth_dir(out)
+    for name, path, truth in items:
+        assert path == str(out / name)
+        stem = name.rsplit(".", 1)[0]
+        assert truth == json.loads((truth_dir / f"{stem}.json").read_text())

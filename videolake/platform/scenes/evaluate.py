@@ -288,15 +288,19 @@ def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | Non
     return {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "f1": f1, "cpu_s": cpu, "files": rows}
 
 
-def _truth_dir_items(directory: str) -> list[tuple[str, str, dict]]:
-    """(name, path, truth) for every video of ``directory`` with a truth JSON beside it (``<stem>.json`` as
-    ``videolake synth`` writes, or ``<file>.json`` as ``build_case`` writes); rejected files are left out."""
+def _truth_dir_items(directory: str, truth_dir: str | None = None) -> list[tuple[str, str, dict]]:
+    """(name, path, truth) for every video of ``directory`` with a truth JSON: ``<stem>.json`` as ``videolake synth``
+    writes (into the sibling ``<directory>.truth``), or ``<file>.json`` as ``build_case`` writes (beside the video);
+    looked for in ``truth_dir`` when given, else beside the video and in the sibling. Rejected files are left out."""
+    from videolake.platform.synth import default_truth_dir
+
+    places = [truth_dir] if truth_dir else [directory, str(default_truth_dir(directory))]
     items = []
     for name in sorted(os.listdir(directory)):
         stem, ext = os.path.splitext(name)
         if ext in (".json", ".done"):
             continue
-        for truth_path in (os.path.join(directory, name + ".json"), os.path.join(directory, stem + ".json")):
+        for truth_path in (os.path.join(d, f) for d in places for f in (name + ".json", stem + ".json")):
             if os.path.exists(truth_path):
                 with open(truth_path) as fh:
                     truth = json.load(fh)
@@ -316,12 +320,15 @@ def set_items(name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR,
     real: the real-footage corpus (``corpus.py``) and its hand-made truth (``real_truth.json``).
     """
     if name == "synthetic":
-        if not os.path.exists(os.path.join(synth_dir, ".done")):
-            from videolake.platform.synth import generate
+        from videolake.platform.synth import generate
 
+        if not os.path.exists(os.path.join(synth_dir, ".done")):
             generate(synth_dir, count=24, variants=1, seed=0)
             open(os.path.join(synth_dir, ".done"), "w").close()
-        return _truth_dir_items(synth_dir)
+        items = _truth_dir_items(synth_dir)
+        if not items:
+            raise RuntimeError(f"no synthetic video with its truth in {synth_dir}; delete it to generate it again")
+        return items
     if name == "hard":
         os.makedirs(suite_dir, exist_ok=True)
         for case in CASES:

@@ -29,6 +29,13 @@ drifts that move flat areas across a bin edge). The content distance ``D(i, j)``
 3. Scales go from fine to coarse; a coarse candidate whose span already holds a cut is dropped: one cut per
    transition. Its frame: the first frame past the midpoint of the change (projection onto the pre->post feature
    direction), which for a hard cut is exactly the first frame of the new shot.
+   Wipes out of (or into) fast motion: the moving side hides them from the test above, so a gradual candidate that
+   beats only the quiet side (by ``sweep_ratio``) is kept when its change sweeps across the picture (``sweep.sweep_cut``):
+   each block switches once, from what it showed to the quiet side's content, and stays; the switch times lie on a
+   plane over the block grid (a boundary crossing the frame at constant speed) and spread over several frames; and
+   the moving content does not travel along with that boundary (a pan that uncovers a flat area of the scene also
+   makes a sweeping edge, but the edge is part of the moving picture). These are checked after all scales, only
+   where no cut was found, so they add cuts and never move one.
 4. Fades through black (one transition, one cut): a run of dark flat frames between two brighter shots replaces
    whatever was found inside the fade by ONE cut in the middle of the black when the black lasts at most
    ``black_hold_s`` (a fade out and the fade in that follows are often found as two changes); a longer black
@@ -50,6 +57,7 @@ import numpy as np
 from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledChunk, SampledDecoder, grid_sums, luma_grid
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.params import param
+from videolake.platform.scenes.sweep import sweep_cut
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,9 @@ class CutSignals:
     hist: np.ndarray  # (n, 32) float32: weighted cumulative Y, U, V histograms (L1 distance = colour EMD)
     luma_mean: np.ndarray  # (n,) float32
     contrast: np.ndarray  # (n,) float32: std of the Y grid (0 for a flat frame: black, white, solid colour)
+    # (blocks, 2) int: (row, column) of each Y block of ``grid`` (the U and V blocks follow in the same order);
+    # None when unknown (then wipes out of fast motion are not looked for)
+    cells: np.ndarray | None = None
 
     @property
     def num_frames(self) -> int:
@@ -74,6 +85,7 @@ class CutSignalsAccumulator:
     def __init__(self) -> None:
         self._grid: list[np.ndarray] = []
         self._hist: list[np.ndarray] = []
+        self._shape: tuple[int, int] | None = None  # (rows, columns) of the block grid
         # Luma EMD counts fully, each chroma EMD half; the sum over 8 (a hard cut between unrelated shots: ~0.4-1).
         self._weights = np.concatenate(
             [np.full(HIST_BINS_Y - 1, 1 / 8), np.full(2 * (HIST_BINS_C - 1), 0.5 / 8)]
@@ -83,7 +95,9 @@ class CutSignalsAccumulator:
         """Add a chunk; ``grid`` is its ``frames.luma_grid`` when the caller has computed it already."""
         y, uv = chunk.y, chunk.uv
         n = y.shape[0]
-        gy = (luma_grid(y) if grid is None else grid).reshape(n, -1)
+        gy = luma_grid(y) if grid is None else grid
+        self._shape = (int(gy.shape[1]), int(gy.shape[2]))
+        gy = gy.reshape(n, -1)
         guv = grid_sums(uv, 2).reshape(n, -1).astype(np.float32) * np.float32(0.5 / 4)  # chroma at half weight
         self._grid.append(np.concatenate([gy, guv], axis=1))
         # Histograms of every frame of the chunk with one bincount each: bin index offset by frame. Every other
@@ -101,7 +115,10 @@ class CutSignalsAccumulator:
         grid = np.concatenate(self._grid) if self._grid else np.zeros((0, 3), np.float32)
         hist = np.concatenate(self._hist) if self._hist else np.zeros((0, HIST_BINS_Y + 2 * HIST_BINS_C - 3), np.float32)
         gy = grid[:, : grid.shape[1] // 3]
-        return CutSignals(grid=grid, hist=hist, luma_mean=gy.mean(axis=1), contrast=gy.std(axis=1))
+        cells = None
+        if self._shape is not None and self._shape[0] * self._shape[1] == gy.shape[1]:
+            cells = np.stack(np.divmod(np.arange(gy.shape[1]), self._shape[1]), axis=1)
+        return CutSignals(grid=grid, hist=hist, luma_mean=gy.mean(axis=1), contrast=gy.std(axis=1), cells=cells)
 
 
 def _histograms(values: np.ndarray, shift: int, offset: int, bins: int) -> np.ndarray:
@@ -152,6 +169,10 @@ class LumaConfig:
     gradual_ratio: float = param(2.25, "the same ratio for gradual candidates (spans of more than one frame), whose "
                                  "motion estimate is an upper bound; they must also exceed it by ``threshold``",
                                  min=1.0)
+    sweep_ratio: float = param(3.0, "a wipe out of (or into) fast motion: a gradual candidate that beats the motion "
+                               "of its quiet side only, by this ratio, is a cut when its change sweeps across the "
+                               "picture (each block switches once, along a boundary crossing the frame at constant "
+                               "speed, that the moving content does not travel with)", min=1.0)
     min_hist_change: float = param(0.18, "gradual transitions must change the colour histograms at least this much "
                                    "(0..1): a pan or zoom moves the picture but keeps its colours", min=0.0)
     max_excess: float = param(1.6, "a gradual candidate's frames must lie between its ends: max over inner frames m "
@@ -196,7 +217,7 @@ def active_area(sig: CutSignals) -> CutSignals:
     grid = np.ascontiguousarray(sig.grid[:, keep])
     gy = grid[:, : int((~bars).sum())]
     return CutSignals(grid=grid, hist=sig.hist * np.float32(1.0 / share), luma_mean=gy.mean(axis=1),
-                      contrast=gy.std(axis=1))
+                      contrast=gy.std(axis=1), cells=None if sig.cells is None else sig.cells[~bars])
 
 
 def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -227,6 +248,7 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
     cuts: list[tuple[int, float]] = []  # (frame, strength)
     scales = [k for k in SCALES if 2 * k - 1 <= max(1, cfg.max_transition)]
     short: dict[int, np.ndarray] = {}  # g -> Dend[t] = D(t - g, t) (nan for t < g)
+    one_sided: list[tuple] = []  # per scale: gradual candidates that beat the motion on their quiet side only
     for k in scales:
         m = 2 * k - 1
         if m + 1 > n:
@@ -269,6 +291,16 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
             # A gradual change needs a stretch of shot on both sides (no fade-in at the start is a cut).
             ok = (b - k >= g) & (b + k - 1 + g <= n - 1)
             ok &= (N >= cfg.threshold + S) & (N >= cfg.gradual_ratio * floor) & (Hc >= cfg.min_hist_change)
+            if sig.cells is not None:
+                # Fast motion on one side only: a wipe out of (or into) it is measured against the quiet side.
+                quiet_after = np.nan_to_num(S_post, nan=np.inf) <= np.nan_to_num(S_pre, nan=np.inf)
+                S_q = np.where(quiet_after, S_post, S_pre)
+                S_q = np.where(np.isnan(S_q), 0.0, S_q)
+                f_q = np.maximum(S_q, cfg.noise_floor)
+                one = (b - k >= g) & (b + k - 1 + g <= n - 1) & ~ok
+                one &= (N >= cfg.threshold + S_q) & (N >= cfg.sweep_ratio * f_q) & (Hc >= cfg.min_hist_change)
+                if one.any():
+                    one_sided.append((k, g, b, N, Hc, one, N / f_q, quiet_after))
         if not ok.any():
             continue
         # Local maxima of N / S among candidates (one per run of consecutive candidate boundaries).
@@ -292,6 +324,23 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
             c = _locate(sig, a, e, cfg)
             if debug is not None:
                 debug.append(("cut", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
+            cuts.append((c, float(N[best])))
+    # Wipes out of fast motion, where no cut was found: verified by their sweep across the picture.
+    for k, g, b, N, Hc, one, score, quiet_after in one_sided:
+        idx = np.flatnonzero(one)
+        for run in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1):
+            best = run[np.argmax(score[run])]
+            bb = int(b[best])
+            a, e = bb - k, bb + k - 1
+            if any(a < c <= e for c, _ in cuts):
+                continue
+            if not _between(sig, a, e, cfg):
+                continue
+            c = sweep_cut(sig, a, e, bool(quiet_after[best]), g, cfg, [c for c, _ in cuts])
+            if c is None or _is_flash(sig, a, e, float(N[best]), cfg):
+                continue
+            if debug is not None:
+                debug.append(("sweep", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
             cuts.append((c, float(N[best])))
     hold = max(cfg.min_scene_len, int(round(cfg.black_hold_s * (fps if fps and fps > 0 else 25.0))))
     cuts = _apply_fades(sig, sorted(cuts), cfg, hold)
