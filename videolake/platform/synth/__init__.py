@@ -12,7 +12,8 @@ Modules, each with one job (this package re-exports their public names):
 - ``sources``: the lavfi sources a shot is made of, their luma and ``distinct``;
 - ``specs``: ``Segment``, ``Transition``, ``VideoSpec``, the frame layout and ``validate``;
 - ``graph``: the ffmpeg filter graph (and audio input) that renders a spec frame-exactly;
-- ``ffmpeg``: the ffmpeg/ffprobe binaries, encoder arguments, ``count_frames`` and ``frame_times``;
+- ``ffmpeg``: the ffmpeg/ffprobe binaries, encoder arguments (single-threaded, bit-exact: one seed, one set of
+  bytes), ``count_frames`` and ``frame_times``;
 - ``truth``: ``spec_truth`` and the ``<stem>.json`` truth files (``default_truth_dir``);
 - ``rendering``: ``render``, which encodes a spec and verifies it;
 - ``specials``: ``render_special``, the odd files the pipeline must reject or filter;

@@ -9,11 +9,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-# Codec -> (default container, encoder arguments). -threads 1: the box is shared and files are small.
+# Codec -> (default container, encoder arguments). One seed must give the same bytes on any x86-64 machine with the
+# same FFmpeg build. -threads 1 on every encoder (x265: pools/frame-threads): the output then depends neither on
+# scheduling nor on the core count (x264 writes its thread count into the stream); the box is shared anyway.
 _ENCODERS: dict[str, tuple[str, list[str]]] = {
-    "h264": ("mp4", ["-c:v", "libx264", "-preset", "veryfast", "-crf", "{q}", "-pix_fmt", "yuv420p"]),
+    # mbtree=0: x264's macroblock-tree rate control runs float assembly that rounds differently per CPU (an AVX-512
+    # machine wrote other bytes than an AVX2 one); without it x264's output is the same from SSSE3 to AVX-512.
+    "h264": ("mp4", ["-c:v", "libx264", "-preset", "veryfast", "-crf", "{q}", "-pix_fmt", "yuv420p",
+                     "-x264-params", "mbtree=0"]),
+    # info=0: no SEI naming x265's build, compiler and platform.
     "hevc": ("mp4", ["-c:v", "libx265", "-preset", "ultrafast", "-crf", "{q}", "-pix_fmt", "yuv420p",
-                     "-x265-params", "log-level=error:pools=1:frame-threads=1"]),
+                     "-x265-params", "log-level=error:pools=1:frame-threads=1:info=0"]),
     "vp9": ("webm", ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-crf", "{q}", "-b:v", "0",
                      "-row-mt", "0", "-pix_fmt", "yuv420p"]),
     "mpeg4": ("avi", ["-c:v", "mpeg4", "-q:v", "{q}", "-pix_fmt", "yuv420p"]),
@@ -48,7 +54,17 @@ def _run(cmd: list[str]) -> None:
 
 
 def _ffmpeg(*args: str) -> list[str]:
-    return [ffmpeg_bin(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y", *args]
+    # One thread for every filter graph (-vf and -filter_complex alike): nothing depends on the core count.
+    return [ffmpeg_bin(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
+            "-filter_threads", "1", "-filter_complex_threads", "1", *args]
+
+
+# Output options of every file written, so that its bytes depend only on --seed and the FFmpeg build:
+# -map_metadata -1: copy no tags from an input file (variants, the truncated special's remux);
+# -fflags +bitexact: muxers write no version string, and Matroska/WebM no random segment and track UIDs;
+# -flags:v/-flags:a +bitexact: encoders write no version string (stream tags, mpeg4's user data) and use only
+# bit-exact DSP code.
+_BITEXACT = ["-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexact", "-flags:a", "+bitexact"]
 
 
 def count_frames(path: str | Path) -> int:
@@ -85,5 +101,5 @@ def _encode_args(codec: str, container: str, quality: int | None, audio: bool) -
         args += ["-tag:v", "hvc1"]
     if audio:
         args += _AUDIO_ENCODER[container]
-    args += ["-f", _CONTAINERS[container]]
+    args += _BITEXACT + ["-f", _CONTAINERS[container]]
     return args

@@ -26,8 +26,7 @@ def render(spec: VideoSpec, out_dir: str | Path, verify: bool = True,
     graph, n = _filter_graph(spec)
     container = truth["container"]
     path = out_dir / truth["file"]
-    cmd = _ffmpeg(*(_audio_input(spec, n) if spec.audio else []), "-filter_complex_threads", "1",
-                  "-filter_complex", graph, "-map", "[v]")
+    cmd = _ffmpeg(*(_audio_input(spec, n) if spec.audio else []), "-filter_complex", graph, "-map", "[v]")
     if spec.audio:
         cmd += ["-map", "0:a"]
     # -frames:v is only a guard (the graph yields exactly n frames); with a separate audio input it would end the

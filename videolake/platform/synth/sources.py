@@ -82,7 +82,11 @@ def _source_chain(source: str, w: int, h: int, rate: str, n: int, seed: int) -> 
     elif source == "mandelbrot":
         head = f"mandelbrot=s={size}:r={rate}"
     elif source == "gradients":
-        head = f"gradients=s={size}:r={rate}:seed={seed % 4294967295}:speed=0.02:n=3"
+        # Explicit colours: gradients' default c0..c7 are "random", which FFmpeg draws from the system's entropy
+        # on every run (its seed only places the gradient line). Alpha is dropped by format=yuv420p.
+        rnd = random.Random(seed)
+        colors = ":".join(f"c{k}=0x{rnd.getrandbits(24):06x}" for k in range(3))
+        head = f"gradients=s={size}:r={rate}:seed={seed % 4294967295}:speed=0.02:n=3:{colors}"
     elif source == "sierpinski":
         # The carpet flips every pixel each frame (1 px dots moving 1 px); the triangle rendered at 4x and averaged
         # down moves smoothly.

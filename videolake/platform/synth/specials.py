@@ -10,7 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.ffmpeg import AUDIO_RATE, _ffmpeg, _run, count_frames
+from videolake.platform.synth.ffmpeg import _BITEXACT, AUDIO_RATE, _ffmpeg, _run, count_frames
 from videolake.platform.synth.rendering import render
 from videolake.platform.synth.specs import Segment, Transition, VideoSpec
 from videolake.platform.synth.truth import _write_truth
@@ -59,7 +59,7 @@ def render_special(kind: str, out_dir: str | Path, *, name: str | None = None, w
         truth = _special_truth(name, kind, "mp4")
     elif kind == "audio_only":
         _run(_ffmpeg("-f", "lavfi", "-i", f"sine=frequency=440:sample_rate={AUDIO_RATE}:duration=2",
-                     "-c:a", "aac", "-b:a", "64k", "-threads", "1", "-f", "mp4", str(path)))
+                     "-c:a", "aac", "-b:a", "64k", "-threads", "1", *_BITEXACT, "-f", "mp4", str(path)))
         truth = _special_truth(name, kind, "mp4", has_audio=True, duration_s=2.0)
     else:  # truncated
         frames = round(2 * rate)
@@ -70,7 +70,7 @@ def render_special(kind: str, out_dir: str | Path, *, name: str | None = None, w
         full, full_truth = render(spec, full_dir)
         # Move the index to the front (faststart) so the header survives and only media data is missing.
         fast = full_dir / "fast.mp4"
-        _run(_ffmpeg("-i", str(full), "-c", "copy", "-movflags", "+faststart", str(fast)))
+        _run(_ffmpeg("-i", str(full), "-c", "copy", "-movflags", "+faststart", *_BITEXACT, str(fast)))
         data = fast.read_bytes()
         path.write_bytes(data[: len(data) // 2])
         shutil.rmtree(full_dir, ignore_errors=True)
