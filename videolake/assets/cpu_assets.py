@@ -17,6 +17,7 @@ from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import DEFAULT_PARTITIONS, partition_keys, with_partitions
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.lake import PartitionRange
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, table_spec, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
@@ -36,12 +37,10 @@ COMMON = dict(
 )
 
 
-def _progress(context: dg.AssetExecutionContext, what: str):
-    def report(prog) -> None:
-        context.log.info(f"{what}: {prog.units_total} units done ({prog.units_reused} reused, "
-                         f"{prog.units_computed} computed)")
-
-    return report
+def _progress(context: dg.AssetExecutionContext, what: str) -> StageReporter:
+    """The stage's progress lines in the step's log (``split: 5/9 units (0 reused, 5 computed), 0.81 units/s, ETA
+    5s``, at least every 30 s while it runs): ``videolake demo`` draws them from the run's event log."""
+    return StageReporter(what, context.log.info)
 
 
 def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[str], lake, *,

@@ -17,6 +17,9 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any, Callable
+
+from videolake.platform.progress import ProgressLine, parse_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,47 +92,133 @@ def output_to_file(path: str):
             terminal.close()
 
 
-class StepProgress(threading.Thread):
-    """Prints one line per step start/end/retry of the run while it executes (polls the run's event log)."""
+STEP_KINDS = ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE", "STEP_UP_FOR_RETRY", "STEP_SKIPPED")
+PLAIN_INTERVAL_S = 30.0
+INDENT = "      "
 
-    def __init__(self, instance, run_id: str, write) -> None:
-        super().__init__(daemon=True, name="demo-progress")
-        self.instance, self.run_id, self.write = instance, run_id, write
-        self.stop = threading.Event()
+
+class StepLines:
+    """What the demo prints from the run's event-log entries, as plain lines (stdout is not a terminal: CI, a pipe).
+
+    One line per step start/end/retry; and the stage's progress lines (``videolake/platform/progress.py``, logged by
+    the step): one when ``interval_s`` passed since the stage's first line (its plan, once Ray is up) or since the
+    last one printed, and the stage's last line once one was printed. A stage shorter than ``interval_s`` prints
+    no progress line: its step shows only its start and end."""
+
+    def __init__(self, write: Callable[[str], None], *, interval_s: float = PLAIN_INTERVAL_S) -> None:
+        self.write, self.interval_s = write, interval_s
         self.started: dict[str, float] = {}
+        self.printed: dict[str, float] = {}  # step -> timestamp of the last progress line printed, or of the first seen
+        self.shown: set[str] = set()  # steps with a progress line printed
+
+    def handle(self, entry) -> None:
+        """One event-log entry (``EventLogEntry``): a step event, a progress line, or anything else (ignored)."""
+        event = entry.dagster_event
+        if event is None:
+            line = parse_line(entry.user_message or "") if entry.step_key else None
+            if line is not None:
+                self.progress(entry.step_key, line, entry.timestamp)
+        elif event.event_type_value in STEP_KINDS:
+            self.step_event(event.step_key, event.event_type_value, entry.timestamp)
+
+    def step_event(self, step: str, kind: str, timestamp: float) -> None:
+        if kind == "STEP_START":
+            self.started[step] = timestamp
+            self.printed.pop(step, None)
+            self.shown.discard(step)
+            self.write(f"{INDENT}{step} ...")
+            return
+        self.end_progress(step)
+        if kind == "STEP_SUCCESS":
+            self.write(f"{INDENT}{step} done ({timestamp - self.started.get(step, timestamp):.1f}s)")
+        elif kind == "STEP_UP_FOR_RETRY":
+            self.write(f"{INDENT}{step} failed, retrying")
+        elif kind == "STEP_FAILURE":
+            self.write(f"{INDENT}{step} FAILED")
+        elif kind == "STEP_SKIPPED":
+            self.write(f"{INDENT}{step} skipped")
+
+    def progress(self, step: str, line: ProgressLine, timestamp: float) -> None:
+        since = self.printed.setdefault(step, timestamp)
+        if (line.final and step in self.shown) or timestamp - since >= self.interval_s:
+            self.printed[step] = timestamp
+            self.shown.add(step)
+            self.write(f"{INDENT}{step}: {line}")
+
+    def end_progress(self, step: str) -> None:
+        """The step ended (or is retried): its progress is over."""
+
+    def close(self) -> None:
+        """The run ended."""
+
+
+class StepBars(StepLines):
+    """On a terminal: the same step lines, and a live progress bar per step while its stage reports (tqdm), with
+    the stage's own counts, rate and ETA; the bar stays as the step's last progress line when the step ends."""
+
+    def __init__(self, file) -> None:
+        from tqdm import tqdm
+
+        self.tqdm, self.file = tqdm, file
+        super().__init__(lambda text: tqdm.write(text, file=file))
+        self.bars: dict[str, Any] = {}
+
+    def progress(self, step: str, line: ProgressLine, timestamp: float) -> None:
+        # the stage's own counts, rate and ETA, not tqdm's (which would time this poller, not the stage)
+        look = f"{{desc}} {{n_fmt}}/{{total_fmt}} {line.unit} |{{bar:24}}| ({line.counts()}), {line.tail()}"
+        bar = self.bars.get(step)
+        if bar is None:
+            self.bars[step] = self.tqdm(total=line.total, initial=line.done, desc=f"{INDENT}{step}: {line.stage}",
+                                        bar_format=look, file=self.file, position=len(self.bars), leave=True,
+                                        dynamic_ncols=True)
+            return
+        bar.total, bar.n, bar.bar_format = line.total, line.done, look
+        bar.refresh()
+
+    def end_progress(self, step: str) -> None:
+        bar = self.bars.pop(step, None)
+        if bar is not None:
+            bar.close()
+
+    def close(self) -> None:
+        for step in list(self.bars):
+            self.end_progress(step)
+
+
+def step_view(file) -> StepLines:
+    """Bars on a terminal, plain lines elsewhere (CI, a pipe, a file)."""
+    if getattr(file, "isatty", lambda: False)():
+        return StepBars(file)
+    return StepLines(lambda line: print(line, file=file, flush=True))
+
+
+class StepProgress(threading.Thread):
+    """Shows the run's steps and their progress while it executes: polls the run's event log (one query per second
+    for every record after the cursor: step events and the steps' log lines, which carry the stages' progress) and
+    hands each entry to ``view``."""
+
+    def __init__(self, instance, run_id: str, view: StepLines) -> None:
+        super().__init__(daemon=True, name="demo-progress")
+        self.instance, self.run_id, self.view = instance, run_id, view
+        self.stop = threading.Event()
 
     def run(self) -> None:
-        from dagster._core.events import DagsterEventType as T
-
-        kinds = {T.STEP_START, T.STEP_SUCCESS, T.STEP_FAILURE, T.STEP_UP_FOR_RETRY, T.STEP_SKIPPED}
         cursor = None
-        while True:
-            stopping = self.stop.wait(1.0)
-            try:
-                conn = self.instance.get_records_for_run(self.run_id, cursor=cursor, of_type=kinds)
-            except Exception:  # noqa: BLE001 (the run has not created its records yet, or sqlite is busy)
-                conn = None
-            if conn is not None:
-                cursor = conn.cursor
-                for record in conn.records:
-                    self._print(record.event_log_entry)
-            if stopping:
-                return
-
-    def _print(self, entry) -> None:
-        event = entry.dagster_event
-        step, kind = event.step_key, event.event_type_value
-        if kind == "STEP_START":
-            self.started[step] = entry.timestamp
-            self.write(f"      {step} ...")
-        elif kind == "STEP_SUCCESS":
-            self.write(f"      {step} done ({entry.timestamp - self.started.get(step, entry.timestamp):.1f}s)")
-        elif kind == "STEP_UP_FOR_RETRY":
-            self.write(f"      {step} failed, retrying")
-        elif kind == "STEP_FAILURE":
-            self.write(f"      {step} FAILED")
-        elif kind == "STEP_SKIPPED":
-            self.write(f"      {step} skipped")
+        try:
+            while True:
+                stopping = self.stop.wait(1.0)
+                try:
+                    conn = self.instance.get_records_for_run(self.run_id, cursor=cursor)
+                except Exception:  # noqa: BLE001 (the run has not created its records yet, or sqlite is busy)
+                    conn = None
+                if conn is not None:
+                    cursor = conn.cursor
+                    for record in conn.records:
+                        self.view.handle(record.event_log_entry)
+                if stopping:
+                    return
+        finally:
+            self.view.close()
 
 
 def report_stale_runs(instance, write=print) -> None:
@@ -198,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         with output_to_file(log_path) as terminal:
-            progress = StepProgress(instance, run_id, lambda line: print(line, file=terminal, flush=True))
+            progress = StepProgress(instance, run_id, step_view(terminal))
             progress.start()
             try:
                 result = execute()

@@ -37,6 +37,7 @@ import pyarrow as pa
 from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
 from videolake.platform.lake_files import LakeFiles
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
 from videolake.platform.unit_resources import UnitResources
 
@@ -247,10 +248,10 @@ def run_units(
     task: UnitTask,
     *,
     resources: UnitResources = UnitResources(),
-    progress: Callable[[StageProgress], None] | None = None,
+    progress: StageReporter | None = None,
 ) -> StageProgress:
     """Run ``task`` over ``units`` (dicts with unit_key, partition_date, payload JSON) on Ray Data, each unit's task
-    with ``resources``.
+    with ``resources``. ``progress`` writes the ``k/N units`` lines (N = len(units); a heartbeat while it runs).
 
     Streaming: Ray Data schedules the tasks with backpressure and hands the driver one small summary per unit as
     it finishes; nothing else comes back. Ray re-runs a task whose worker died; a unit lost on every attempt is
@@ -264,21 +265,19 @@ def run_units(
 
     ensure_ray()
     seen: set[str] = set()
-    with _unit_context():
+    report = progress or StageReporter("units", None)
+    report.plan(len(units))
+    with _unit_context(), report:
         ds = ray.data.from_items(units, override_num_blocks=len(units))
         # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
         # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
         # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
         ds = ds.map(task, max_retries=MAX_UNIT_ATTEMPTS - 1, **resources.ray_args())
-        last = 0.0
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
             for s in batch.to_pylist():
                 prog.add(s)
                 seen.add(s["key"])
-            now = time.monotonic()
-            if progress and now - last > 5:
-                last = now
-                progress(prog)
+            report.update(prog.units_total, reused=prog.units_reused, computed=prog.units_computed)
     lost = [u for u in units if u["unit_key"] not in seen]
     if len(lost) > max_lost_units(len(units)):
         # Not one odd file: the stage itself is broken (bad code in the workers, a lost cluster). Fail the step
@@ -289,8 +288,7 @@ def run_units(
     for u in lost:  # its worker died on every attempt (a decoder crash on one odd file)
         log.error("unit %s: worker lost on every attempt; recording it as failed", u["unit_key"])
         prog.add(task.record_lost(u))
-    if progress:
-        progress(prog)
+    report.finish(prog.units_total, reused=prog.units_reused, computed=prog.units_computed)
     return prog
 
 

@@ -344,6 +344,7 @@ def caption_partitions(
     from videolake.platform.captioning.clip_frames import store_opener
     from videolake.platform.captioning.metrics import compute_metrics_from_batches
     from videolake.platform.captioning.pipeline import actor_env
+    from videolake.platform.progress import StageReporter
 
     t0 = time.monotonic()
     # A range without a clip to caption runs its few empty calls here: no Ray cluster is started or joined.
@@ -379,35 +380,37 @@ def caption_partitions(
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()
-    if todo and prepare is not None:
-        prepare()
-    if todo:
-        ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
-        ds = ds.map_batches(
-            LoadAndExtract(checkpoints, config, open_source, frame_cache), batch_size=1, batch_format="numpy",
-            num_cpus=config.extract_num_cpus,
-        )
-        ds = ds.map_batches(
-            CaptionWriterActor,
-            fn_constructor_kwargs={"config": config, "checkpoints": checkpoints, "ledger_dir": ledger_dir,
-                                   "store": store},
-            compute=actor_pool(config),
-            batch_size=config.batch_size,
-            batch_format="numpy",
-            num_cpus=config.num_cpus_per_actor,
-            num_gpus=config.num_gpus_per_actor or None,
-            runtime_env={"env_vars": env} if (env := actor_env(config)) else None,
-        )
-        done = 0
-        last = 0.0
-        for b in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-            for s in b.to_pylist():
-                batches.append(s)
-                done += s["rows"]
-            now = time.monotonic()
-            if progress and now - last > 5:
-                last = now
-                progress(f"captioned {done}/{wanted - clips_reused} clips")
+    # N = the clips to caption (those captioned under this code version count as reused); a heartbeat line
+    # at least every 30 s while the model loads or a batch takes long
+    report = StageReporter("captioned", progress, unit="clips")
+    report.plan(wanted, reused=clips_reused)
+    with report:
+        if todo and prepare is not None:
+            prepare()
+        if todo:
+            ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
+            ds = ds.map_batches(
+                LoadAndExtract(checkpoints, config, open_source, frame_cache), batch_size=1, batch_format="numpy",
+                num_cpus=config.extract_num_cpus,
+            )
+            ds = ds.map_batches(
+                CaptionWriterActor,
+                fn_constructor_kwargs={"config": config, "checkpoints": checkpoints, "ledger_dir": ledger_dir,
+                                       "store": store},
+                compute=actor_pool(config),
+                batch_size=config.batch_size,
+                batch_format="numpy",
+                num_cpus=config.num_cpus_per_actor,
+                num_gpus=config.num_gpus_per_actor or None,
+                runtime_env={"env_vars": env} if (env := actor_env(config)) else None,
+            )
+            done = clips_reused
+            for b in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+                for s in b.to_pylist():
+                    batches.append(s)
+                    done += s["rows"]
+                report.update(done, reused=clips_reused)
+    report.finish(clips_reused + sum(b["rows"] for b in batches), reused=clips_reused)
     wall = time.perf_counter() - t_pipe
     phase["pipeline_s"] = wall
     ended_at = time.time()
