@@ -49,7 +49,7 @@ NOT_ON_RESOURCE = {
 NON_DEFAULT = {
     "backend": "openai", "model": "/models/other", "model_name": "other-name", "model_revision": "r9",
     "prompt_version": "v1-json", "prompt": "Say what happens.",
-    "temperature": 0.55, "top_p": 0.5, "max_tokens": 99, "seed": 7,
+    "temperature": 0.55, "top_p": 0.5, "max_tokens": 99, "min_tokens": 5, "seed": 7,
     "sample_fps": 2.5, "min_frames": 3, "max_frames": 5, "max_pixels": 200 * 200,
     "input_mode": "images", "batch_size": 9, "num_actors": 3, "num_gpus_per_actor": 0.5, "num_cpus_per_actor": 1.5,
     "max_model_len": 8192, "max_num_seqs": 5, "enforce_eager": True,  # GPU actors: unset would mean False
@@ -107,13 +107,15 @@ def test_the_test_model_policy_is_decided_in_one_place(tmp_path, monkeypatch):
     cfg = tiny.to_config()
     assert (cfg.model, cfg.model_name) == (policy.path, "tiny-random-qwen2.5-vl")
     # sampling only ever widened: temperature up to 0.7, a wider top_p kept, the rest as configured
-    assert cfg.sampling == SamplingConfig(temperature=0.7, top_p=0.99, max_tokens=16, seed=3)
+    # the tiny model may not stop before 8 tokens (never an empty caption), within the configured budget
+    assert cfg.sampling == SamplingConfig(temperature=0.7, top_p=0.99, max_tokens=16, min_tokens=8, seed=3)
+    assert CaptionerResource(max_tokens=4).to_config().sampling.min_tokens == 4
     assert gate_overrides(tiny) == LENIENT_CAPTION_CONTENT
 
     real = CaptionerResource(model="/models/m", temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
     assert real.test_model() is None
     cfg = real.to_config()
     assert (cfg.model, cfg.model_name) == ("/models/m", None)
-    assert cfg.sampling == SamplingConfig(temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
+    assert cfg.sampling == SamplingConfig(temperature=0.2, top_p=0.9, max_tokens=16, min_tokens=0, seed=3)
     assert gate_overrides(real) is None
     assert real.ensure_model() == "/models/m"

@@ -44,10 +44,13 @@ def _units(n_per_day: int) -> list[dict]:
             for day in DAYS for i in range(n_per_day)]
 
 
-def _process(payload: dict, *, calls: str, fail: str = "", die: str = "") -> list[dict]:
+def _process(payload: dict, *, calls: str, fail: str = "", die: str = "", flaky: str = "",
+             flaky_while: str = "") -> list[dict]:
     Path(calls, f"{payload['name']}.{uuid.uuid4().hex}").touch()
     if payload["name"] == fail:
         raise ValueError("unreadable")
+    if payload["name"] == flaky and os.path.exists(flaky_while):
+        raise TimeoutError("the store did not answer in 30 s")  # transient: a later run can succeed
     if payload["name"] == die:
         os._exit(1)  # the worker process dies: Ray retries, then the unit is recorded as lost
     return [{"video_id": payload["name"], "source_uri": f"file:///{payload['name']}", "size_bytes": 1,
@@ -109,6 +112,44 @@ def test_a_failing_unit_is_recorded_and_a_dead_worker_is_recorded_as_lost(tmp_pa
     assert run.progress.unit_errors == 2
     # Ray re-ran the dying unit on fresh workers before giving up (each attempt left its call file)
     assert _calls(calls).count(f"{DAYS[1]}-2") >= 2
+    # a lost worker can heal, an unreadable input cannot: the re-run computes the lost unit only
+    assert rows[f"err-{DAYS[1]}-2"]["failure_class"] == "transient"
+    assert rows[f"err-{DAYS[0]}-1"]["failure_class"] == "permanent"
+    again = _run(lake, calls, fail=f"{DAYS[0]}-1")
+    assert (again.progress.units_computed, again.progress.units_retried) == (1, 1)
+    assert f"{DAYS[1]}-2" in _ids(lake) and f"err-{DAYS[1]}-2" not in _ids(lake)
+
+
+def test_a_rerun_computes_transient_failures_again_and_reuses_permanent_ones(tmp_path):
+    lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
+    calls.mkdir()
+    outage = tmp_path / "outage"
+    outage.touch()
+    bad, flaky = f"{DAYS[0]}-1", f"{DAYS[1]}-0"
+    kw = dict(fail=bad, flaky=flaky, flaky_while=str(outage))
+
+    def rows():
+        return {r["source_uri"].rsplit("/", 1)[-1]: (r["video_id"], r["status"], r["failure_class"])
+                for r in lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).to_pylist()}
+
+    first = _run(lake, calls, **kw)
+    assert (first.progress.units_computed, first.progress.units_retried) == (6, 0)
+    got = rows()
+    assert got[bad] == (f"err-{bad}", "rejected", "permanent")
+    assert got[flaky] == (f"err-{flaky}", "rejected", "transient")
+    assert {v[2] for k, v in got.items() if k not in (bad, flaky)} == {None}
+    # the outage is over: only the transient unit is computed again, and now it is ok
+    outage.unlink()
+    second = _run(lake, calls, **kw)
+    assert (second.progress.units_computed, second.progress.units_reused, second.progress.units_retried) == (1, 5, 1)
+    assert second.progress.as_metadata()["units_retried"] == 1
+    assert _calls(calls).count(flaky) == 2 and _calls(calls).count(bad) == 1
+    got = rows()
+    assert got[flaky] == (flaky, "ok", None) and got[bad] == (f"err-{bad}", "rejected", "permanent")
+    assert len(got) == 6
+    # nothing transient left: a third run reuses every unit
+    third = _run(lake, calls, **kw)
+    assert (third.progress.units_computed, third.progress.units_retried) == (0, 0)
 
 
 def _file(lake: Lake, day: str, ids: list[str], token: str) -> DataFile:

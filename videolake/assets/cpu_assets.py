@@ -72,7 +72,7 @@ def run_cpu_stage(context: dg.AssetExecutionContext, table: str, what: str, lake
 
 @dg.asset(
     **COMMON,
-    code_version="raw_videos-2",
+    code_version="raw_videos-3",
     description="One row per distinct video landed under landing/YYYY-MM-DD/ (the partition date): content hash "
     "id, probe fields, ok or rejected with its reason.",
     metadata={"dagster/column_schema": column_schema(RAW_VIDEOS)},
@@ -100,7 +100,7 @@ def raw_videos(
 @dg.asset(
     **COMMON,
     deps=upstream_of("scene_clips"),
-    code_version="scene_clips-3",
+    code_version="scene_clips-5",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
@@ -122,7 +122,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("filtered_clips"),
-    code_version="filtered_clips-4",
+    code_version="filtered_clips-5",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},

@@ -5,8 +5,8 @@ folder, a failed gate) fails the same way again, costs minutes of Ray and GPU ti
 identical failures. A transient failure (a lost Ray worker, actor or node; storage throttling or an outage; a Delta
 commit conflict) is what the assets' RetryPolicy (with backoff) exists for.
 
-``classify`` walks the exception and its causes (``raise ... from``, implicit context, Ray's ``RayTaskError.cause``)
-and answers TRANSIENT only for errors known to be transient; anything else is DETERMINISTIC: a bug or a bad input
+``classify`` asks ``videolake.platform.failures`` (the rule that also classes failure rows): it walks the exception
+and its causes (``raise ... from``, implicit context, Ray's ``RayTaskError.cause``) and answers TRANSIENT only for errors known to be transient; anything else is DETERMINISTIC: a bug or a bad input
 does not heal by waiting. ``handle_step_error`` (applied to every asset by ``@step_guard``, see
 videolake.assets.guard) turns a deterministic error into a ``dg.Failure(allow_retries=False)``, which Dagster 1.13 raises past the op's RetryPolicy
 (dagster/_core/execution/plan/utils.py), so the step fails after exactly one attempt; a transient error is re-raised
@@ -16,11 +16,11 @@ unchanged for the RetryPolicy.
 from __future__ import annotations
 
 import enum
-import re
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import dagster as dg
+
+from videolake.platform.failures import chain, is_permanent_marked, is_transient
 
 TRANSIENT_TAG = "transient"
 DETERMINISTIC_TAG = "deterministic"
@@ -39,74 +39,13 @@ class DeterministicError(Exception):
         self.hint = hint
 
 
-# Ray: a worker, actor, node or object lost with its process: the work can run again elsewhere.
-_RAY_TRANSIENT = (
-    "WorkerCrashedError", "RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError",
-    "ObjectLostError", "OwnerDiedError", "ObjectFetchTimedOutError", "ObjectReconstructionFailedError",
-    "LocalRayletDiedError", "RaySystemError", "OutOfMemoryError", "ObjectStoreFullError", "GetTimeoutError",
-)
-# botocore: the request never got a usable answer.
-_BOTO_TRANSIENT = (
-    "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-    "ProxyConnectionError", "IncompleteReadError", "ResponseStreamingError",
-)
-# delta-rs reports object-store failures as a plain OSError; these messages mean the store did not answer.
-_DELTA_STORAGE_TRANSIENT = re.compile(
-    r"(?i)(error after \d+ retries|connection (refused|reset|closed|error)|timed? ?out|dns error|"
-    r"service unavailable|slow ?down|too many requests|\b50[234]\b|\b429\b)"
-)
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """The exception, then its causes, outermost first (each once)."""
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        e = todo.pop(0)
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        yield e
-        cause = getattr(e, "cause", None)  # ray.exceptions.RayTaskError carries the remote exception here
-        if isinstance(cause, BaseException):
-            todo.append(cause)
-        if e.__cause__ is not None:
-            todo.append(e.__cause__)
-        elif e.__context__ is not None and not e.__suppress_context__:
-            todo.append(e.__context__)
-
-
-def _classes(module: str, names: tuple[str, ...]) -> tuple[type, ...]:
-    """Exception classes of an already-imported library (an error of a library never imported cannot occur)."""
-    mod = sys.modules.get(module)
-    return tuple(c for c in (getattr(mod, n, None) for n in names) if isinstance(c, type)) if mod else ()
-
-
-def _is_transient(e: BaseException) -> bool:
-    if isinstance(e, _classes("ray.exceptions", _RAY_TRANSIENT) + _classes("botocore.exceptions", _BOTO_TRANSIENT)):
-        return True
-    if isinstance(e, _classes("botocore.exceptions", ("ClientError",))):
-        from videolake.platform.objectstore.s3 import is_transient
-
-        return is_transient(e)  # throttling codes and 5xx answers
-    if isinstance(e, _classes("deltalake.exceptions", ("CommitFailedError",))):
-        return True  # a concurrent writer won the commit race: the next attempt commits on top of it
-    if type(e) is OSError and _DELTA_STORAGE_TRANSIENT.search(str(e)):
-        return True
-    if isinstance(e, (ConnectionError, TimeoutError)):
-        return True  # includes ConnectionResetError / RefusedError / AbortedError, socket timeouts
-    if isinstance(e, _classes("videolake.platform.units", ("LostUnitsError",))):
-        return True  # many Ray workers died at once (a lost node): a retry reuses every finished unit
-    return False
-
-
 def classify(exc: BaseException) -> ErrorKind:
     """TRANSIENT when the error, or one of its causes, is a known transient one (and nothing outside it marked it
     deterministic); DETERMINISTIC otherwise."""
-    for e in _chain(exc):
-        if isinstance(e, DeterministicError):
+    for e in chain(exc):
+        if isinstance(e, DeterministicError) or is_permanent_marked(e):
             return ErrorKind.DETERMINISTIC
-        if _is_transient(e):
+        if is_transient(e):
             return ErrorKind.TRANSIENT
     return ErrorKind.DETERMINISTIC
 
@@ -118,7 +57,7 @@ def first_line(exc: BaseException) -> str:
 
 def deterministic_failure(exc: BaseException) -> dg.Failure:
     """The dg.Failure that fails a step at once: the error's first line, what it is, and a hint when known."""
-    hint = next((e.hint for e in _chain(exc) if isinstance(e, DeterministicError) and e.hint), "")
+    hint = next((e.hint for e in chain(exc) if isinstance(e, DeterministicError) and e.hint), "")
     description = f"{first_line(exc)} (deterministic: not retried)"
     metadata = {"error_kind": DETERMINISTIC_TAG, "error_type": type(exc).__name__}
     if hint:

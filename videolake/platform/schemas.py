@@ -44,6 +44,7 @@ RAW_VIDEOS = pa.schema(
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | rejected"}),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when status is ok"}),
         pa.field("reject_detail", pa.string(), metadata={"description": "human-readable explanation of the rejection"}),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a rejected row: whether probing again can succeed (a storage error, a lost worker) or not (the file itself); null when ok"}),
         pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False, metadata={"description": "when the video was probed (UTC)"}),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day (Dagster partition key): the object was under landing/YYYY-MM-DD/"}),
     ]
@@ -68,6 +69,7 @@ SCENE_CLIPS = pa.schema(
             pa.string(),
             metadata={"description": "why detection failed; the video is then one clip that the quality stage rejects"},
         ),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent when detect_error is set: whether detecting again can succeed; null otherwise"}),
         pa.field(
             "max_clip_s",
             pa.float64(),
@@ -108,6 +110,7 @@ FILTERED_CLIPS = pa.schema(
         ),
         pa.field("passed", pa.bool_(), nullable=False, metadata={"description": "the clip passed every quality rule and goes to captioning"}),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when passed; ';'-joined rule names"}),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent when the clip could not be scored (score_error, detect_error, video_missing); null for a scored clip"}),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
     ]
 )
@@ -120,6 +123,7 @@ CLIP_CAPTIONS = pa.schema(
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | failed"}),
         pa.field("caption", pa.string(), metadata={"description": "null when failed"}),
         pa.field("error", pa.string(), metadata={"description": "null when ok"}),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether captioning again can succeed (timeout, endpoint 5xx, lost actor, out of memory) or not (empty or invalid output, undecodable clip); null when ok"}),
         pa.field("model", pa.string(), nullable=False, metadata={"description": "model that wrote the caption (name or path)"}),
         pa.field("model_revision", pa.string(), metadata={"description": "model revision (commit hash) when known"}),
         pa.field("prompt_version", pa.string(), nullable=False, metadata={"description": "versioned prompt used (e.g. v1-describe)"}),

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
+from videolake.platform.failures import TRANSIENT, failure_class
 from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
 from videolake.platform.lake_files import LakeFiles
@@ -44,9 +45,12 @@ from videolake.platform.unit_resources import UnitResources
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "_checkpoints"
-FINALIZE_MAX_UNITS = 2000
+FAILURE_CLASS = "failure_class"  # the column every failure row classes itself in (platform/failures.py)
+ROWS_KEY = "videolake.rows"  # checkpoint file metadata: its row count (a reused unit's count without reading it)
+TRANSIENT_KEY = "videolake.transient"  # checkpoint file metadata: its transient failure rows (0: reusable)
+FINALIZE_MAX_UNITS = 2000  # unit files per finalize task when the stage has no per-partition step
 MAX_UNIT_ATTEMPTS = 3
-LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"  # unit files per finalize task when the stage has no per-partition step
+LOST_WORKER = "worker_lost: the worker died on every attempt (crash or out of memory)"
 
 
 _connector: Callable[[], None] | None = None
@@ -133,6 +137,7 @@ class StageProgress:
     units_total: int = 0
     units_reused: int = 0
     units_computed: int = 0
+    units_retried: int = 0  # computed again because their checkpoint held a transient failure (part of computed)
     rows: int = 0
     compute_s: float = 0.0
     unit_errors: int = 0
@@ -145,6 +150,8 @@ class StageProgress:
         else:
             self.units_computed += 1
             self.compute_s += float(s["seconds"])
+        if s.get("retried"):
+            self.units_retried += 1
         if s.get("error"):
             self.unit_errors += 1
 
@@ -153,6 +160,7 @@ class StageProgress:
             "units_total": self.units_total,
             "units_reused": self.units_reused,
             "units_computed": self.units_computed,
+            "units_retried": self.units_retried,
         }
 
 
@@ -165,7 +173,10 @@ class UnitTask:
 
     ``process(payload) -> list[dict]`` computes the unit's rows (without partition_date); if it raises,
     ``on_error(payload, message) -> list[dict]`` gives the rows that record the failure (a rejection), so a bad
-    unit is a recorded row, never a crashed stage.
+    unit is a recorded row, never a crashed stage. Those rows get the exception's ``failure_class`` (rows that
+    ``process`` itself returns set their own). A checkpoint holding a transient failure row is computed again by
+    the next run of the stage version (``retried`` in the summary); one with only ok rows and permanent failures
+    is reused.
     """
 
     checkpoints: Checkpoints
@@ -175,28 +186,35 @@ class UnitTask:
 
     def record_lost(self, row: dict) -> dict:
         """Write the failure rows of a unit whose worker died on every retry (runs on the driver: one unit)."""
-        return self._write(row, self.on_error(json.loads(row["payload"]), LOST_WORKER), 0.0, LOST_WORKER)
+        out = _classed(self.on_error(json.loads(row["payload"]), LOST_WORKER), TRANSIENT)
+        return self._write(row, out, 0.0, LOST_WORKER, retried=False)
 
-    def _write(self, row: dict, out: list[dict], seconds: float, error: str | None) -> dict:
+    def _write(self, row: dict, out: list[dict], seconds: float, error: str | None, *, retried: bool) -> dict:
         from videolake.platform.lake import rows_to_table
 
         day, key = row["partition_date"], row["unit_key"]
         for r in out:
             r[PARTITION_COLUMN] = _date(day)
         table = rows_to_table(out, self.schema)
+        transient = sum(1 for r in out if r.get(FAILURE_CLASS) == TRANSIENT)
         self.checkpoints.files.write_parquet(self.checkpoints.unit_path(day, key), table,
-                                             {"videolake.rows": str(table.num_rows)})
+                                             {ROWS_KEY: str(table.num_rows), TRANSIENT_KEY: str(transient)})
         return {"key": key, "partition_date": day, "reused": False, "rows": table.num_rows, "seconds": seconds,
-                "error": error}
+                "error": error, "retried": retried}
 
     def __call__(self, row: dict) -> dict:
 
         day, key = row["partition_date"], row["unit_key"]
         path = self.checkpoints.unit_path(day, key)
         files = self.checkpoints.files
+        retried = False
         if files.exists(path):
-            rows = int(files.read_metadata(path).get("videolake.rows", "0"))
-            return {"key": key, "partition_date": day, "reused": True, "rows": rows, "seconds": 0.0, "error": None}
+            meta = files.read_metadata(path)
+            if int(meta.get(TRANSIENT_KEY, "0")) == 0:
+                rows = int(meta.get(ROWS_KEY, "0"))
+                return {"key": key, "partition_date": day, "reused": True, "rows": rows, "seconds": 0.0,
+                        "error": None, "retried": False}
+            retried = True  # the last attempt failed in a way that can heal: compute it again
         payload = json.loads(row["payload"])
         t0 = time.perf_counter()
         error = None
@@ -204,9 +222,17 @@ class UnitTask:
             out = self.process(payload)
         except Exception as exc:  # noqa: BLE001 - recorded as rows with the reason
             error = f"{type(exc).__name__}: {exc}"
-            log.warning("unit %s failed: %s\n%s", key, error, traceback.format_exc())
-            out = self.on_error(payload, error)
-        return self._write(row, out, time.perf_counter() - t0, error)
+            log.warning("unit %s failed (%s): %s\n%s", key, failure_class(exc), error, traceback.format_exc())
+            out = _classed(self.on_error(payload, error), failure_class(exc))
+        return self._write(row, out, time.perf_counter() - t0, error, retried=retried)
+
+
+def _classed(rows: list[dict], cls: str) -> list[dict]:
+    """Failure rows of one unit with the failure class of what failed (a class the rows set themselves is kept)."""
+    for r in rows:
+        if r.get(FAILURE_CLASS) is None:
+            r[FAILURE_CLASS] = cls
+    return rows
 
 
 class LostUnitsError(RuntimeError):

@@ -41,6 +41,8 @@ class CaptionerResource(dg.ConfigurableResource):
     temperature: float = Field(default=_SAMPLING.temperature, description="Sampling temperature.")
     top_p: float = Field(default=_SAMPLING.top_p, description="Nucleus sampling probability mass.")
     max_tokens: int = Field(default=_SAMPLING.max_tokens, description="Maximum generated tokens per caption.")
+    min_tokens: int = Field(default=_SAMPLING.min_tokens,
+                            description="Tokens the model must write before it may stop (vLLM min_tokens; 0: none).")
     seed: int = Field(default=_SAMPLING.seed, description="Base sampling seed (per-clip seeds derive from it).")
     sample_fps: float = Field(default=_FRAMES.sample_fps, description="Frames sampled per second of clip.")
     min_frames: int = Field(default=_FRAMES.min_frames, description="At least this many frames per clip.")
@@ -73,7 +75,7 @@ class CaptionerResource(dg.ConfigurableResource):
     def to_config(self):
         policy = self.test_model()
         sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                                  seed=self.seed)
+                                  min_tokens=self.min_tokens, seed=self.seed)
         return CaptionerConfig(
             model=self.model_path(),
             backend=self.backend,

@@ -3,7 +3,10 @@
 With no captioning model configured, videolake captions with a tiny random-weight Qwen2.5-VL built offline (tests,
 the demo, a laptop with no model hub). Its captions are random text, so three things differ from a real model:
 - the name recorded in clip_captions.model (``tiny-random-qwen2.5-vl``, never mistaken for a real checkpoint);
-- wider sampling: near-greedy, the random weights often emit only special tokens (an empty caption, a failed row);
+- wider sampling and a floor on the output length (vLLM's ``min_tokens``): near-greedy, the random weights often
+  emit only special tokens, and even with wide sampling they sometimes stop at once (an empty caption, a failed
+  row that fails the blocking failure-rate gate of a demo day). With a real model nothing changes: an empty output
+  stays a failed row;
 - the caption content gates (length, repetition, refusal) warn instead of block; the structural ones still block.
 
 The captioner resource, the code location's gate checks and ``videolake doctor`` ask ``tiny_model_policy(model)``
@@ -26,10 +29,12 @@ class TinyModelPolicy:
     model_name: str = "tiny-random-qwen2.5-vl"  # recorded in clip_captions.model
     min_temperature: float = 0.7  # sampling at least this wide, so that captions are (random) text
     min_top_p: float = 0.95
+    min_tokens: int = 8  # the model may not stop before this many tokens: never an empty caption
 
     def sampling(self, configured: SamplingConfig) -> SamplingConfig:
         return replace(configured, temperature=max(configured.temperature, self.min_temperature),
-                       top_p=max(configured.top_p, self.min_top_p))
+                       top_p=max(configured.top_p, self.min_top_p),
+                       min_tokens=min(max(configured.min_tokens, self.min_tokens), configured.max_tokens))
 
     def gate_overrides(self) -> dict[str, Any]:
         """Gate config on top of the defaults: the caption content gates warn (random text cannot pass them)."""

@@ -10,9 +10,10 @@ Batch in (one row per clip; produced by clip_frames.extract_frames):
     clip_id, video_id, source_uri      str
     frames                             uint8 (T, H, W, 3) per row; an empty (0, 0, 0, 3) array when extraction failed
     frame_error                        str, "" when the frames were extracted, else the reason
+    frame_error_class                  str, the failure class of frame_error (transient | permanent), "" when none
     video_meta                         str, JSON: fps, duration, total_num_frames, frames_indices (clip-relative)
     num_frames                         int32, frames extracted (0 on failure)
-Batch out: the CLIP_CAPTIONS columns except partition_date (status ok|failed, caption, error, model, model_revision,
+Batch out: the CLIP_CAPTIONS columns except partition_date (status ok|failed, caption, error, failure_class, model, model_revision,
 prompt_version, num_frames, prompt_tokens, output_tokens, latency_s, captioned_at) plus the metrics columns in
 ``METRIC_COLUMNS``. Every input row gives exactly one output row: a clip that fails is a ``failed`` row with its
 reason, never a missing row and never a crashed batch.
@@ -32,6 +33,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from videolake.platform.failures import PERMANENT, failure_class
 from videolake.platform.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class SamplingConfig:
     temperature: float = 0.2  # 0 = greedy; low values keep captions factual
     top_p: float = 0.9  # nucleus sampling mass
     max_tokens: int = 128  # output budget per caption; a caption cut at this length is still ok (finish: length)
+    min_tokens: int = 0  # tokens the model must write before it may stop (vLLM's min_tokens); 0: it may stop at once
     seed: int = 0  # base seed; each clip samples with a seed derived from (seed, clip_id), so re-runs repeat
 
 
@@ -205,6 +208,9 @@ class CaptionResult:
     prompt_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
+    # With ``error``: whether captioning again can succeed (platform/failures.py); None means permanent (an empty
+    # or invalid output, a model that rejects the input).
+    failure_class: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -291,7 +297,8 @@ class CaptionerBackend(ABC):
         todo: list[int] = []
         for i, item in enumerate(items):
             if item["frame_error"]:
-                results[i] = CaptionResult(error=f"frame extraction failed: {item['frame_error']}")
+                results[i] = CaptionResult(error=f"frame extraction failed: {item['frame_error']}",
+                                           failure_class=item["frame_error_class"] or PERMANENT)
             else:
                 todo.append(i)
         t0 = time.perf_counter()
@@ -310,7 +317,7 @@ class CaptionerBackend(ABC):
             return out
         except Exception as exc:  # noqa: BLE001 - isolate the bad clip instead of failing the batch
             if len(items) == 1:
-                return [CaptionResult(error=f"model error: {type(exc).__name__}: {exc}")]
+                return [CaptionResult(error=f"model error: {type(exc).__name__}: {exc}", failure_class=failure_class(exc))]
             log.warning("batch of %d failed (%s: %s); retrying clip by clip", len(items), type(exc).__name__, exc)
             return [self._caption_isolated([item])[0] for item in items]
 
@@ -333,6 +340,8 @@ class CaptionerBackend(ABC):
             "status": np.array([STATUS_OK if g else STATUS_FAILED for g in ok], dtype=object),
             "caption": np.array([r.caption if g else None for r, g in zip(results, ok)], dtype=object),
             "error": np.array(errors, dtype=object),
+            "failure_class": np.array([None if g else ((r.failure_class if r is not None else None) or PERMANENT)
+                                       for r, g in zip(results, ok)], dtype=object),
             "model": np.array([self.config.model_label] * n, dtype=object),
             "model_revision": np.array([self.config.model_revision] * n, dtype=object),
             "prompt_version": np.array([self.prompt.version] * n, dtype=object),
@@ -360,6 +369,7 @@ def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:
         "source_uri": str(batch["source_uri"][i]),
         "frames": np.asarray(frames, dtype=np.uint8),
         "frame_error": str(batch["frame_error"][i] or ""),
+        "frame_error_class": str(batch["frame_error_class"][i] or "") if "frame_error_class" in batch else "",
         "video_meta": json.loads(meta) if meta else {},
         "num_frames": int(batch["num_frames"][i]),
     }

@@ -29,6 +29,7 @@ from urllib.parse import unquote_to_bytes, urlparse
 import numpy as np
 
 from videolake.platform.captioning.base import FrameConfig
+from videolake.platform.failures import PERMANENT, failure_class
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,7 @@ def extract_frames(batch: dict[str, np.ndarray], *, frame_config: FrameConfig, i
     n = len(batch["clip_id"])
     frames = np.empty(n, dtype=object)
     errors = np.empty(n, dtype=object)
+    classes = np.full(n, "", dtype=object)  # failure class of a frame_error (platform/failures.py), "" when none
     metas = np.empty(n, dtype=object)
     counts = np.zeros(n, dtype=np.int32)
     clip_uris = batch.get("clip_uri")
@@ -184,12 +186,14 @@ def extract_frames(batch: dict[str, np.ndarray], *, frame_config: FrameConfig, i
         except Exception as exc:  # noqa: BLE001 - a bad clip becomes a failed row, not a crashed stage
             log.warning("clip %s: frame extraction failed: %s", row["clip_id"], exc)
             frames[i], errors[i], metas[i] = EMPTY_FRAMES, f"{type(exc).__name__}: {exc}", ""
+            classes[i] = failure_class(exc)  # an undecodable clip is permanent, a storage timeout is not
     return {
         "clip_id": np.asarray(batch["clip_id"], dtype=object),
         "video_id": np.asarray(batch["video_id"], dtype=object),
         "source_uri": np.asarray(batch["source_uri"], dtype=object),
         "frames": frames,
         "frame_error": errors,
+        "frame_error_class": classes,
         "video_meta": metas,
         "num_frames": counts,
     }
@@ -272,9 +276,10 @@ class FrameCache:
             shape = tuple(col["shape"][j])
             out["frames"][i] = np.frombuffer(col["frames"][j], dtype=np.uint8).reshape(shape).copy()
             out["frame_error"][i] = col["frame_error"][j]
+            out["frame_error_class"][i] = PERMANENT if col["frame_error"][j] else ""  # a cached decode failure
             out["video_meta"][i] = col["video_meta"][j]
             out["num_frames"][i] = shape[0] if shape else 0
         for src, i in enumerate(missing):
-            for k in ("frames", "frame_error", "video_meta", "num_frames"):
+            for k in ("frames", "frame_error", "frame_error_class", "video_meta", "num_frames"):
                 out[k][i] = decoded[k][src]
         return out

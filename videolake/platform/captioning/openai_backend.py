@@ -23,6 +23,7 @@ import numpy as np
 
 from videolake.platform.captioning.base import CAPTIONERS, CaptionerBackend, CaptionerConfig, CaptionResult, clip_seed
 from videolake.platform.captioning.prompts import check_structured_output
+from videolake.platform.failures import failure_class
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,13 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class EndpointError(RuntimeError):
-    """A request that failed for good (non-retryable status, or retries exhausted)."""
+    """A request that failed for good in this attempt: a non-retryable status (``transient`` False: the endpoint
+    refuses this request), or retries exhausted on timeouts, connection errors, 429 or 5xx (``transient`` True: a
+    later run can succeed, so the caption stage captions the clip again then)."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def encode_image(frame: np.ndarray, fmt: str = "jpeg", quality: int = 90) -> str:
@@ -103,6 +110,8 @@ class OpenAICaptioner(CaptionerBackend):
             "max_tokens": s.max_tokens,
             "seed": clip_seed(s.seed, item["clip_id"]),
         }
+        if s.min_tokens:
+            body["min_tokens"] = min(s.min_tokens, s.max_tokens)  # vLLM's server extension of the chat API
         if self.prompt.structured:
             body["response_format"] = {
                 "type": "json_schema",
@@ -119,7 +128,8 @@ class OpenAICaptioner(CaptionerBackend):
         try:
             resp = self._request("POST", "/chat/completions", json=self.request_body(item))
         except Exception as exc:  # noqa: BLE001 - one clip's failure, with its reason
-            return CaptionResult(error=f"endpoint error: {exc}", latency_s=time.perf_counter() - t0)
+            return CaptionResult(error=f"endpoint error: {exc}", latency_s=time.perf_counter() - t0,
+                                 failure_class=failure_class(exc))
         latency = time.perf_counter() - t0
         usage = resp.get("usage") or {}
         choices = resp.get("choices") or []
@@ -149,7 +159,7 @@ class OpenAICaptioner(CaptionerBackend):
                     return r.json()
                 last = f"HTTP {r.status_code}: {r.text[:300]}"
                 if r.status_code not in RETRY_STATUS:
-                    raise EndpointError(last)
+                    raise EndpointError(last, transient=False)  # the request itself is refused: the same again fails
                 retry_after = _retry_after(r.headers.get("retry-after"))
             except httpx.TransportError as exc:  # connect errors, timeouts, dropped connections
                 last = f"{type(exc).__name__}: {exc}"
@@ -158,7 +168,7 @@ class OpenAICaptioner(CaptionerBackend):
             delay = retry_after if retry_after is not None else ep.backoff_s * (2 ** attempt) * (0.5 + random.random())
             log.info("%s %s failed (%s); retry %d/%d in %.2fs", method, path, last, attempt + 1, ep.max_retries, delay)
             time.sleep(delay)
-        raise EndpointError(f"{last} (after {ep.max_retries} retries)")
+        raise EndpointError(f"{last} (after {ep.max_retries} retries)", transient=True)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -9,7 +9,9 @@
                                       for any wanted clip without a caption: nothing goes missing)
     commit   (the step)               ONE Delta transaction: add the files, remove the day's previous files
 
-The unit of resume is the batch: a retried or re-run step captions only the clips no piece holds yet. Pieces live
+The unit of resume is the batch: a retried or re-run step captions only the clips no piece holds yet, and again
+the clips whose only rows are transient failures (``failure_class``: a timeout, an endpoint's 5xx, a lost actor);
+an ok row or a permanent failure (an empty output) is reused. Pieces live
 under the captioner's code version (model, revision, prompt, sampling, frames), so changing any of these reuses
 nothing. The step process holds one summary per batch and the per-day file lists, never a row of the table.
 
@@ -33,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
+from videolake.platform.failures import TRANSIENT
 from videolake.platform.lake import Lake, PartitionRange, conform
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
 from videolake.platform.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
@@ -82,26 +85,34 @@ def plan_day(lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, to
         inputs = clips_to_caption(lake, PartitionRange.of([day]))
     wanted = inputs.column("clip_id").to_pylist()
     wanted_set = set(wanted)
-    done: set[str] = set()
+    done: set[str] = set()  # clips with an ok row or a permanent failure: reused
+    transient: set[str] = set()  # clips whose rows are all transient failures: captioned again
     pieces_reused = 0
     for p in _pieces(checkpoints, day):
-        ids = files.read_parquet(p, columns=["clip_id"]).column("clip_id").to_pylist()
-        hit = wanted_set.intersection(ids)
-        if hit:
+        piece = files.read_parquet(p, columns=["clip_id", "failure_class"])
+        classes = piece.column("failure_class").to_pylist()
+        ids = piece.column("clip_id").to_pylist()
+        kept = wanted_set.intersection(c for c, k in zip(ids, classes) if k != TRANSIENT)
+        if kept:
             pieces_reused += 1
-            done |= hit
+            done |= kept
+        transient |= wanted_set.intersection(c for c, k in zip(ids, classes) if k == TRANSIENT)
+    retried = transient - done
     todo_mask = pa.array([c not in done for c in wanted], pa.bool_())
     todo = inputs.filter(todo_mask)
     day_dir = checkpoints.day_dir(day)
     wanted_path = f"{day_dir}/{TODO_DIR}/wanted-{token}.parquet"
     files.write_parquet(wanted_path, inputs.select(["clip_id", "video_id", "source_uri"]))
-    paths = []
+    paths, units_retried = [], 0
     for i in range(0, todo.num_rows, max(unit_clips, 1)):
         path = f"{day_dir}/{TODO_DIR}/todo-{token}-{i // max(unit_clips, 1):06d}.parquet"
-        files.write_parquet(path, _plain_inputs(todo.slice(i, unit_clips)))
+        unit = todo.slice(i, unit_clips)
+        files.write_parquet(path, _plain_inputs(unit))
         paths.append(path)
+        units_retried += bool(retried.intersection(unit.column("clip_id").to_pylist()))
     return {"day": day, "wanted": len(wanted), "clips_reused": len(done), "pieces_reused": pieces_reused,
-            "todo_paths": paths, "wanted_path": wanted_path}
+            "clips_retried": len(retried), "units_retried": units_retried, "todo_paths": paths,
+            "wanted_path": wanted_path}
 
 
 def _plain_inputs(t: pa.Table) -> pa.Table:
@@ -139,7 +150,8 @@ class LoadAndExtract:
         if self.config.input_mode == "none":
             n = t.num_rows  # no frames decoded, none shipped to the actors
             out = {"clip_id": rows["clip_id"], "video_id": rows["video_id"], "source_uri": rows["source_uri"],
-                   "frame_error": np.array([""] * n, dtype=object), "num_frames": np.zeros(n, np.int32)}
+                   "frame_error": np.array([""] * n, dtype=object), "frame_error_class": np.array([""] * n, dtype=object),
+                   "num_frames": np.zeros(n, np.int32)}
         elif self.frame_cache is not None:
             out = self.frame_cache.extract(rows, open_source=self.open_source)
         else:
@@ -246,8 +258,14 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
     if parts:
         rows = pa.concat_tables(parts, promote_options="permissive").combine_chunks()
         rows = rows.filter(pc.is_in(rows.column("clip_id"), value_set=wanted_ids))
-        # a clip in two pieces (two attempts raced on it): keep the earliest caption, deterministically
-        rows = rows.sort_by([("clip_id", "ascending"), ("batch_finished_at", "ascending")])
+        # A clip in two pieces (two attempts raced on it, or a transient failure captioned again): keep its
+        # earliest row that is no transient failure, else its latest transient one; deterministically.
+        late_first = pc.if_else(pc.equal(pc.fill_null(rows.column("failure_class"), ""), TRANSIENT),
+                                pc.negate(rows.column("batch_finished_at")), rows.column("batch_finished_at"))
+        rows = rows.append_column("_transient", pc.fill_null(pc.equal(rows.column("failure_class"), TRANSIENT), False))
+        rows = rows.append_column("_order", late_first)
+        rows = rows.sort_by([("clip_id", "ascending"), ("_transient", "ascending"), ("_order", "ascending")])
+        rows = rows.drop_columns(["_transient", "_order"])
         ids = rows.column("clip_id").combine_chunks()
         if rows.num_rows > 1:
             first = pa.concat_arrays([pa.array([True]), pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1))])
@@ -289,6 +307,7 @@ def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:
         "clip_id": missing.column("clip_id"), "video_id": missing.column("video_id"),
         "source_uri": missing.column("source_uri"), "status": pa.array([STATUS_FAILED] * n),
         "caption": pa.nulls(n, pa.string()), "error": pa.array([LOST_ROW_ERROR] * n),
+        "failure_class": pa.array([TRANSIENT] * n),  # a lost actor: captioning again can succeed
         "model": pa.array([label["model"]] * n), "model_revision": pa.array([label["model_revision"]] * n, pa.string()),
         "prompt_version": pa.array([label["prompt_version"]] * n), "num_frames": pa.array([0] * n, pa.int32()),
         "prompt_tokens": pa.array([0] * n, pa.int64()), "output_tokens": pa.array([0] * n, pa.int64()),
@@ -310,6 +329,7 @@ class CaptionRun:
     accelerator_s_all_attempts: float
     clips_reused: int
     clips_computed: int
+    clips_retried: int = 0  # captioned again because their last row was a transient failure (part of computed)
     phases: dict[str, float] = field(default_factory=dict)  # seconds: plan, pipeline, finalize, commit
     batches: list[dict] = field(default_factory=list, repr=False)
 
@@ -373,10 +393,12 @@ def caption_partitions(
     todo = [p for plan in plans for p in plan["todo_paths"]]
     wanted = sum(p["wanted"] for p in plans)
     clips_reused = sum(p["clips_reused"] for p in plans)
+    clips_retried = sum(p["clips_retried"] for p in plans)
     pieces_reused = sum(p["pieces_reused"] for p in plans)
     if progress:
         progress(f"{wanted} clips to caption in {len(days)} partition(s): {clips_reused} already captioned "
-                 f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units")
+                 f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units"
+                 f" ({clips_retried} again after a transient failure)")
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()
@@ -442,14 +464,16 @@ def caption_partitions(
         prog.add({"rows": 0, "reused": True, "seconds": 0.0})
     for b in batches:
         prog.add({"rows": b["rows"], "reused": False, "seconds": b["generate_s"]})
+    prog.units_retried = sum(p["units_retried"] for p in plans)  # todo units holding a clip captioned again
     metrics = compute_metrics_from_batches(batches, wall_s=wall, num_gpus_per_actor=config.num_gpus_per_actor,
                                            num_actors=config.num_actors if todo else 0, ended_at=ended_at)
-    log.info("captioned %d clips (%d reused) into %d rows in %.1fs; goodput %.3f", wanted - clips_reused,
-             clips_reused, write.rows, time.monotonic() - t0, goodput)
+    log.info("captioned %d clips (%d reused, %d retried after a transient failure) into %d rows in %.1fs; "
+             "goodput %.3f", wanted - clips_reused, clips_reused, clips_retried, write.rows, time.monotonic() - t0,
+             goodput)
     return CaptionRun(write=write, progress=prog, metrics=metrics, per_partition=per_day,
                       seconds=time.monotonic() - t0, goodput=goodput, accelerator_s_all_attempts=held,
-                      clips_reused=clips_reused, clips_computed=sum(b["rows"] for b in batches), phases=phase,
-                      batches=batches)
+                      clips_reused=clips_reused, clips_computed=sum(b["rows"] for b in batches),
+                      clips_retried=clips_retried, phases=phase, batches=batches)
 
 
 def _read_ledger(checkpoints: Checkpoints, ledger_dir: str) -> list[dict]:

@@ -108,7 +108,8 @@ class VLLMCaptioner(CaptionerBackend):
 
         s = self.config.sampling
         kwargs: dict[str, Any] = dict(
-            temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=clip_seed(s.seed, clip_id)
+            temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, min_tokens=min(s.min_tokens, s.max_tokens),
+            seed=clip_seed(s.seed, clip_id),
         )
         if self.prompt.structured:
             from vllm.sampling_params import StructuredOutputsParams

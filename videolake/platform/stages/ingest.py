@@ -17,7 +17,8 @@ from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
     INGEST_ERROR, STATUS_REJECTED, StageRun, _config_dict, run_stage,
 )
-from videolake.platform.units import PartitionStep, stage_version, unit_key
+from videolake.platform.failures import PERMANENT
+from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,9 @@ def _ingest_payload(payload: dict, *, store: ObjectStore, probe_config: Any) -> 
     obj = ObjectInfo(**{k: v for k, v in payload.items() if k in ObjectInfo.__dataclass_fields__})
     row = ingest_one(obj, store=store, probe_config=probe_config)
     row.setdefault("duplicate_uris", [])
+    # A rejection ingest_one returns is the file's own (unreadable, truncated, not a video ...): probing it again
+    # gives the same answer. Errors that can heal (the store's outage) raise, and UnitTask classes them.
+    row[FAILURE_CLASS] = PERMANENT if row["status"] == STATUS_REJECTED else None
     row["ingested_at"] = dt.datetime.now(dt.timezone.utc)
     return [row]
 
@@ -196,7 +200,7 @@ def ingest_partitions(
     """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day."""
     from functools import partial
 
-    version = stage_version("raw_videos-2", _config_dict(probe_config))
+    version = stage_version("raw_videos-3", _config_dict(probe_config))
     units = raw_videos_units(objects_by_day, store)
     step = PartitionStep(reduce=merge_duplicates, summarize=table_spec("raw_videos").figures_of)
     return run_stage(lake, "raw_videos", version, partitions, units,

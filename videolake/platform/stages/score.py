@@ -16,7 +16,8 @@ from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
 from videolake.platform.stages.common import (
     DETECT_ERROR, SCORE_ERROR, UNIT_VIDEO_COLUMNS, StageRun, _config_dict, run_stage,
 )
-from videolake.platform.units import PartitionStep, stage_version, unit_key
+from videolake.platform.failures import PERMANENT
+from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,12 @@ def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) ->
     from videolake.platform.quality import failed_clip_row
 
     video, clips = payload["video"], payload["clips"]
+    # Scoring again cannot mend these: the split's own retry (its rows' failure_class) recomputes a transient
+    # detection, and its new rows are a new unit here (the unit key holds their detect_error).
     if video is None:
-        return [failed_clip_row(c, None, "video_missing") for c in clips]
+        return [{**failed_clip_row(c, None, "video_missing"), FAILURE_CLASS: PERMANENT} for c in clips]
     if any(c["detect_error"] for c in clips):
-        return [failed_clip_row(c, video, DETECT_ERROR) for c in clips]
+        return [{**failed_clip_row(c, video, DETECT_ERROR), FAILURE_CLASS: PERMANENT} for c in clips]
     return score_one((video, clips), store=store, quality_config=quality_config)
 
 
@@ -109,7 +112,7 @@ def score_partitions(
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
-    version = stage_version("filtered_clips-4", {"config": _config_dict(quality_config), "scorer_versions": versions})
+    version = stage_version("filtered_clips-5", {"config": _config_dict(quality_config), "scorer_versions": versions})
     videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
     by_video: dict[tuple[str, str], list[dict]] = {}
     for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from videolake.platform.objectstore import ObjectStore, content_key
 from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
-from videolake.platform.units import PartitionStep, stage_version
+from videolake.platform.failures import PERMANENT
+from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
 def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
     detected = video.pop("detected", None)
     rows = split_one(video, store=store, config=config, detected=detected)
-    return rows or detect_error_rows(video, "no frames decoded", config)
+    return rows or [{**r, FAILURE_CLASS: PERMANENT} for r in detect_error_rows(video, "no frames decoded", config)]
 
 
 def split_partitions(
@@ -180,7 +181,7 @@ def split_partitions(
     # instead of recording every video as a detection error. The canonical parameters define the version.
     detector = get_detector(config.detector, **config.detector_params)
     params = detector.params_json()
-    version = stage_version("scene_clips-4", _config_dict(config), params)  # -4: rows name stats and max_clip_s
+    version = stage_version("scene_clips-5", _config_dict(config), params)  # -5: failure rows carry failure_class
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, params, units, scalable_gpus)
     step = PartitionStep(summarize=table_spec("scene_clips").figures_of)
