@@ -252,3 +252,58 @@ def test_structured_prompt_sends_a_json_schema(endpoint_env, tiny_model_dir, cli
             assert err.startswith("invalid JSON output") and "finish_reason=length" in err
             assert caption is None
     assert np.all(out["output_tokens"] > 0)
+
+
+def test_a_rerun_captions_again_the_clips_that_failed_transiently_and_reuses_the_rest(
+        endpoint_env, vllm_server, ray_local, tiny_model_dir, clip_partition, clip_ids, tmp_path):
+    """The whole caption stage twice on one lake: in the first run the endpoint answers 503 to every request (the
+    backend's retries run out: transient), in the second it answers. The second run captions exactly the clips
+    that failed transiently; the clips that cannot decode (permanent) are reused, not sent again."""
+    from videolake.platform.captioning.stage import caption_partitions
+    from videolake.platform.lake import Lake, PartitionRange
+
+    lake = Lake(str(tmp_path / "lake"))
+    days = PartitionRange.of([clip_partition.column("partition_date")[0].as_py().isoformat()])
+    config = _config(tiny_model_dir)
+    proxy = _Flaky503Proxy(vllm_server, failures=10**9)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    endpoint_env.setenv(BASE_ENV, f"http://127.0.0.1:{proxy.server_address[1]}")
+
+    def rows():
+        t = lake.read_partitions("clip_captions", days)
+        return {r["clip_id"]: (r["status"], r["failure_class"]) for r in t.to_pylist()}
+
+    try:
+        first = caption_partitions(lake, days, config, inputs=clip_partition)
+        got = rows()
+        assert {c: got[c] for c in clip_ids["good"]} == {c: ("failed", "transient") for c in clip_ids["good"]}
+        assert {c: got[c] for c in clip_ids["bad"]} == {c: ("failed", "permanent") for c in clip_ids["bad"]}
+        assert (first.clips_retried, first.clips_reused) == (0, 0)
+        assert proxy.posts == len(clip_ids["good"]) * (config.endpoint.max_retries + 1)
+
+        proxy.failures, proxy.posts = 0, 0  # the endpoint is back
+        second = caption_partitions(lake, days, config, inputs=clip_partition)
+        got = rows()
+        assert {c: got[c] for c in clip_ids["good"]} == {c: ("ok", None) for c in clip_ids["good"]}
+        assert {c: got[c] for c in clip_ids["bad"]} == {c: ("failed", "permanent") for c in clip_ids["bad"]}
+        assert len(got) == len(clip_ids["all"])  # one row per clip: the transient rows were replaced
+        assert (second.clips_retried, second.clips_reused, second.clips_computed) == (4, 2, 4)
+        assert second.progress.units_retried >= 1
+        assert proxy.posts == len(clip_ids["good"])  # only the retried clips reached the endpoint
+
+        third = caption_partitions(lake, days, config, inputs=clip_partition)
+        assert (third.clips_retried, third.clips_reused, third.clips_computed) == (0, 6, 0)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_a_refused_request_is_a_permanent_failure_and_is_not_sent_again(endpoint_env, vllm_server, tiny_model_dir,
+                                                                       clip_partition):
+    endpoint_env.setenv(KEY_ENV, "wrong-key")
+    batch = _batch(clip_partition.slice(0, 2), _config(tiny_model_dir))
+    out, _ = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=0)
+    assert list(out["failure_class"]) == ["permanent", "permanent"]
+    out, _ = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=10**9)
+    assert list(out["failure_class"]) == ["transient", "transient"]  # 503 until the retries ran out
