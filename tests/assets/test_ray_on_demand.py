@@ -101,4 +101,5 @@ def test_caption_stage_over_a_day_without_clips_runs_without_ray(tmp_path):
     assert not ray.is_initialized()
     assert prepared == []  # no model is staged for nothing
     assert run.write.rows == 0 and lake.version("clip_captions") == 1
-    assert run.progress.as_metadata() == {"units_total": 0, "units_reused": 0, "units_computed": 0}
+    assert run.progress.as_metadata() == {"units_total": 0, "units_reused": 0, "units_computed": 0,
+                                         "units_retried": 0}

@@ -50,6 +50,18 @@ def media(ffmpeg, tmp_path_factory) -> Path:
     _ff(ffmpeg, "-i", str(d / "h264_audio.mp4"), "-c", "copy", "-movflags", "+faststart", str(d / "faststart.mp4"))
     fs = (d / "faststart.mp4").read_bytes()  # moov first: the index survives, the media data is cut
     (d / "cut_half_faststart.mp4").write_bytes(fs[: len(fs) // 2])
+    avi = (d / "mpeg4.avi").read_bytes()  # the index (idx1) is at the end: the header's length shows the cut
+    (d / "cut_half.avi").write_bytes(avi[: len(avi) // 2])
+    _ff(ffmpeg, "-i", str(d / "h264_audio.mp4"), "-map", "0:v", "-c", "copy", str(d / "h264.mkv"))
+    mkv = (d / "h264.mkv").read_bytes()
+    (d / "cut_half.mkv").write_bytes(mkv[: len(mkv) // 2])
+    # Complete files whose coded frames are fewer than the container's entries, or start before what is shown:
+    # an AVI with empty "repeat the previous frame" chunks (the muxer fills the gaps of a 6 fps stream on a 30 fps
+    # time base: 116 index entries, 24 coded frames, 3.867 s), and an MP4 with an edit list that drops its first
+    # 0.5 s (cut at a non-keyframe with stream copy).
+    _ff(ffmpeg, *lavfi(30, "4"), "-vf", "select='not(mod(n\\,5))'", "-fps_mode", "vfr", "-c:v", "mpeg4", "-r", "30",
+        str(d / "repeat_chunks.avi"))
+    _ff(ffmpeg, "-ss", "0.5", "-i", str(d / "h264_audio.mp4"), "-map", "0:v", "-c", "copy", str(d / "edit_list.mp4"))
     webm = (d / "vp9.webm").read_bytes()  # WebM declares no frame count: the declared duration shows the cut
     (d / "cut_half.webm").write_bytes(webm[: len(webm) // 2])
     rng = random.Random(7)
@@ -98,6 +110,19 @@ def test_variable_frame_rate_duration_from_timestamps(media):
     assert p.fps == pytest.approx(20.0, abs=1e-2)
 
 
+def test_an_avi_with_empty_repeat_chunks_plays_to_its_end_and_is_ok(media):
+    out = probe_video(str(media / "repeat_chunks.avi"))
+    assert out.ok, out.detail
+    # frames as the decoder yields them (the pipeline numbers frames in decode order), over the whole duration
+    assert (out.probe.num_frames, round(out.probe.duration_s, 3)) == (24, 3.867)
+
+
+def test_an_mp4_with_an_edit_list_is_ok(media):
+    out = probe_video(str(media / "edit_list.mp4"))
+    assert out.ok, out.detail
+    assert out.probe.duration_s == pytest.approx(1.5, abs=0.05)
+
+
 @pytest.mark.parametrize(
     "name, reason, detail_has",
     [
@@ -106,7 +131,9 @@ def test_variable_frame_rate_duration_from_timestamps(media):
         ("audio.m4a", P.NO_VIDEO_STREAM, "audio"),
         ("short.mp4", P.TOO_SHORT, "0.300 s"),
         ("cut_half.mp4", P.TRUNCATED, "file ends"),
-        ("cut_half_faststart.mp4", P.TRUNCATED, "of the 60 frames"),
+        ("cut_half_faststart.mp4", P.TRUNCATED, "of the 2.000 s"),
+        ("cut_half.avi", P.TRUNCATED, "its header declares"),
+        ("cut_half.mkv", P.TRUNCATED, "of the 2.000 s"),
         ("cut_half.webm", P.TRUNCATED, "of the 1.000 s"),
         ("corrupt_middle.mp4", P.CORRUPT, "does not decode"),
     ],

@@ -33,7 +33,7 @@ EMPTY_FILE = "empty_file"  # zero bytes
 NOT_A_VIDEO = "not_a_video"  # no known container signature and FFmpeg cannot open it
 NO_VIDEO_STREAM = "no_video_stream"  # a media file without a video stream (audio only, cover art only)
 CORRUPT = "corrupt"  # container readable but the video data does not decode
-TRUNCATED = "truncated"  # the file ends early: MP4 index (moov) missing, a box cut short, fewer packets than declared
+TRUNCATED = "truncated"  # the content ends early: MP4 index (moov) missing, a box cut short, stream time short of the declared duration
 TOO_SHORT = "too_short"  # shorter than ProbeConfig.min_duration_s
 UNSUPPORTED_CODEC = "unsupported_codec"  # no decoder for the video codec in this FFmpeg build
 ZERO_DIMENSIONS = "zero_dimensions"  # the video stream declares a width or height of 0
@@ -64,9 +64,8 @@ class ProbeConfig:
     # Off: only the preflight frames are decoded (a corrupt middle then surfaces in scene detection instead) and
     # num_frames is the demuxed packet count.
     full_decode: bool = True
-    # For containers that declare no frame count (WebM, MPEG-TS): a video stream that ends more than this share
-    # before the declared duration is truncated. Applied only when the video is the file's only stream (the
-    # container's duration is then the video's).
+    # A video stream whose packets end more than this share before the duration its header declares is truncated
+    # (the container's duration stands in only when the video is the file's only stream).
     truncation_tolerance: float = 0.1
 
 
@@ -258,17 +257,15 @@ def _probe_av(path: str, size: int, family: str | None, config: ProbeConfig) -> 
         num_frames = scan.frames_decoded if scan.decoded_all else scan.packets
         probe = result(num_frames, span)
 
+        # Truncated means the content ends early: the stream's time (up to the end of its last packet, empty
+        # "repeat the previous frame" chunks and edit-list-dropped packets included) against the duration the
+        # header declares. Not a count of coded frames against the index: an AVI index may declare 444 entries of
+        # which 376 are empty repeats of the frame before, and plays to its end.
         short = None
-        if header_frames > 0 and scan.packets + scan.discarded < header_frames:
-            short = f"the stream ends after {scan.packets} of the {header_frames} frames its header declares"
-        elif header_frames == 0:  # no frame count declared (Matroska/WebM, MPEG-TS): compare durations instead
-            declared = _declared_duration(container, stream)
-            if (
-                declared is not None
-                and len(container.streams) == 1
-                and span < declared * (1.0 - config.truncation_tolerance)
-            ):
-                short = f"the stream ends at {span:.3f} s of the {declared:.3f} s its header declares"
+        declared = _declared_duration(container, stream, only_stream=len(container.streams) == 1)
+        played = scan.content_s()
+        if declared is not None and declared > 0 and played < declared * (1.0 - config.truncation_tolerance):
+            short = f"the stream ends at {played:.3f} s of the {declared:.3f} s its header declares"
 
         if scan.error is not None:
             return _classify_failure(path, size, family, scan.error, probe, short)
@@ -283,10 +280,12 @@ def _probe_av(path: str, size: int, family: str | None, config: ProbeConfig) -> 
         return ProbeOutcome(probe=probe, reject_reason=None, detail=None)
 
 
-def _declared_duration(container: Any, stream: Any) -> float | None:
+def _declared_duration(container: Any, stream: Any, *, only_stream: bool = True) -> float | None:
+    """The video stream's declared duration; the container's only when the video is its only stream (else the
+    container's may be an audio track's)."""
     if stream.duration is not None and stream.time_base is not None:
         return float(stream.duration * stream.time_base)
-    if container.duration is not None:
+    if only_stream and container.duration is not None:
         return container.duration / 1_000_000
     return None
 
@@ -302,8 +301,27 @@ class _Scan:
     starts: list = field(default_factory=list)  # presentation time of each packet (stream time_base units)
     ends: list = field(default_factory=list)  # its end (start + duration) when the container stores a duration
     time_base: Fraction = Fraction(1, 1)
+    # Stream time the demuxed packets cover, every packet with a timestamp counted (empty repeat chunks and
+    # edit-list-dropped packets too): the first start and the last end (start + duration, or start).
+    first_ts: int | None = None
+    last_end: int | None = None
     error: str | None = None
     orientation: Any = None  # Orientation of the first decoded frame (its display matrix), None before any frame
+
+    def covered(self, packet: Any) -> None:
+        ts = packet.pts if packet.pts is not None else packet.dts
+        if ts is None:
+            return  # the demuxer's end-of-stream flush packet
+        end = int(ts) + int(packet.duration or 0)
+        self.first_ts = int(ts) if self.first_ts is None else min(self.first_ts, int(ts))
+        self.last_end = end if self.last_end is None else max(self.last_end, end)
+
+    def content_s(self) -> float:
+        """Seconds of stream time the packets cover (0 without timestamps): what a player plays to."""
+        if self.first_ts is None or self.last_end is None:
+            return 0.0
+        covered = float((self.last_end - self.first_ts) * self.time_base)
+        return max(covered, self.span_s())
 
     def span_s(self) -> float:
         """First frame start to last frame end. The last frame's duration, when the container stores none
@@ -343,10 +361,16 @@ def _scan_stream(container: Any, stream: Any, config: ProbeConfig) -> _Scan:
         pass
     try:
         for packet in container.demux(stream):
-            if packet.size == 0:  # the demuxer's end-of-stream flush packet
+            scan.covered(packet)
+            if packet.size == 0:  # an empty chunk (AVI: repeat the previous frame) or the end-of-stream flush
                 continue
             if packet.is_discard:  # dropped by an edit list: never shown, never numbered
                 scan.discarded += 1
+                if decoding:  # but decoded: the shown frames after it may refer to it (a cut at a non-keyframe)
+                    try:
+                        _count(scan, packet.decode())  # FFmpeg's decoder returns no frame for it
+                    except Exception:  # noqa: BLE001 - a broken dropped packet shows up in the frames that need it
+                        pass
                 continue
             scan.packets += 1
             ts = packet.pts if packet.pts is not None else packet.dts
@@ -418,6 +442,9 @@ def raw_video_row(
         "status": "ok" if outcome.reject_reason is None else "rejected",
         "reject_reason": outcome.reject_reason,
         "reject_detail": outcome.detail if outcome.reject_reason else None,
+        # A rejection the probe (or the listing) gives is the file's own: probing it again gives the same answer.
+        # Errors that can heal (the store's outage) raise, and the unit runner classes them.
+        "failure_class": "permanent" if outcome.reject_reason else None,
     }
 
 

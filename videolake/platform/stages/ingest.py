@@ -17,8 +17,7 @@ from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
     INGEST_ERROR, STATUS_REJECTED, StageRun, _config_dict, run_stage,
 )
-from videolake.platform.failures import PERMANENT
-from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
+from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +174,6 @@ def _ingest_payload(payload: dict, *, store: ObjectStore, probe_config: Any) -> 
     obj = ObjectInfo(**{k: v for k, v in payload.items() if k in ObjectInfo.__dataclass_fields__})
     row = ingest_one(obj, store=store, probe_config=probe_config)
     row.setdefault("duplicate_uris", [])
-    # A rejection ingest_one returns is the file's own (unreadable, truncated, not a video ...): probing it again
-    # gives the same answer. Errors that can heal (the store's outage) raise, and UnitTask classes them.
-    row[FAILURE_CLASS] = PERMANENT if row["status"] == STATUS_REJECTED else None
     row["ingested_at"] = dt.datetime.now(dt.timezone.utc)
     return [row]
 
