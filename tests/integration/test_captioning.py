@@ -303,3 +303,17 @@ def test_clip_rows_missing_columns_are_rejected(clip_partition):
     dup = pa.concat_tables([clip_partition.slice(0, 1), clip_partition.slice(0, 1)])
     with pytest.raises(ValueError, match="unique"):
         caption_clips(dup, CaptionerConfig(model="/unused"))
+
+
+@pytest.mark.slow
+def test_min_tokens_keeps_the_tiny_model_from_stopping_at_once(ray_local, tiny_model_dir, clip_partition, clip_ids):
+    """The test model's policy (min_tokens 8) through the whole stage, on a batch where every clip decodes: every
+    row ok with at least 8 tokens, failure_class null (a batch without one failure still commits)."""
+    config = _config(tiny_model_dir, sampling=SamplingConfig(temperature=0.7, top_p=0.95, max_tokens=16,
+                                                             min_tokens=8))
+    good = clip_partition.filter(pa.array([c in clip_ids["good"] for c in clip_partition.column("clip_id").to_pylist()]))
+    table, _ = caption_clips(good, config)
+    rows = table.to_pylist()
+    assert [r["clip_id"] for r in rows] == clip_ids["good"]
+    assert [(r["status"], r["failure_class"]) for r in rows] == [("ok", None)] * len(clip_ids["good"])
+    assert all(r["output_tokens"] >= 8 and r["caption"].strip() for r in rows)

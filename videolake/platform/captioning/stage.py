@@ -194,7 +194,8 @@ class CaptionWriterActor:
         self._ledger()
         days = np.asarray(batch["day"], dtype=object)
         rows = self.backend(batch)
-        out = pa.table({k: pa.array(v) for k, v in rows.items()})
+        # failure_class is all None in a batch without failures: typed, so pieces always concatenate and compare
+        out = pa.table({k: pa.array(v, pa.string() if k == "failure_class" else None) for k, v in rows.items()})
         summaries = []
         for day in sorted(set(days.tolist())):
             mask = pa.array(days == day)
@@ -260,6 +261,8 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         rows = rows.filter(pc.is_in(rows.column("clip_id"), value_set=wanted_ids))
         # A clip in two pieces (two attempts raced on it, or a transient failure captioned again): keep its
         # earliest row that is no transient failure, else its latest transient one; deterministically.
+        rows = rows.set_column(rows.column_names.index("failure_class"), "failure_class",
+                               rows.column("failure_class").cast(pa.string()))
         late_first = pc.if_else(pc.equal(pc.fill_null(rows.column("failure_class"), ""), TRANSIENT),
                                 pc.negate(rows.column("batch_finished_at")), rows.column("batch_finished_at"))
         rows = rows.append_column("_transient", pc.fill_null(pc.equal(rows.column("failure_class"), TRANSIENT), False))
