@@ -70,3 +70,18 @@ class FilteredClipsConfig(dg.Config):
         scorers = (*DEFAULT_SCORERS, *(s for s in self.extra_scorers if s not in DEFAULT_SCORERS))
         return QualityConfig(**self.thresholds, scorers=scorers,
                              scorer_params={k: dict(v) for k, v in self.scorer_params.items()})
+
+
+class TrainingShardsConfig(dg.Config):
+    max_short_side: int = Field(default=720, description="Largest short side of a sample's mp4 in pixels; a clip "
+                                "is scaled down to it, never up.")
+    crf: int = Field(default=23, description="x264 constant rate factor of the samples (lower: better, bigger).")
+    preset: str = Field(default="veryfast", description="x264 speed preset of the samples.")
+    max_shard_samples: int = Field(default=1000, description="Most samples in one tar shard.")
+    max_shard_bytes: int = Field(default=1 << 30, description="Most bytes in one tar shard.")
+
+    def to_engine(self):
+        from videolake.platform.shards.config import ShardConfig
+
+        return ShardConfig(max_short_side=self.max_short_side, crf=self.crf, preset=self.preset,
+                           max_shard_samples=self.max_shard_samples, max_shard_bytes=self.max_shard_bytes)

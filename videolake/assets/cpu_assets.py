@@ -1,4 +1,4 @@
-"""The CPU assets: raw_videos -> scene_clips -> filtered_clips. Thin: run the engine's stage, report what it did.
+"""The CPU assets: raw_videos -> scene_clips -> filtered_clips, and training_shards after clip_captions. Thin: run the engine's stage, report what it did.
 
 Each stage streams its units through Ray Data into checkpoints and commits them in one Delta transaction
 (videolake.platform.units); the step never holds the rows. Backfill policy: single_run for each. The work inside a
@@ -10,7 +10,7 @@ one per day, and the commit covers exactly the run's partitions.
 import dagster as dg
 from dagster_ray import RayResource
 
-from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig
+from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, SceneClipsConfig, TrainingShardsConfig
 from videolake.assets.guard import step_guard
 from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
@@ -18,7 +18,9 @@ from videolake.assets.partitions import DEFAULT_PARTITIONS, partition_keys, with
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, table_spec, upstream_of
+from videolake.platform.schemas import (
+    FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, TRAINING_SHARDS, table_spec, upstream_of,
+)
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
 
@@ -141,9 +143,32 @@ def filtered_clips(
         lk, object_store.get_store(), rng, config.to_engine(), progress=progress))
 
 
-CPU_ASSETS = (raw_videos, scene_clips, filtered_clips)
+@dg.asset(
+    **COMMON,
+    deps=upstream_of("training_shards"),
+    code_version="training_shards-1",
+    description="The day's training set: one WebDataset sample (mp4 + json + txt, key = clip_id) per passed clip "
+    "with an ok caption, packed into tar shards per bucket (resolution / aspect ratio / length) under shards/; one "
+    "row per sample with its shard, sha256 and size.",
+    metadata={"dagster/column_schema": column_schema(TRAINING_SHARDS)},
+)
+@step_guard
+def training_shards(
+    context: dg.AssetExecutionContext,
+    config: TrainingShardsConfig,
+    object_store: ObjectStoreResource,
+    lake: LakeResource,
+    ray_cluster: RayResource,
+) -> dg.MaterializeResult:
+    from videolake.platform.stages.shard import shard_partitions
+
+    return run_cpu_stage(context, "training_shards", "sharded", lake, ray_cluster, lambda lk, rng, progress:
+                         shard_partitions(lk, object_store.get_store(), rng, config.to_engine(), progress=progress))
+
+
+CPU_ASSETS = (raw_videos, scene_clips, filtered_clips, training_shards)
 
 
 def build_cpu_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    """The three CPU assets over ``partitions_def`` (the code location's, read when it loads)."""
+    """The CPU assets over ``partitions_def`` (the code location's, read when it loads)."""
     return [with_partitions(a, partitions_def) for a in CPU_ASSETS]

@@ -103,10 +103,11 @@ class Total(ColumnFigure):
 
 @dataclass(frozen=True)
 class Distinct(ColumnFigure):
-    """Distinct values of a column in a day. Days are added up when merged: each value (a video) belongs to one."""
+    """Distinct non-null values of a column in a day. Days are added up when merged: each value (a video, a shard)
+    belongs to one."""
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
-        return len(set(rows.column(self.column).to_pylist()))
+        return len(set(rows.column(self.column).to_pylist()) - {None})
 
 
 @dataclass(frozen=True)

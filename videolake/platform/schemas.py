@@ -1,4 +1,4 @@
-"""Schemas of the four Delta tables: the contract between engine, assets, checks and users.
+"""Schemas of the five Delta tables: the contract between engine, assets, checks and users.
 
 Every table carries ``partition_date`` (the Dagster daily partition key) and is partitioned by it.
 Ids are deterministic: the same input bytes and parameters give the same ids, so re-runs replace rows, never add.
@@ -136,6 +136,32 @@ CLIP_CAPTIONS = pa.schema(
     ]
 )
 
+TRAINING_SHARDS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the sample's clip (clip_captions.clip_id); also the sample's WebDataset __key__"}),
+        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}),
+        pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object of the source video (raw_videos.source_uri)"}),
+        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok (the sample is in shard_uri) | failed (the clip could not be encoded: error)"}),
+        pa.field("error", pa.string(), metadata={"description": "why the clip could not be encoded; null when ok"}),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether encoding again can succeed; null when ok"}),
+        pa.field("bucket", pa.string(), metadata={"description": "resolution_<R>/aspect_<W>_<H>/frames_<LO>_<HI>: the shard folder of the sample (README, Training shards)"}),
+        pa.field("shard_uri", pa.string(), metadata={"description": "the tar shard holding the sample (object store, under shards/); null when failed"}),
+        pa.field("shard_sha256", pa.string(), metadata={"description": "sha256 of the whole shard file (hex)"}),
+        pa.field("shard_samples", pa.int64(), metadata={"description": "samples in the shard"}),
+        pa.field("shard_bytes", pa.int64(), metadata={"description": "size of the shard file in bytes"}),
+        pa.field("sample_offset", pa.int64(), metadata={"description": "byte offset of the sample's first tar member in its shard (a ranged read fetches one sample)"}),
+        pa.field("sample_bytes", pa.int64(), metadata={"description": "bytes of the sample's tar members (json, mp4, txt) in the shard"}),
+        pa.field("sample_sha256", pa.string(), metadata={"description": "sha256 of the sample's tar members (hex)"}),
+        pa.field("num_frames", pa.int64(), metadata={"description": "frames of the sample's mp4: end_frame - start_frame of the clip"}),
+        pa.field("width", pa.int32(), metadata={"description": "width of the encoded mp4 (upright, scaled to max_short_side), pixels"}),
+        pa.field("height", pa.int32(), metadata={"description": "height of the encoded mp4, pixels"}),
+        pa.field("fps", pa.float64(), metadata={"description": "frame rate of the mp4 (the source's average rate)"}),
+        pa.field("duration_s", pa.float64(), metadata={"description": "num_frames / fps, seconds"}),
+        pa.field("caption_chars", pa.int32(), metadata={"description": "length of the sample's caption in characters"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+    ]
+)
+
 @dataclass(frozen=True)
 class TableSpec:
     """One table of the lake, in one place: everything that iterates the tables reads ``TABLE_SPECS``.
@@ -246,6 +272,26 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
                  fig.Count("captions_failed", "status", equals="failed"), fig.Rate("failure_rate", "captions_failed"),
                  fig.Reasons("failures_by_reason", "error", whole=True)),
         plotted=(fig.ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
+    ),
+    TableSpec(
+        "training_shards", TRAINING_SHARDS, key="clip_id", upstream="clip_captions",
+        lineage={
+            "clip_id": (("clip_captions", "clip_id"),),
+            "video_id": (("clip_captions", "video_id"),),
+            "source_uri": (("clip_captions", "source_uri"),),
+            "caption_chars": (("clip_captions", "caption"),),
+            "num_frames": _SCENE_RANGE,
+            "fps": (("raw_videos", "fps"),),
+            "shard_uri": (("clip_captions", "caption"), *_SCENE_RANGE, ("raw_videos", "source_uri")),
+            PARTITION_COLUMN: (("clip_captions", PARTITION_COLUMN),),
+        },
+        preview=("clip_id", "bucket", "shard_uri", "num_frames", "width", "height", "status"),
+        figures=(fig.RowCount(), fig.Remainder("samples", of="samples_failed"),
+                 fig.Count("samples_failed", "status", equals="failed"), fig.Distinct("shards", "shard_uri"),
+                 fig.Reasons("samples_by_bucket", "bucket"), fig.Total("sample_bytes", "sample_bytes"),
+                 fig.Total("frames", "num_frames"), fig.Total("seconds_of_video", "duration_s")),
+        plotted=(fig.ROW_COUNT, "samples_failed", "shards", "samples_per_s"),
+        throughput=("samples_per_s", fig.ROW_COUNT),
     ),
 )
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)

@@ -30,6 +30,7 @@ from videolake.platform.gates.config import (
     GateSettings,
     RawVideosGates,
     SceneClipsGates,
+    TrainingShardsGates,
     config_from_dict,
     config_to_dict,
     gate_names,
@@ -60,8 +61,12 @@ def run_gates(
     tbl: pa.Table,
     context_tables: Mapping[str, pa.Table] | None = None,
     config: GateConfig | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> list[GateResult]:
-    """Evaluate every gate of ``table_name`` on ``tbl`` (one partition) and return one GateResult per gate."""
+    """Evaluate every gate of ``table_name`` on ``tbl`` (one partition) and return one GateResult per gate.
+
+    A gate module with an ``evidence(tbl, cfg, storage_options)`` function (training_shards: the shards' bytes)
+    gathers what its gates judge beyond the rows first; ``storage_options`` reach S3 objects (the lake's)."""
     from videolake.platform.gates.gx_runner import evaluate_gates
     from videolake.platform.lake import conform
     from videolake.platform.schemas import PARTITION_COLUMN, TABLES
@@ -84,7 +89,11 @@ def run_gates(
             f"run_gates checks one partition at a time; {table_name} and its context span {sorted(str(p) for p in partitions)}"
         )
     table_cfg = config.for_table(table_name)
-    gates, frames = importlib.import_module(module_name).build(tbl, ctx, table_cfg)
+    module = importlib.import_module(module_name)
+    found = {}
+    if hasattr(module, "evidence"):
+        found["found"] = module.evidence(tbl, table_cfg, dict(storage_options or {}))
+    gates, frames = module.build(tbl, ctx, table_cfg, **found)
     names = [g.name for g in gates]
     if tuple(names) != gate_names(table_name):  # the config's gate list and the builders must agree
         raise RuntimeError(f"{table_name}: built gates {names} != configured {list(gate_names(table_name))}")
@@ -107,7 +116,7 @@ def check_partition(lake: "Lake", table_name: str, partition_key: str, config: G
     rng = PartitionRange.of([partition_key])
     tbl = lake.read_partitions(table_name, rng)
     ctx = {t: lake.read_partitions(t, rng) for t in context_tables(table_name)}
-    return run_gates(table_name, tbl, ctx, config)
+    return run_gates(table_name, tbl, ctx, config, storage_options=lake.storage_options)
 
 
 __all__ = [
@@ -124,6 +133,7 @@ __all__ = [
     "GateSettings",
     "RawVideosGates",
     "SceneClipsGates",
+    "TrainingShardsGates",
     "config_from_dict",
     "config_to_dict",
     "context_tables",

@@ -159,13 +159,31 @@ class ClipCaptionsGates(_TableGates):
 
 
 @dataclass(frozen=True)
+class TrainingShardsGates(_TableGates):
+    GATES: ClassVar[tuple[str, ...]] = (
+        "one_sample_per_eligible_clip",
+        "shards_match_table",
+        "mp4_frame_counts",
+        "failure_rate",
+    )
+    # The mp4_frame_counts gate decodes every sample of this many shards of the day (the first by sha256: a
+    # deterministic, content-independent sample); 0 decodes every shard. Tests decode all; a large day samples.
+    decode_shards: int = 0
+    # Why 0.05: a clip that captioned (its frames decoded) and then does not encode means a broken encoder or
+    # storage, not one odd input.
+    max_failure_rate: float = 0.05  # share of failed rows that fails the failure_rate gate when exceeded
+    min_rows_for_rate: int = 5  # below this many rows the failure_rate gate passes with a note
+
+
+@dataclass(frozen=True)
 class GateConfig:
-    """Thresholds and gate settings of all four tables."""
+    """Thresholds and gate settings of every table."""
 
     raw_videos: RawVideosGates = field(default_factory=RawVideosGates)  # gates of the probe table
     scene_clips: SceneClipsGates = field(default_factory=SceneClipsGates)  # gates of the scene split
     filtered_clips: FilteredClipsGates = field(default_factory=FilteredClipsGates)  # gates of the quality scores
     clip_captions: ClipCaptionsGates = field(default_factory=ClipCaptionsGates)  # gates of the captions
+    training_shards: TrainingShardsGates = field(default_factory=TrainingShardsGates)  # gates of the shards
 
     def for_table(self, table: str) -> _TableGates:
         if table not in TABLE_CONFIGS:
@@ -178,6 +196,7 @@ TABLE_CONFIGS: dict[str, type[_TableGates]] = {
     "scene_clips": SceneClipsGates,
     "filtered_clips": FilteredClipsGates,
     "clip_captions": ClipCaptionsGates,
+    "training_shards": TrainingShardsGates,
 }
 
 # For runs whose captioner is a random-weight test model (random text): caption content gates only warn.
@@ -226,6 +245,12 @@ GATE_DOCS: dict[str, dict[str, str]] = {
         "no_repetition": "no ok caption's repetition_score exceeds max_repetition (a looping token or phrase).",
         "no_refusal": "no ok caption matches the refusal_patterns (assistant boilerplate).",
         "provenance_set": "every row names a non-empty model and prompt_version.",
+        "failure_rate": "share of failed rows <= max_failure_rate (not enforced below min_rows_for_rate rows).",
+    },
+    "training_shards": {
+        "one_sample_per_eligible_clip": "exactly one row per ok caption of clip_captions (a passed clip), no others.",
+        "shards_match_table": "every shard exists, and its sha256 and sample keys match the table's rows.",
+        "mp4_frame_counts": "every mp4 of the checked shards (decode_shards; 0: all) decodes to num_frames frames.",
         "failure_rate": "share of failed rows <= max_failure_rate (not enforced below min_rows_for_rate rows).",
     },
 }

@@ -89,6 +89,10 @@ class ObjectStore(ABC):
     def key_from_uri(self, uri: str) -> str:
         """Inverse of ``uri``; raises ValueError for a URI outside this store."""
 
+    def delete(self, key: str) -> None:
+        """Remove one object (a missing one is fine): cleanup of objects the lake no longer names."""
+        raise NotImplementedError(f"{type(self).__name__} cannot delete objects")
+
     def local_path(self, key: str) -> str | None:
         """A local filesystem path for the object when the store is local, else None (callers then download)."""
         return None

@@ -14,6 +14,7 @@ URIs are ``Path.as_uri()`` (RFC 8089: percent-encoded, so spaces, '%', '#' and n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -188,6 +189,12 @@ class LocalObjectStore(ObjectStore):
         tmp = f"{path}.tmp-{os.getpid()}"
         shutil.copyfile(src, tmp)
         os.replace(tmp, path)
+
+    def delete(self, key: str) -> None:
+        """Remove one file (missing is fine); never a folder, never outside the root."""
+        path = self._path(key)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

@@ -424,7 +424,7 @@ class S3ObjectStore(ObjectStore):
         return self._call(f"check {self.uri(key)}", run)
 
     def delete(self, key: str) -> None:
-        """Remove one object (missing is fine). Not part of the ObjectStore contract; used by maintenance and tests."""
+        """Remove one object (missing is fine)."""
         full = self._full_key(key)
         self._call(f"delete {self.uri(key)}", lambda: self._client().delete_object(Bucket=self.bucket, Key=full))
 

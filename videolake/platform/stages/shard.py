@@ -1,0 +1,295 @@
+"""The shard stage (training_shards): every passed clip with an ok caption becomes one WebDataset sample, and a
+day's samples are packed into tar shards per bucket.
+
+    units    (Ray Data, one per video)  encode each eligible clip of the video (shards.encode), write its sample
+                                        (json + mp4 + txt tar members) as a fragment object, checkpoint its rows
+    finalize (one Ray task per day)     sort the day's samples by (bucket, clip_id), cut them into shards of at most
+                                        max_shard_samples / max_shard_bytes, pack each shard (a Ray task each:
+                                        the fragments concatenated, no re-encode) and fill the rows' shard columns
+    commit   (the step)                 ONE Delta transaction; then the day's shards that the table no longer names
+                                        and no release references are deleted
+
+A shard's name carries a digest of its samples (clip ids and sample sha256), so a name always means the same
+bytes: a re-run whose samples did not change finds its shards in place and does not write them again (it only
+hashes them), and a re-materialization with other settings writes new names beside the old ones, which a release
+may still reference. Fragments live under ``<prefix>/_samples/<stage version>/``: they are the stage's checkpoint of
+encoded clips (the unit checkpoint names them); cleanup removes those of other versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from functools import partial
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from videolake.platform.lake import PartitionRange
+from videolake.platform.objectstore import ObjectStore
+from videolake.platform.schemas import PARTITION_COLUMN, TRAINING_SHARDS, table_spec
+from videolake.platform.shards.config import ShardConfig
+from videolake.platform.stages.common import StageRun, _config_dict, run_stage
+from videolake.platform.units import PartitionStep, call_each, stage_version, unit_key
+
+log = logging.getLogger(__name__)
+
+TABLE = "training_shards"
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+ENCODE_ERROR = "encode_error"
+SAMPLES_DIR = "_samples"
+SCORE_COLUMNS = ("motion", "sharpness", "brightness", "black_ratio", "frozen_ratio", "text_area")
+
+
+def shard_version(config: ShardConfig) -> str:
+    from videolake.platform.shards.encode import ENCODE_VERSION
+
+    return stage_version("training_shards-1", ENCODE_VERSION, _config_dict(config))
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def eligible_clips(lake: Any, rng: PartitionRange) -> pa.Table:
+    """The clips of the range that become samples: passed in filtered_clips and with an ``ok`` caption, joined with
+    their frame range (scene_clips), frame rate (raw_videos) and scores. One row per clip, sorted by clip_id."""
+    captions = lake.read_partitions("clip_captions", rng, columns=[
+        "clip_id", "video_id", "source_uri", "status", "caption", "model", "model_revision", "prompt_version",
+        PARTITION_COLUMN])
+    captions = captions.filter(pc.equal(captions.column("status"), STATUS_OK)).drop_columns(["status"])
+    filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed", *SCORE_COLUMNS, "scores",
+                                                                    PARTITION_COLUMN])
+    filtered = filtered.filter(pc.equal(filtered.column("passed"), True)).drop_columns(["passed"])
+    # Arrow joins carry no map column: the plugin scores travel as JSON text.
+    filtered = filtered.set_column(filtered.schema.get_field_index("scores"), "scores", pa.array(
+        [json.dumps(dict(s or [])) for s in filtered.column("scores").to_pylist()], pa.string()))
+    clips = lake.read_partitions("scene_clips", rng, columns=["clip_id", "start_frame", "end_frame", PARTITION_COLUMN])
+    videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps", PARTITION_COLUMN])
+    keys = ["clip_id", PARTITION_COLUMN]
+    joined = (captions.join(filtered, keys, join_type="inner").join(clips, keys, join_type="inner")
+              .join(videos, ["video_id", PARTITION_COLUMN], join_type="left outer"))
+    return joined.sort_by("clip_id")
+
+
+def _units(eligible: pa.Table) -> list[dict]:
+    by_video: dict[tuple[str, str], list[dict]] = {}
+    for c in eligible.to_pylist():
+        day = c.pop(PARTITION_COLUMN).isoformat()
+        c["scores"] = json.loads(c["scores"]) if c["scores"] else {}
+        by_video.setdefault((day, c["video_id"]), []).append(c)
+    units = []
+    for (day, vid), cs in sorted(by_video.items()):
+        cs.sort(key=lambda c: c["start_frame"])
+        # The key holds what the samples are made of: a new caption or frame range is a new unit.
+        digest = hashlib.sha256(json.dumps(cs, sort_keys=True, default=str).encode()).hexdigest()
+        units.append({"unit_key": unit_key("shard", vid, digest), "partition_date": day,
+                      "payload": json.dumps({"day": day, "video_id": vid, "clips": cs}, default=str)})
+    # Longest first (frames to encode), as the other stages do.
+    units.sort(key=lambda u: -sum(c["end_frame"] - c["start_frame"] for c in json.loads(u["payload"])["clips"]))
+    return units
+
+
+# ------------------------------------------------------------------------------------------------ units
+
+
+def sample_json(clip: dict, day: str, encoded: Any, fps: float, bucket: str) -> dict:
+    """The ``<clip_id>.json`` member of a sample: the caption and where it came from (README, Training shards)."""
+    scores = {k: clip.get(k) for k in SCORE_COLUMNS}
+    scores.update(clip.get("scores") or {})
+    return {
+        "caption": clip["caption"],
+        "clip_id": clip["clip_id"],
+        "video_id": clip["video_id"],
+        "source_uri": clip["source_uri"],
+        "model": clip["model"],
+        "model_revision": clip["model_revision"],
+        "prompt_version": clip["prompt_version"],
+        "fps": fps,
+        "num_frames": encoded.num_frames,
+        "width": encoded.width,
+        "height": encoded.height,
+        "duration_s": encoded.num_frames / fps,
+        "start_frame": int(clip["start_frame"]),
+        "end_frame": int(clip["end_frame"]),
+        "bucket": bucket,
+        "partition_date": day,
+        "scores": scores,
+    }
+
+
+def fragment_key(config: ShardConfig, version: str, day: str, clip_id: str) -> str:
+    return f"{config.prefix}/{SAMPLES_DIR}/{version}/{PARTITION_COLUMN}={day}/{clip_id}.tar"
+
+
+def _failed_row(clip: dict, error: str, failure: str | None = None) -> dict:
+    return {"clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
+            "status": STATUS_FAILED, "error": error, "failure_class": failure,
+            "num_frames": int(clip["end_frame"]) - int(clip["start_frame"]),
+            "caption_chars": len(clip["caption"] or "")}
+
+
+def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version: str) -> list[dict]:
+    """TRAINING_SHARDS rows (without the shard columns) of one video's eligible clips; each clip's sample is
+    written as a fragment object. A clip that does not encode is a failed row with its reason."""
+    from videolake.platform.failures import PERMANENT, failure_class
+    from videolake.platform.shards.buckets import bucket_of
+    from videolake.platform.shards.encode import encode_clip
+    from videolake.platform.shards.tarfile_det import sample_fragment
+
+    day, clips = payload["day"], payload["clips"]
+    rows = []
+    key = store.key_from_uri(clips[0]["source_uri"])
+    with store.open_local(key) as path:
+        for clip in clips:
+            fps = float(clip.get("fps") or 0.0)
+            try:
+                encoded = encode_clip(path, int(clip["start_frame"]), int(clip["end_frame"]), fps, config)
+            except Exception as exc:  # noqa: BLE001 - a recorded failure row, never a crashed unit
+                cls = failure_class(exc)
+                log.warning("clip %s does not encode (%s): %s", clip["clip_id"], cls, exc)
+                rows.append(_failed_row(clip, f"{ENCODE_ERROR}: {type(exc).__name__}: {exc}",
+                                        cls if cls != PERMANENT else PERMANENT))
+                continue
+            bucket = bucket_of(encoded.width, encoded.height, encoded.num_frames, config)
+            meta = sample_json(clip, day, encoded, fps, bucket)
+            fragment = sample_fragment(clip["clip_id"], {
+                "json": json.dumps(meta, sort_keys=True, ensure_ascii=False).encode(),
+                "mp4": encoded.data,
+                "txt": clip["caption"].encode(),
+            })
+            store.put_bytes(fragment_key(config, version, day, clip["clip_id"]), fragment)
+            rows.append({
+                "clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
+                "status": STATUS_OK, "bucket": bucket, "sample_bytes": len(fragment),
+                "sample_sha256": hashlib.sha256(fragment).hexdigest(), "num_frames": encoded.num_frames,
+                "width": encoded.width, "height": encoded.height, "fps": fps,
+                "duration_s": encoded.num_frames / fps, "caption_chars": len(clip["caption"]),
+            })
+    return rows
+
+
+def _shard_error(payload: dict, error: str) -> list[dict]:
+    return [_failed_row(c, f"{ENCODE_ERROR}: {error}") for c in payload["clips"]]
+
+
+# ------------------------------------------------------------------------------------------------ packing
+
+
+def plan_shards(rows: list[dict], config: ShardConfig, day: str) -> list[dict]:
+    """The shards of one day's ok samples: per bucket, in clip_id order, a new shard whenever the next sample would
+    pass max_shard_samples or max_shard_bytes. Deterministic: the same samples give the same shards and names."""
+    from videolake.platform.shards.tarfile_det import END_OF_ARCHIVE
+
+    by_bucket: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["bucket"], r["clip_id"])):
+        by_bucket.setdefault(r["bucket"], []).append(r)
+    shards = []
+    for bucket, samples in by_bucket.items():
+        groups: list[list[dict]] = [[]]
+        size = len(END_OF_ARCHIVE)
+        for s in samples:
+            full = len(groups[-1]) >= config.max_shard_samples or size + s["sample_bytes"] > config.max_shard_bytes
+            if groups[-1] and full:
+                groups.append([])
+                size = len(END_OF_ARCHIVE)
+            groups[-1].append(s)
+            size += s["sample_bytes"]
+        for idx, group in enumerate(groups):
+            digest = hashlib.sha256("\n".join(f"{s['clip_id']} {s['sample_sha256']}" for s in group).encode())
+            key = f"{config.prefix}/{PARTITION_COLUMN}={day}/{bucket}/shard-{day}-{idx:05d}-{digest.hexdigest()[:10]}.tar"
+            shards.append({"key": key, "bucket": bucket, "clip_ids": [s["clip_id"] for s in group],
+                           "sample_bytes": [s["sample_bytes"] for s in group]})
+    return shards
+
+
+def pack_shard(store: ObjectStore, shard: dict, fragment_keys: list[str]) -> dict:
+    """Write one shard (unless it exists: its name means its bytes) and return its uri, sha256 and size."""
+    from videolake.platform.shards.tarfile_det import write_shard
+
+    key = shard["key"]
+    if not store.exists(key):
+        fd, tmp = tempfile.mkstemp(suffix=".tar", prefix="videolake-shard-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                write_shard((store.get_bytes(k) for k in fragment_keys), out)
+            store.put_if_absent(key, tmp)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+    h = hashlib.sha256()
+    data = store.get_bytes(key)
+    h.update(data)
+    return {"uri": store.uri(key), "sha256": h.hexdigest(), "bytes": len(data)}
+
+
+def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: str) -> pa.Table:
+    """The per-day step at finalize: plan the shards of the day's ok rows, pack them (Ray tasks), fill the rows."""
+    import ray
+
+    from videolake.platform.lake import rows_to_table
+
+    if t.num_rows == 0:
+        return t
+    rows = t.to_pylist()
+    day = rows[0][PARTITION_COLUMN].isoformat()
+    ok = [r for r in rows if r["status"] == STATUS_OK]
+    shards = plan_shards(ok, config, day)
+    calls = [(store, s, [fragment_key(config, version, day, c) for c in s["clip_ids"]]) for s in shards]
+    packed = call_each(pack_shard, calls, on_ray=ray.is_initialized() and len(calls) > 1)
+    where: dict[str, dict] = {}
+    for s, p in zip(shards, packed):
+        offset = 0
+        for cid, size in zip(s["clip_ids"], s["sample_bytes"]):
+            where[cid] = {"shard_uri": p["uri"], "shard_sha256": p["sha256"], "shard_bytes": p["bytes"],
+                          "shard_samples": len(s["clip_ids"]), "sample_offset": offset}
+            offset += size
+    for r in rows:
+        r.update(where.get(r["clip_id"], {}))
+    return rows_to_table(rows, TRAINING_SHARDS)
+
+
+# ------------------------------------------------------------------------------------------------ the stage
+
+
+def shard_partitions(lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig, *,
+                     progress: Callable[[Any], None] | None = None) -> StageRun:
+    """training_shards for the run's partitions (see the module docstring); then the cleanup of unreferenced
+    shards of those days (``remove_stale_shards``)."""
+    version = shard_version(config)
+    units = _units(eligible_clips(lake, partitions))
+    step = PartitionStep(reduce=partial(pack_day, store=store, config=config, version=version),
+                         summarize=table_spec(TABLE).figures_of)
+    run = run_stage(lake, TABLE, version, partitions, units,
+                    partial(shard_one, store=store, config=config, version=version), _shard_error, step, progress)
+    removed = remove_stale_shards(lake, store, partitions, config, version)
+    run.extra.update({"shards_removed": removed})
+    return run
+
+
+def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig,
+                        version: str) -> int:
+    """Delete the shards of the run's days that the committed table does not name and no release references, and
+    the sample fragments of other stage versions of those days. Returns the shards deleted."""
+    from videolake.platform.releases import referenced_shard_uris
+
+    current = set(lake.read_partitions(TABLE, partitions, columns=["shard_uri"]).column("shard_uri").to_pylist())
+    keep = current | referenced_shard_uris(store)
+    removed = 0
+    for d in partitions.days():
+        day = d.isoformat()
+        for obj in store.list(f"{config.prefix}/{PARTITION_COLUMN}={day}/"):
+            if obj.key.endswith(".tar") and store.uri(obj.key) not in keep:
+                store.delete(obj.key)
+                removed += 1
+    samples = f"{config.prefix}/{SAMPLES_DIR}/"
+    for obj in store.list(samples):
+        parts = obj.key[len(samples):].split("/")
+        if len(parts) >= 2 and parts[0] != version and parts[1] in {f"{PARTITION_COLUMN}={d.isoformat()}"
+                                                                     for d in partitions.days()}:
+            store.delete(obj.key)
+    return removed
