@@ -1,4 +1,4 @@
-"""`videolake bench {cpu,scenes,caption,scale,ray}`: ratios against a baseline measured in the same process."""
+"""`videolake bench {cpu,scenes,caption,scale,ray,shards,loader}`: ratios against a baseline measured in the same process."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray"],
+    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader"],
                    help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
                    "decode; caption: stage vs raw vLLM; scale: the caption data path "
                    "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
-                   "Dagster + Ray overhead of an empty day")
+                   "Dagster + Ray overhead of an empty day; shards: the training-shards stage vs FFmpeg transcoding the same "
+                   "clips; loader: decoded frames/s through open_release vs FFmpeg decoding the same mp4 files")
+    p.add_argument("--videos", type=int, default=8, help="shards, loader: synthetic 720p source videos")
     p.add_argument("--seconds", type=int, default=None,
                    help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)")
     p.add_argument("--repeats", type=int, default=2, help="cpu, scenes: measurements per side (best kept)")
@@ -26,6 +28,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "shards":
+        from videolake.benchmarks.shards import bench_shards
+
+        bench_shards(videos=args.videos, seconds=args.seconds or 16)
+        return 0
+    if args.what == "loader":
+        from videolake.benchmarks.loader import bench_loader
+
+        bench_loader(videos=args.videos, seconds=args.seconds or 16)
+        return 0
     if args.what == "cpu":
         from videolake.platform.bench_cpu import bench_cpu, format_rows
 

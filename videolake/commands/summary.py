@@ -41,6 +41,15 @@ def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
         out(f"  captions: {len(okc)} ok, {len(caps) - len(okc)} failed{model}")
         if okc:
             out(f"            e.g. {okc[0]['clip_id'][:20]}…: {okc[0]['caption'][:100]!r}")
+    if "training_shards" in done:
+        samples = rows("training_shards")
+        ok = [r for r in samples if r["status"] == "ok"]
+        shards: dict[str, dict] = {}
+        for r in ok:
+            shards.setdefault(r["shard_uri"], r)
+        out(f"  shards:   {len(shards)} shard(s), {len(ok)} sample(s), {len(samples) - len(ok)} failed")
+        for uri, r in sorted(shards.items()):
+            out(f"            {r['shard_samples']} sample(s), {r['shard_bytes'] / 1e6:.2f} MB  {_local(uri)}")
     missing = [t for t in TABLE_NAMES if t in _tables(defs) and t not in done]
     if missing:
         out(f"  not materialized: {', '.join(missing)}")
@@ -50,6 +59,13 @@ def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
         for e in sorted(evals, key=lambda e: (e.asset_key.to_user_string(), e.check_name)):
             out(f"            {_verdict(e)}  {e.asset_key.to_user_string()}.{e.check_name}")
     out(f"  pipeline time: {elapsed:.1f}s")
+
+
+def _local(uri: str) -> str:
+    """A file:// URI as the path a shell reads (tar -tf PATH); other URIs as they are."""
+    from urllib.parse import unquote
+
+    return unquote(uri[len("file://"):]) if uri.startswith("file://") else uri
 
 
 def _verdict(evaluation) -> str:

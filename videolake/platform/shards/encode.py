@@ -38,48 +38,129 @@ def target_size(width: int, height: int, max_short_side: int) -> tuple[int, int]
     return max(2, w - w % 2), max(2, h - h % 2)
 
 
+class ClipEncoder:
+    """Encodes the frames it is fed (upright, scaled, constant rate) into an MP4; ``finish`` returns the clip."""
+
+    def __init__(self, fps: float, config: ShardConfig, expected: int) -> None:
+        import av
+
+        if not fps or fps <= 0:
+            raise ValueError(f"fps must be positive, got {fps}")
+        self.av, self.config, self.expected = av, config, expected
+        self.rate = Fraction(fps).limit_denominator(1001 * 1000)
+        fd, self.tmp = tempfile.mkstemp(suffix=".mp4", prefix="videolake-sample-")
+        os.close(fd)
+        self.out = av.open(self.tmp, mode="w", format="mp4", options={"movflags": "+faststart", "fflags": "+bitexact"})
+        self.stream = None
+        self.size = (0, 0)
+        self.written = 0
+
+    def feed(self, frame) -> None:
+        orientation = Orientation.from_frame(frame)
+        if not orientation.is_identity:
+            upright = orientation.apply(frame.to_ndarray(format="rgb24"))
+            frame = self.av.VideoFrame.from_ndarray(upright, format="rgb24")
+        if self.stream is None:
+            self.size = target_size(frame.width, frame.height, self.config.max_short_side)
+            self.stream = self.out.add_stream("libx264", rate=self.rate, options={
+                "crf": str(self.config.crf), "preset": self.config.preset, "threads": str(self.config.threads),
+                "flags": "+bitexact"})
+            self.stream.width, self.stream.height = self.size
+            self.stream.pix_fmt = "yuv420p"
+            self.stream.codec_context.time_base = 1 / self.rate
+        f = frame.reformat(width=self.size[0], height=self.size[1], format="yuv420p", interpolation="BICUBIC")
+        f.pts = self.written
+        f.time_base = 1 / self.rate
+        self.out.mux(self.stream.encode(f))
+        self.written += 1
+
+    def finish(self, src_path: str) -> EncodedClip:
+        try:
+            if self.stream is not None:
+                self.out.mux(self.stream.encode(None))
+            self.out.close()
+            if self.written != self.expected:
+                raise ValueError(f"encoded {self.written} of {self.expected} frames of {src_path}")
+            with open(self.tmp, "rb") as fh:
+                return EncodedClip(data=fh.read(), width=self.size[0], height=self.size[1], num_frames=self.written)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        try:
+            self.out.close()
+        except Exception:  # noqa: BLE001 - closing a half-written file that is deleted next
+            pass
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
 def encode_clip(src_path: str, start_frame: int, end_frame: int, fps: float, config: ShardConfig) -> EncodedClip:
     """Encode frames [start_frame, end_frame) of ``src_path`` at a constant ``fps`` (a VFR source at its average
     rate). Raises ValueError when a frame of the range does not decode or the count comes out wrong."""
-    import av
-
-    if not fps or fps <= 0:
-        raise ValueError(f"fps must be positive, got {fps}")
-    rate = Fraction(fps).limit_denominator(1001 * 1000)
-    fd, tmp = tempfile.mkstemp(suffix=".mp4", prefix="videolake-sample-")
-    os.close(fd)
-    written, size = 0, (0, 0)
+    encoder = ClipEncoder(fps, config, end_frame - start_frame)
     try:
-        with av.open(tmp, mode="w", format="mp4",
-                     options={"movflags": "+faststart", "fflags": "+bitexact"}) as out:
-            stream = None
-            for _, frame in iter_frames(src_path, start_frame, end_frame):
-                orientation = Orientation.from_frame(frame)
-                if not orientation.is_identity:
-                    upright = orientation.apply(frame.to_ndarray(format="rgb24"))
-                    frame = av.VideoFrame.from_ndarray(upright, format="rgb24")
-                if stream is None:
-                    size = target_size(frame.width, frame.height, config.max_short_side)
-                    stream = out.add_stream("libx264", rate=rate, options={
-                        "crf": str(config.crf), "preset": config.preset, "threads": str(config.threads),
-                        "flags": "+bitexact"})
-                    stream.width, stream.height = size
-                    stream.pix_fmt = "yuv420p"
-                    stream.codec_context.time_base = 1 / rate
-                f = frame.reformat(width=size[0], height=size[1], format="yuv420p", interpolation="BICUBIC")
-                f.pts = written
-                f.time_base = 1 / rate
-                out.mux(stream.encode(f))
-                written += 1
-            if stream is not None:
-                out.mux(stream.encode(None))
-        if written != end_frame - start_frame:
-            raise ValueError(f"encoded {written} of {end_frame - start_frame} frames of {src_path}")
-        with open(tmp, "rb") as fh:
-            data = fh.read()
-    finally:
-        os.remove(tmp)
-    return EncodedClip(data=data, width=size[0], height=size[1], num_frames=written)
+        for _, frame in iter_frames(src_path, start_frame, end_frame):
+            encoder.feed(frame)
+    except BaseException:
+        encoder.abort()
+        raise
+    return encoder.finish(src_path)
+
+
+# A gap of up to this many frames between two clips is decoded through rather than sought over: a seek lands on the
+# keyframe before the next clip and decodes from there anyway (a GOP is typically 1-10 s).
+MAX_DECODED_GAP = 120
+
+
+def encode_clips(src_path: str, ranges: list[tuple[int, int]], fps: float,
+                 config: ShardConfig) -> list[EncodedClip | Exception]:
+    """``encode_clip`` for each range of one video (sorted, non-overlapping), decoding each run of nearby clips
+    ONCE: FFmpeg's ``-ss`` per clip decodes from the keyframe before each clip, this decodes every frame once
+    (``videolake bench shards`` measures it against FFmpeg). A range that fails is its own exception in the result
+    (after a decode error the rest of its run is encoded clip by clip), never the whole video's."""
+    out: list[EncodedClip | Exception | None] = [None] * len(ranges)
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    runs: list[list[int]] = []
+    for i in order:
+        if runs and ranges[i][0] >= ranges[runs[-1][-1]][1] and ranges[i][0] - ranges[runs[-1][-1]][1] <= MAX_DECODED_GAP:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for run in runs:
+        _encode_run(src_path, [ranges[i] for i in run], fps, config, run, out)
+    return [r if r is not None else ValueError("not encoded") for r in out]
+
+
+def _encode_run(src_path, run_ranges, fps, config, idx, out) -> None:
+    pos, encoder = 0, None
+    try:
+        for n, frame in iter_frames(src_path, run_ranges[0][0], run_ranges[-1][1]):
+            while pos < len(run_ranges) and n >= run_ranges[pos][1]:
+                pos += 1
+            if pos >= len(run_ranges):
+                break
+            start, end = run_ranges[pos]
+            if n < start:
+                continue
+            if encoder is None:
+                encoder = ClipEncoder(fps, config, end - start)
+            encoder.feed(frame)
+            if n == end - 1:
+                out[idx[pos]] = encoder.finish(src_path)
+                encoder, pos = None, pos + 1
+    except Exception:  # noqa: BLE001 - fall back to one clip at a time for what is left of the run
+        if encoder is not None:
+            encoder.abort()
+        for k in range(pos, len(run_ranges)):
+            if out[idx[k]] is None:
+                try:
+                    out[idx[k]] = encode_clip(src_path, *run_ranges[k], fps, config)
+                except Exception as exc:  # noqa: BLE001 - the clip's own failure, recorded by the caller
+                    out[idx[k]] = exc
+        return
+    if encoder is not None:
+        encoder.abort()
 
 
 def count_frames(path: str) -> int:

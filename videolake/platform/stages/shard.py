@@ -134,42 +134,41 @@ def _failed_row(clip: dict, error: str, failure: str | None = None) -> dict:
 
 
 def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version: str) -> list[dict]:
-    """TRAINING_SHARDS rows (without the shard columns) of one video's eligible clips; each clip's sample is
-    written as a fragment object. A clip that does not encode is a failed row with its reason."""
-    from videolake.platform.failures import PERMANENT, failure_class
+    """TRAINING_SHARDS rows (without the shard columns) of one video's eligible clips, the video decoded once for
+    nearby clips (``encode_clips``); each clip's sample is written as a fragment object. A clip that does not encode
+    is a failed row with its reason and failure class."""
+    from videolake.platform.failures import failure_class
     from videolake.platform.shards.buckets import bucket_of
-    from videolake.platform.shards.encode import encode_clip
+    from videolake.platform.shards.encode import encode_clips
     from videolake.platform.shards.tarfile_det import sample_fragment
 
     day, clips = payload["day"], payload["clips"]
     rows = []
     key = store.key_from_uri(clips[0]["source_uri"])
+    fps = float(clips[0].get("fps") or 0.0)
     with store.open_local(key) as path:
-        for clip in clips:
-            fps = float(clip.get("fps") or 0.0)
-            try:
-                encoded = encode_clip(path, int(clip["start_frame"]), int(clip["end_frame"]), fps, config)
-            except Exception as exc:  # noqa: BLE001 - a recorded failure row, never a crashed unit
-                cls = failure_class(exc)
-                log.warning("clip %s does not encode (%s): %s", clip["clip_id"], cls, exc)
-                rows.append(_failed_row(clip, f"{ENCODE_ERROR}: {type(exc).__name__}: {exc}",
-                                        cls if cls != PERMANENT else PERMANENT))
-                continue
-            bucket = bucket_of(encoded.width, encoded.height, encoded.num_frames, config)
-            meta = sample_json(clip, day, encoded, fps, bucket)
-            fragment = sample_fragment(clip["clip_id"], {
-                "json": json.dumps(meta, sort_keys=True, ensure_ascii=False).encode(),
-                "mp4": encoded.data,
-                "txt": clip["caption"].encode(),
-            })
-            store.put_bytes(fragment_key(config, version, day, clip["clip_id"]), fragment)
-            rows.append({
-                "clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
-                "status": STATUS_OK, "bucket": bucket, "sample_bytes": len(fragment),
-                "sample_sha256": hashlib.sha256(fragment).hexdigest(), "num_frames": encoded.num_frames,
-                "width": encoded.width, "height": encoded.height, "fps": fps,
-                "duration_s": encoded.num_frames / fps, "caption_chars": len(clip["caption"]),
-            })
+        results = encode_clips(path, [(int(c["start_frame"]), int(c["end_frame"])) for c in clips], fps, config)
+    for clip, encoded in zip(clips, results):
+        if isinstance(encoded, Exception):
+            cls = failure_class(encoded)
+            log.warning("clip %s does not encode (%s): %s", clip["clip_id"], cls, encoded)
+            rows.append(_failed_row(clip, f"{ENCODE_ERROR}: {type(encoded).__name__}: {encoded}", cls))
+            continue
+        bucket = bucket_of(encoded.width, encoded.height, encoded.num_frames, config)
+        meta = sample_json(clip, day, encoded, fps, bucket)
+        fragment = sample_fragment(clip["clip_id"], {
+            "json": json.dumps(meta, sort_keys=True, ensure_ascii=False).encode(),
+            "mp4": encoded.data,
+            "txt": clip["caption"].encode(),
+        })
+        store.put_bytes(fragment_key(config, version, day, clip["clip_id"]), fragment)
+        rows.append({
+            "clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
+            "status": STATUS_OK, "bucket": bucket, "sample_bytes": len(fragment),
+            "sample_sha256": hashlib.sha256(fragment).hexdigest(), "num_frames": encoded.num_frames,
+            "width": encoded.width, "height": encoded.height, "fps": fps,
+            "duration_s": encoded.num_frames / fps, "caption_chars": len(clip["caption"]),
+        })
     return rows
 
 
@@ -275,7 +274,7 @@ def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRang
                         version: str) -> int:
     """Delete the shards of the run's days that the committed table does not name and no release references, and
     the sample fragments of other stage versions of those days. Returns the shards deleted."""
-    from videolake.platform.releases import referenced_shard_uris
+    from videolake.platform.releases.manifest import referenced_shard_uris
 
     current = set(lake.read_partitions(TABLE, partitions, columns=["shard_uri"]).column("shard_uri").to_pylist())
     keep = current | referenced_shard_uris(store)
