@@ -98,7 +98,7 @@ def test_one_sample_per_ok_caption_with_exact_frames_and_captions(day, first, ff
     seen: dict[str, list[str]] = {}
     for uri in sorted({r["shard_uri"] for r in rows}):
         path = _path(uri)
-        assert "/shards/partition_date=2026-03-01/resolution_240/aspect_4_3/" in str(path)
+        assert "/shards/2026-03-01/resolution_240/aspect_4_3/" in str(path)
         with tarfile.open(path) as tar:
             names = tar.getnames()
             out = path.parent / "x"

@@ -81,7 +81,7 @@ def test_shard_plan_per_bucket_bounded_and_deterministic():
         ("resolution_240", 3), ("resolution_240", 3), ("resolution_240", 1),
         ("resolution_360", 1), ("resolution_360", 1), ("resolution_360", 1)]  # a sample over the cap: alone
     assert plan[0]["clip_ids"] == sorted(plan[0]["clip_ids"])
-    assert plan[0]["key"].startswith("shards/partition_date=2026-03-01/resolution_240/aspect_4_3/frames_0_63/"
+    assert plan[0]["key"].startswith("shards/2026-03-01/resolution_240/aspect_4_3/frames_0_63/"
                                      "shard-2026-03-01-00000-")
     assert plan == plan_shards(rows, cfg, "2026-03-01")
     changed = [dict(r) for r in rows]

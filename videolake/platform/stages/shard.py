@@ -123,7 +123,7 @@ def sample_json(clip: dict, day: str, encoded: Any, fps: float, bucket: str) -> 
 
 
 def fragment_key(config: ShardConfig, version: str, day: str, clip_id: str) -> str:
-    return f"{config.prefix}/{SAMPLES_DIR}/{version}/{PARTITION_COLUMN}={day}/{clip_id}.tar"
+    return f"{config.prefix}/{SAMPLES_DIR}/{version}/{day}/{clip_id}.tar"
 
 
 def _failed_row(clip: dict, error: str, failure: str | None = None) -> dict:
@@ -200,7 +200,8 @@ def plan_shards(rows: list[dict], config: ShardConfig, day: str) -> list[dict]:
             size += s["sample_bytes"]
         for idx, group in enumerate(groups):
             digest = hashlib.sha256("\n".join(f"{s['clip_id']} {s['sample_sha256']}" for s in group).encode())
-            key = f"{config.prefix}/{PARTITION_COLUMN}={day}/{bucket}/shard-{day}-{idx:05d}-{digest.hexdigest()[:10]}.tar"
+            # No '=' or other character a URI escapes: a file:// shard URI is its path (tar -tf, ray.data take it).
+            key = f"{config.prefix}/{day}/{bucket}/shard-{day}-{idx:05d}-{digest.hexdigest()[:10]}.tar"
             shards.append({"key": key, "bucket": bucket, "clip_ids": [s["clip_id"] for s in group],
                            "sample_bytes": [s["sample_bytes"] for s in group]})
     return shards
@@ -281,14 +282,13 @@ def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRang
     removed = 0
     for d in partitions.days():
         day = d.isoformat()
-        for obj in store.list(f"{config.prefix}/{PARTITION_COLUMN}={day}/"):
+        for obj in store.list(f"{config.prefix}/{day}/"):
             if obj.key.endswith(".tar") and store.uri(obj.key) not in keep:
                 store.delete(obj.key)
                 removed += 1
     samples = f"{config.prefix}/{SAMPLES_DIR}/"
     for obj in store.list(samples):
         parts = obj.key[len(samples):].split("/")
-        if len(parts) >= 2 and parts[0] != version and parts[1] in {f"{PARTITION_COLUMN}={d.isoformat()}"
-                                                                     for d in partitions.days()}:
+        if len(parts) >= 2 and parts[0] != version and parts[1] in {d.isoformat() for d in partitions.days()}:
             store.delete(obj.key)
     return removed
