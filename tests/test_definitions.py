@@ -14,20 +14,25 @@ def test_definitions_load_with_the_expected_graph():
     defs = load()
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"raw_videos", "scene_clips", "filtered_clips", "clip_captions"}
+    tables = {"raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards"}
+    assert keys == {*tables, "dataset_release"}
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
     assert parents == {
         "raw_videos": set(),
         "scene_clips": {"raw_videos"},
         "filtered_clips": {"scene_clips"},
         "clip_captions": {"filtered_clips"},
+        "training_shards": {"clip_captions"},
+        "dataset_release": tables,
     }
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
-    assert {a for a, _ in checks} == keys
+    assert {a for a, _ in checks} == tables
     assert ("scene_clips", "clips_ordered_non_overlapping") in checks
     assert defs.resolve_job_def("videolake_daily") is not None
     assert [s.name for s in defs.schedules] == ["videolake_daily_schedule"]
-    assert [s.name for s in defs.sensors] == ["landing_sensor"]
+    assert [s.name for s in defs.sensors] == ["landing_sensor", "release_sync_sensor"]
+    daily = {k.to_user_string() for k in defs.resolve_job_def("videolake_daily").asset_layer.executable_asset_keys}
+    assert daily == tables  # releases are made on purpose, never by the daily job
     captions = next(a for a in defs.assets if a.key.to_user_string() == "clip_captions")
     assert captions.op.pool == "gpu"
 
@@ -51,7 +56,9 @@ def test_settings_are_read_when_dagster_loads_the_location_not_at_import(tmp_pat
             "os.environ.update(VIDEOLAKE_PROFILE='local', VIDEOLAKE_PARTITIONS_START='2025-06-15')\n"
             "defs = d.defs()\n"
             "graph = defs.resolve_asset_graph()\n"
-            "starts = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.get_all_asset_keys()}\n"
+            "starts = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.get_all_asset_keys()\n"
+            "          if k.to_user_string() != 'dataset_release'}\n"  # one partition per release name
+
             "checks = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.asset_check_keys}\n"
             "job = defs.resolve_job_def('videolake_daily').partitions_def.start.date().isoformat()\n"
             "print(sorted(starts), sorted(checks), job, len(graph.asset_check_keys))\n")

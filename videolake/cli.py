@@ -9,8 +9,8 @@ import sys
 
 DESCRIPTION = "videolake: raw video in object storage -> captioned training clips (Dagster, Ray, Delta Lake, vLLM)."
 
-# name -> (module, one-line help). Each module has add_arguments(parser) and run(args) -> int, and imports
-# nothing heavy at module level.
+# name -> (module or module:attribute, one-line help). Each has add_arguments(parser) and run(args) -> int, and
+# imports nothing heavy at module level.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("videolake.commands.demo", "make sample data, materialize a partition through Dagster, print a summary"),
     "synth": ("videolake.commands.synth", "generate synthetic test videos with ground-truth JSON"),
@@ -18,7 +18,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("videolake.commands.bench", "benchmarks: cpu stage vs ffmpeg decode, caption stage vs raw vLLM"),
     "check": ("videolake.commands.check", "re-run the quality gates of a partition against the stored tables"),
     "doctor": ("videolake.commands.doctor", "preflight: ffmpeg, packages, storage, model, Dagster instance, stale runs"),
+    "release": ("videolake.commands.release", "dataset releases of the gated days: create, verify, list"),
+    "vacuum": ("videolake.commands.release:vacuum", "Delta vacuum of every table, keeping the files releases pin"),
 }
+
+
+def _command(spec: str):
+    """The object with add_arguments/run that ``spec`` names: a module, or ``module:attribute``."""
+    module, _, attr = spec.partition(":")
+    mod = importlib.import_module(module)
+    return getattr(mod, attr) if attr else mod
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:
-            importlib.import_module(module).add_arguments(p)
+            _command(module).add_arguments(p)
     args = parser.parse_args(argv)
-    return int(importlib.import_module(COMMANDS[args.command][0]).run(args) or 0)
+    return int(_command(COMMANDS[args.command][0]).run(args) or 0)
 
 
 if __name__ == "__main__":

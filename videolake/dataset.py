@@ -203,7 +203,6 @@ def decode_frames(data: bytes, num_frames: int, total: int | None = None) -> Any
     the clip is shorter). Decodes up to the last sampled frame only and converts only the sampled ones to RGB.
     ``total`` is the clip's frame count (the sample's json ``num_frames``); without it the packets are counted."""
     import av
-    import numpy as np
 
     from videolake.platform.clips import sample_indices
 

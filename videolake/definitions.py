@@ -49,16 +49,20 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     from videolake.assets.landing import build_landing_checks
     from videolake.assets.partitions import daily_partitions
 
+    from videolake.assets.releases import build_release_defs
+
     resources = resources_for(profile_name or profile())
     partitions = daily_partitions()
     assets = [*build_cpu_assets(partitions), build_clip_captions(resources["captioner"], partitions)]
-    checks = build_all_gate_checks(overrides=gate_overrides(resources["captioner"]), partitions_def=partitions)
+    overrides = gate_overrides(resources["captioner"])
+    checks = build_all_gate_checks(overrides=overrides, partitions_def=partitions)
+    release = build_release_defs(overrides=overrides)
     return dg.Definitions(
-        assets=assets,
+        assets=[*assets, *release.assets],
         asset_checks=[*checks, *build_landing_checks(partitions)],
-        jobs=[pipeline_job],
+        jobs=[pipeline_job, *release.jobs],
         schedules=[daily_schedule],
-        sensors=[landing_sensor],
+        sensors=[landing_sensor, *release.sensors],
         resources=resources,
     )
 

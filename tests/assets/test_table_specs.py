@@ -14,7 +14,7 @@ from videolake.platform.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, T
 
 
 def test_every_per_table_mapping_covers_exactly_the_specs():
-    assert TABLE_NAMES == ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
+    assert TABLE_NAMES == ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
     assert list(TABLES) == list(PRIMARY_KEYS) == list(TABLE_NAMES)
     assert GATED_TABLES == TABLE_NAMES
     for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, PLOTTED):

@@ -25,13 +25,15 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"  
 
 pytestmark = pytest.mark.timeout(2700)
 
-ASSETS = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
-EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("filtered_clips", "clip_captions")}
+ASSETS = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
+EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("filtered_clips", "clip_captions"),
+         ("clip_captions", "training_shards")}
 KINDS = {
     "raw_videos": {"delta", "ray"},
     "scene_clips": {"delta", "ray"},
     "filtered_clips": {"delta", "ray"},
     "clip_captions": {"delta", "ray", "vllm"},
+    "training_shards": {"delta", "ray"},
 }
 OWNER = "ml-data"  # owners=["team:ml-data"]: the UI shows the team name
 GROUP = "videolake"
@@ -364,7 +366,7 @@ def gate_backfill(browser, dagster_ui, sample_data, backfill) -> Backfill:
 # ------------------------------------------------------------------------------------------------ tests
 
 
-def test_asset_graph_shows_the_four_assets_and_their_edges(page, dagster_ui):
+def test_asset_graph_shows_the_five_assets_and_their_edges(page, dagster_ui):
     open_ui(page, f"{dagster_ui.url}/asset-groups/{GROUP}")
     for asset in ASSETS:
         page.locator("svg foreignObject").filter(has_text=asset).first.wait_for()
