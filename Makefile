@@ -60,6 +60,8 @@ bench: setup
 	$(VENV)/bin/videolake bench caption --clips 1000
 	$(VENV)/bin/videolake bench scale --rows 200000 --compare-rows 20000
 	$(VENV)/bin/videolake bench ray
+	$(VENV)/bin/videolake bench shards --videos 8 --seconds 16
+	$(VENV)/bin/videolake bench loader --videos 8 --seconds 16
 
 clean:
 	rm -rf $(VENV) .dagster data

@@ -67,11 +67,10 @@ class ClipEncoder:
                 "flags": "+bitexact"})
             self.stream.width, self.stream.height = self.size
             self.stream.pix_fmt = "yuv420p"
-            self.stream.codec_context.time_base = 1 / self.rate
         scaled = frame.reformat(width=self.size[0], height=self.size[1], format="yuv420p", interpolation="BICUBIC")
         # Only the pixels go to the encoder, in a new frame: a decoded frame carries its source's picture type (which
-        # libavcodec hands x264 as an order) and side data, and with them the same clip came out in two sizes
-        # (86,243 and 86,427 bytes) in one process. A fresh frame gives the same bytes every time.
+        # libavcodec hands x264 as an order) and side data. (The codec's time_base is left to PyAV, which sets it
+        # from ``rate``: set again by hand, the same frames came out in 2-4 sizes of one mp4 in 4 tries.)
         f = self.av.VideoFrame.from_ndarray(scaled.to_ndarray(), format="yuv420p")
         f.pts = self.written
         f.time_base = 1 / self.rate
