@@ -181,9 +181,10 @@ def test_a_release_still_verifies_after_its_day_was_rematerialized_with_other_se
     store = day["res"]["object_store"].get_store()
     # The gates of the five tables are tested with releases in tests/unit/test_releases.py; here every day counts
     # as passed, and what is checked is that nothing the release names goes away.
+    current = {r["shard_uri"] for r in day["lake"].read_partitions("training_shards", RNG).to_pylist()}
     release = create_release(day["lake"], store, "r-shards-test", DAY, DAY, gate_verdicts=lambda table, d: [])
     pinned = {s["uri"] for s in release.manifest["shards"]}
-    assert pinned == {r["shard_uri"] for r in first["rows"]}
+    assert pinned == current
     try:
         _materialize(day, {"max_short_side": 120})
         now = {r["shard_uri"] for r in day["lake"].read_partitions("training_shards", RNG).to_pylist()}

@@ -193,6 +193,8 @@ class LocalObjectStore(ObjectStore):
     def delete(self, key: str) -> None:
         """Remove one file (missing is fine); never a folder, never outside the root."""
         path = self._path(key)
+        if path.is_dir():
+            return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 

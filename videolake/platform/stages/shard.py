@@ -283,12 +283,12 @@ def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRang
     for d in partitions.days():
         day = d.isoformat()
         for obj in store.list(f"{config.prefix}/{day}/"):
-            if obj.key.endswith(".tar") and store.uri(obj.key) not in keep:
+            if not obj.is_folder and obj.key.endswith(".tar") and store.uri(obj.key) not in keep:
                 store.delete(obj.key)
                 removed += 1
     samples = f"{config.prefix}/{SAMPLES_DIR}/"
     for obj in store.list(samples):
         parts = obj.key[len(samples):].split("/")
-        if len(parts) >= 2 and parts[0] != version and parts[1] in {d.isoformat() for d in partitions.days()}:
+        if not obj.is_folder and len(parts) >= 3 and parts[0] != version and parts[1] in {d.isoformat() for d in partitions.days()}:
             store.delete(obj.key)
     return removed
