@@ -26,7 +26,7 @@ def _commands() -> list[str]:
 
 def test_help_lists_every_command_and_each_command_has_help():
     commands = _commands()
-    assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor"]
+    assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor", "release", "vacuum"]
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "videolake.cli", name, "--help"], capture_output=True,
                              text=True, cwd=REPO, timeout=120)
@@ -63,7 +63,7 @@ def test_demo_on_a_day_without_landing_data_names_the_step_the_error_and_the_fix
         "      raw_videos ...",
         "      raw_videos FAILED",
         "[3/3] summary",
-        "  not materialized: raw_videos, scene_clips, filtered_clips, clip_captions",
+        "  not materialized: raw_videos, scene_clips, filtered_clips, clip_captions, training_shards",
         "  pipeline time: Ns",
         "",
         f"FAILED at step raw_videos: NoLandingDataError: no landing data for 2026-03-05: the folder "
@@ -104,7 +104,7 @@ def test_demo_whose_gate_fails_names_the_gate_and_reuses_landed_files(tmp_path, 
         "[3/3] summary",
         "  videos:   2 (1 ok, 1 rejected)",
         "            rejected not_a_video: 1",
-        "  not materialized: scene_clips, filtered_clips, clip_captions",
+        "  not materialized: scene_clips, filtered_clips, clip_captions, training_shards",
         "  gates:",
         "            PASS  raw_videos.landing_not_empty",
         "            PASS  raw_videos.probe_fields_valid",
