@@ -171,8 +171,10 @@ def test_other_settings_write_new_shards_and_remove_the_old(day, first):
         assert _metadata(result)["units_computed"] == _metadata(result)["units_total"]
     finally:
         _materialize(day)  # back to the defaults for the other tests of the module
-    again = day["lake"].read_partitions("training_shards", RNG).to_pylist()
-    assert all(_path(r["shard_uri"]).exists() for r in again) and len(again) == len(first["rows"])
+    # Computed again from nothing (the other settings' commit removed these checkpoints and samples): the same
+    # names, so the same bytes.
+    again = {r["shard_uri"] for r in day["lake"].read_partitions("training_shards", RNG).to_pylist()}
+    assert again == old and all(_path(u).exists() for u in old)
 
 
 def test_a_release_still_verifies_after_its_day_was_rematerialized_with_other_settings(day, first):

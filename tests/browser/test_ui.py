@@ -28,6 +28,9 @@ pytestmark = pytest.mark.timeout(2700)
 ASSETS = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
 EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("filtered_clips", "clip_captions"),
          ("clip_captions", "training_shards")}
+# Every table feeds the dataset_release asset (group "releases"), drawn on the group's page as a link node.
+RELEASE_NODE = "dataset_release"
+RELEASE_EDGES = {(asset, RELEASE_NODE) for asset in ASSETS}
 KINDS = {
     "raw_videos": {"delta", "ray"},
     "scene_clips": {"delta", "ray"},
@@ -97,6 +100,13 @@ def open_ui(page, url: str) -> None:
     page.get_by_role("link", name=re.compile(r"\bCatalog$")).first.wait_for()
 
 
+def open_group(page, ui) -> None:
+    """The pipeline's asset graph: the group's own page in its code location (the global lineage shows each group as
+    one collapsed node once there are two: ``videolake`` and ``releases``)."""
+    open_ui(page, f"{ui.url}/locations/{GROUP}/asset-groups/{GROUP}")
+    page.locator("svg foreignObject").filter(has_text="raw_videos").first.wait_for()
+
+
 def asset_page(page, ui, asset: str, view: str | None = None) -> None:
     open_ui(page, f"{ui.url}/assets/{asset}" + (f"?view={view}" if view else ""))
     page.get_by_text(asset, exact=True).first.wait_for()
@@ -128,7 +138,7 @@ def graph_nodes_and_edges(page) -> tuple[dict[str, dict], set[tuple[str, str]]]:
           const paths = [...svg.querySelectorAll('path[marker-end]')].map(p => p.getAttribute('d'));
           return {nodes, paths};
         }""",
-        list(ASSETS),
+        [*ASSETS, RELEASE_NODE],
     )
     nodes = {n["name"]: n for n in data["nodes"]}
     edges = set()
@@ -269,7 +279,7 @@ class Backfill:
 
 def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -> str:
     """Materialize all -> partition selection -> the two sample dates -> preview -> launch; returns the id."""
-    open_ui(page, f"{ui.url}/asset-groups/{GROUP}")
+    open_group(page, ui)
     button(page, "Materialize all", prefix=True).click()
     dialog = page.get_by_role("dialog").filter(has_text="Partition selection")
     dialog.get_by_text(f"Launch runs to materialize {len(ASSETS)} assets").wait_for()
@@ -367,14 +377,14 @@ def gate_backfill(browser, dagster_ui, sample_data, backfill) -> Backfill:
 
 
 def test_asset_graph_shows_the_five_assets_and_their_edges(page, dagster_ui):
-    open_ui(page, f"{dagster_ui.url}/asset-groups/{GROUP}")
+    open_group(page, dagster_ui)
     for asset in ASSETS:
         page.locator("svg foreignObject").filter(has_text=asset).first.wait_for()
     page.locator("svg path[marker-end]").nth(len(EDGES) - 1).wait_for(state="attached")
     shot(page, "01-asset-graph")
     nodes, edges = graph_nodes_and_edges(page)
-    assert set(nodes) == set(ASSETS)
-    assert edges == EDGES
+    assert set(nodes) == {*ASSETS, RELEASE_NODE}
+    assert edges == EDGES | RELEASE_EDGES
     # The graph is a chain left to right in pipeline order.
     xs = [nodes[a]["x"] for a in ASSETS]
     assert xs == sorted(xs) and len(set(xs)) == len(ASSETS)
@@ -575,7 +585,7 @@ def test_gate_backfill_fails_on_raw_videos_gates(gate_backfill, dagster_ui, samp
 
 
 def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_backfill):
-    open_ui(page, f"{dagster_ui.url}/asset-groups/{GROUP}")
+    open_group(page, dagster_ui)
     g, n = len(gate_names("raw_videos")), check_count("raw_videos")
     # every gate but reject_rate passed; the non-blocking landing-day check may pass or warn
     assert graph_check_summary(page, "raw_videos") in {(f"{g - 1} / {n} Passed", "close"), (f"{g} / {n} Passed", "close")}

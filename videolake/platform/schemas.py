@@ -138,13 +138,13 @@ CLIP_CAPTIONS = pa.schema(
 
 TRAINING_SHARDS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the sample's clip (clip_captions.clip_id); also the sample's WebDataset __key__"}),
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the sample's clip (clip_captions.clip_id), also its WebDataset key (`__key__`)"}),
         pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}),
         pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object of the source video (raw_videos.source_uri)"}),
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok (the sample is in shard_uri) | failed (the clip could not be encoded: error)"}),
         pa.field("error", pa.string(), metadata={"description": "why the clip could not be encoded; null when ok"}),
         pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether encoding again can succeed; null when ok"}),
-        pa.field("bucket", pa.string(), metadata={"description": "resolution_<R>/aspect_<W>_<H>/frames_<LO>_<HI>: the shard folder of the sample (README, Training shards)"}),
+        pa.field("bucket", pa.string(), metadata={"description": "the sample's bucket and shard folder, e.g. `resolution_720/aspect_16_9/frames_64_127` (README, Training shards)"}),
         pa.field("shard_uri", pa.string(), metadata={"description": "the tar shard holding the sample (object store, under shards/); null when failed"}),
         pa.field("shard_sha256", pa.string(), metadata={"description": "sha256 of the whole shard file (hex)"}),
         pa.field("shard_samples", pa.int64(), metadata={"description": "samples in the shard"}),

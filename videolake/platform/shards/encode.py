@@ -1,14 +1,16 @@
 """One clip as a training sample's video: frames [start, end) of the source, upright, H.264 in a faststart MP4.
 
 Frame-exact like ``clips.cut_clip`` (the frames are read with ``clips.iter_frames``: one seek, then numbered by the
-frame index), and in addition scaled down to ``max_short_side`` (never up), encoded with a fixed thread count and
-FFmpeg's bitexact flags, so the same clip and settings give the same bytes: the shard built from them keeps its
-name and sha256 across re-runs and machines.
+frame index), and in addition scaled down to ``max_short_side`` (never up), encoded by the ``ffmpeg`` command with a
+fixed thread count and bit-exact muxing, so the same clip and settings give the same bytes: the shard built from them
+keeps its name and sha256 across re-runs.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
@@ -18,7 +20,7 @@ from videolake.platform.orientation import Orientation
 from videolake.platform.shards.config import ShardConfig
 
 # Bump when the recipe changes (it is part of the stage version, so old samples are not reused).
-ENCODE_VERSION = 1
+ENCODE_VERSION = 2  # 2: encoded by the ffmpeg command
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,13 @@ def target_size(width: int, height: int, max_short_side: int) -> tuple[int, int]
 
 
 class ClipEncoder:
-    """Encodes the frames it is fed (upright, scaled, constant rate) into an MP4; ``finish`` returns the clip."""
+    """Encodes the frames it is fed (upright, scaled, constant rate) into an MP4; ``finish`` returns the clip.
+
+    The frames are decoded and scaled here (PyAV: frame-exact, upright) and encoded by the ``ffmpeg`` command's
+    libx264, fed raw yuv420p on a pipe. Why not PyAV's own libx264: the same frames encoded in-process came out in up
+    to five sizes of one mp4 in ten tries (in Ray workers, and in any process that had imported torch), while the
+    ``ffmpeg`` command gave one sha256 every time; a shard's name is a digest of its bytes, so it must be that one.
+    """
 
     def __init__(self, fps: float, config: ShardConfig, expected: int) -> None:
         import av
@@ -50,38 +58,49 @@ class ClipEncoder:
         self.rate = Fraction(fps).limit_denominator(1001 * 1000)
         fd, self.tmp = tempfile.mkstemp(suffix=".mp4", prefix="videolake-sample-")
         os.close(fd)
-        self.out = av.open(self.tmp, mode="w", format="mp4", options={"movflags": "+faststart", "fflags": "+bitexact"})
-        self.stream = None
+        self.log = tempfile.TemporaryFile()
+        self.proc: subprocess.Popen | None = None
         self.size = (0, 0)
         self.written = 0
+
+    def _start(self, width: int, height: int) -> None:
+        ffmpeg = shutil.which("ffmpeg")
+        if ffmpeg is None:
+            raise RuntimeError("ffmpeg is not installed: training shards encode with it (`make setup` installs it)")
+        self.size = target_size(width, height, self.config.max_short_side)
+        self.proc = subprocess.Popen(
+            [ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p",
+             "-s", f"{self.size[0]}x{self.size[1]}", "-framerate", f"{self.rate.numerator}/{self.rate.denominator}",
+             "-i", "pipe:0", "-an", "-c:v", "libx264", "-preset", self.config.preset, "-crf", str(self.config.crf),
+             "-threads", str(self.config.threads), "-pix_fmt", "yuv420p", "-fflags", "+bitexact",
+             "-movflags", "+faststart", "-f", "mp4", self.tmp],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log)
 
     def feed(self, frame) -> None:
         orientation = Orientation.from_frame(frame)
         if not orientation.is_identity:
             upright = orientation.apply(frame.to_ndarray(format="rgb24"))
             frame = self.av.VideoFrame.from_ndarray(upright, format="rgb24")
-        if self.stream is None:
-            self.size = target_size(frame.width, frame.height, self.config.max_short_side)
-            self.stream = self.out.add_stream("libx264", rate=self.rate, options={
-                "crf": str(self.config.crf), "preset": self.config.preset, "threads": str(self.config.threads),
-                "flags": "+bitexact"})
-            self.stream.width, self.stream.height = self.size
-            self.stream.pix_fmt = "yuv420p"
+        if self.proc is None:
+            self._start(frame.width, frame.height)
         scaled = frame.reformat(width=self.size[0], height=self.size[1], format="yuv420p", interpolation="BICUBIC")
-        # Only the pixels go to the encoder, in a new frame: a decoded frame carries its source's picture type (which
-        # libavcodec hands x264 as an order) and side data. (The codec's time_base is left to PyAV, which sets it
-        # from ``rate``: set again by hand, the same frames came out in 2-4 sizes of one mp4 in 4 tries.)
-        f = self.av.VideoFrame.from_ndarray(scaled.to_ndarray(), format="yuv420p")
-        f.pts = self.written
-        f.time_base = 1 / self.rate
-        self.out.mux(self.stream.encode(f))
+        try:
+            self.proc.stdin.write(scaled.to_ndarray().tobytes())
+        except BrokenPipeError as exc:
+            raise ValueError(f"the encoder stopped: {self._error()}") from exc
         self.written += 1
+
+    def _error(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace").strip()[-500:] or "no message"
 
     def finish(self, src_path: str) -> EncodedClip:
         try:
-            if self.stream is not None:
-                self.out.mux(self.stream.encode(None))
-            self.out.close()
+            if self.proc is None:
+                raise ValueError(f"no frame to encode from {src_path}")
+            self.proc.stdin.close()
+            if self.proc.wait() != 0:
+                raise ValueError(f"ffmpeg could not encode the clip of {src_path}: {self._error()}")
             if self.written != self.expected:
                 raise ValueError(f"encoded {self.written} of {self.expected} frames of {src_path}")
             with open(self.tmp, "rb") as fh:
@@ -90,10 +109,10 @@ class ClipEncoder:
             self.abort()
 
     def abort(self) -> None:
-        try:
-            self.out.close()
-        except Exception:  # noqa: BLE001 - closing a half-written file that is deleted next
-            pass
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
         if os.path.exists(self.tmp):
             os.remove(self.tmp)
 
