@@ -196,3 +196,19 @@ def test_a_release_still_verifies_after_its_day_was_rematerialized_with_other_se
         assert result.ok, result.problems
     finally:
         _materialize(day)
+
+
+def test_a_unit_whose_samples_were_deleted_is_encoded_again(day, first):
+    from videolake.platform.shards.config import ShardConfig
+    from videolake.platform.stages.shard import SAMPLES_DIR, shard_version
+
+    prefix = f"shards/{SAMPLES_DIR}/{shard_version(ShardConfig())}/{DAY}/"
+    store = day["res"]["object_store"].get_store()
+    victim = first["rows"][0]
+    store.delete(f"{prefix}{victim['clip_id']}.tar")
+    _path(victim["shard_uri"]).unlink()  # its shard must be packed again, from every sample of it
+    result = _materialize(day)
+    md = _metadata(result)
+    assert (md["units_computed"], md["units_reused"]) == (1, md["units_total"] - 1)
+    again = {r["clip_id"]: r["shard_uri"] for r in day["lake"].read_partitions("training_shards", RNG).to_pylist()}
+    assert again[victim["clip_id"]] == victim["shard_uri"] and _path(victim["shard_uri"]).exists()

@@ -262,6 +262,7 @@ def shard_partitions(lake: Any, store: ObjectStore, partitions: PartitionRange, 
     shards of those days (``remove_stale_shards``)."""
     version = shard_version(config)
     units = _units(eligible_clips(lake, partitions))
+    recompute_units_without_samples(lake, store, config, version, units)
     step = PartitionStep(reduce=partial(pack_day, store=store, config=config, version=version),
                          summarize=table_spec(TABLE).figures_of)
     run = run_stage(lake, TABLE, version, partitions, units,
@@ -269,6 +270,39 @@ def shard_partitions(lake: Any, store: ObjectStore, partitions: PartitionRange, 
     removed = remove_stale_shards(lake, store, partitions, config, version)
     run.extra.update({"shards_removed": removed})
     return run
+
+
+def recompute_units_without_samples(lake: Any, store: ObjectStore, config: ShardConfig, version: str,
+                                    units: list[dict]) -> int:
+    """Drop the checkpoint of every finished unit whose ok samples are no longer all in the object store (deleted
+    by hand, a lifecycle rule): the unit is then encoded again instead of failing the pack. One listing per day;
+    a unit's checkpoint is read only when one of its samples is missing. Returns the units dropped."""
+    from videolake.platform.units import Checkpoints
+
+    checkpoints = Checkpoints(lake.files(), TABLE, version)
+    by_day: dict[str, list[dict]] = {}
+    for u in units:
+        by_day.setdefault(u["partition_date"], []).append(u)
+    dropped = 0
+    for day, day_units in by_day.items():
+        done = checkpoints.finished_keys(day)
+        if not done:
+            continue
+        prefix = f"{config.prefix}/{SAMPLES_DIR}/{version}/{day}/"
+        have = {o.key[len(prefix):-len(".tar")] for o in store.list(prefix) if not o.is_folder}
+        for u in day_units:
+            if u["unit_key"] not in done:
+                continue
+            clips = {c["clip_id"] for c in json.loads(u["payload"])["clips"]}
+            if clips <= have:
+                continue
+            path = checkpoints.unit_path(day, u["unit_key"])
+            rows = checkpoints.files.read_parquet(path, columns=["clip_id", "status"]).to_pylist()
+            if any(r["status"] == STATUS_OK and r["clip_id"] not in have for r in rows):
+                log.warning("unit %s of %s: samples are missing from %s; encoding it again", u["unit_key"], day, prefix)
+                checkpoints.files.delete(path)
+                dropped += 1
+    return dropped
 
 
 def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig,
