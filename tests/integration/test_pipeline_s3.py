@@ -251,7 +251,7 @@ def _check_cpu_tables(resources, landed: list[Landed], day: str) -> dict[str, li
 
 
 # ------------------------------------------------------------------------------------------------- tests
-def test_one_partition_all_four_assets_on_s3(seaweed, prefix, landed, resources, tiny_model_dir):
+def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, prefix, landed, resources, tiny_model_dir):
     from videolake.assets import cpu_assets
     from videolake.assets.captions import build_clip_captions
     from videolake.assets.checks import build_all_gate_checks
@@ -300,6 +300,28 @@ def test_one_partition_all_four_assets_on_s3(seaweed, prefix, landed, resources,
     mats = {e.asset_key.path[-1]: e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert mats["clip_captions"]["dagster/row_count"].value == len(passed)
     assert str(mats["raw_videos"]["table_uri"].value) == f"s3://{seaweed.bucket}/{prefix}/tables/raw_videos"
+
+    # The training shards are in the bucket; a release of the day (its gates, as this run judged them, passed),
+    # verified and read back through the loader, all over S3.
+    from videolake.dataset import open_release
+    from videolake.platform.gates import load_gate_config
+    from videolake.platform.releases import create_release, gate_verdicts_from_lake, verify_release
+
+    samples = _rows(resources, "training_shards", [DAY1])
+    assert sorted(r["clip_id"] for r in samples) == passed and {r["status"] for r in samples} == {"ok"}
+    assert all(r["shard_uri"].startswith(f"s3://{seaweed.bucket}/{prefix}/shards/{DAY1}/") for r in samples)
+    store, lake = resources["object_store"].get_store(), resources["lake"].get_lake()
+    verdicts = gate_verdicts_from_lake(lake, load_gate_config(None, LENIENT_CAPTION_CONTENT))
+    release = create_release(lake, store, "s3-test", DAY1, DAY1, gate_verdicts=verdicts)
+    assert release.partitions == [DAY1], release.excluded_partitions
+    assert {s["uri"] for s in release.manifest["shards"]} == {r["shard_uri"] for r in samples}
+    assert verify_release(store, "s3-test", storage_options=lake.storage_options).ok
+    ds = open_release(store.uri("releases/s3-test"), num_frames=2, shuffle_seed=None,
+                      storage_options=lake.storage_options)
+    got = {s["__key__"]: s for s in ds}
+    text = {c["clip_id"]: c["caption"] for c in captions}
+    assert sorted(got) == passed
+    assert all(s["frames"].shape[0] == 2 and s["caption"] == text[k] for k, s in got.items())
 
 
 def test_two_partitions_concurrently_into_the_same_tables(seaweed, prefix, landed, resources, tmp_path):
