@@ -20,7 +20,7 @@ from videolake.platform.orientation import Orientation
 from videolake.platform.shards.config import ShardConfig
 
 # Bump when the recipe changes (it is part of the stage version, so old samples are not reused).
-ENCODE_VERSION = 2  # 2: encoded by the ffmpeg command
+ENCODE_VERSION = 3  # 2: encoded by the ffmpeg command; 3: scaled there too
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ def target_size(width: int, height: int, max_short_side: int) -> tuple[int, int]
 class ClipEncoder:
     """Encodes the frames it is fed (upright, scaled, constant rate) into an MP4; ``finish`` returns the clip.
 
-    The frames are decoded and scaled here (PyAV: frame-exact, upright) and encoded by the ``ffmpeg`` command's
-    libx264, fed raw yuv420p on a pipe. Why not PyAV's own libx264: the same frames encoded in-process came out in up
+    The frames are decoded here (PyAV: frame-exact, upright) and scaled and encoded by the ``ffmpeg`` command's
+    swscale and libx264, fed raw yuv420p on a pipe. Why not PyAV's own libx264: the same frames encoded in-process came out in up
     to five sizes of one mp4 in ten tries (in Ray workers, and in any process that had imported torch), while the
     ``ffmpeg`` command gave one sha256 every time; a shard's name is a digest of its bytes, so it must be that one.
     """
@@ -68,10 +68,14 @@ class ClipEncoder:
         if ffmpeg is None:
             raise RuntimeError("ffmpeg is not installed: training shards encode with it (`make setup` installs it)")
         self.size = target_size(width, height, self.config.max_short_side)
+        self.source = (width, height)
+        # Scaled by the encoder process (swscale, bicubic: FFmpeg's default), so decoding here and scaling +
+        # encoding there run side by side.
+        scale = [] if self.size == self.source else ["-vf", f"scale={self.size[0]}:{self.size[1]}:flags=bicubic"]
         self.proc = subprocess.Popen(
             [ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p",
-             "-s", f"{self.size[0]}x{self.size[1]}", "-framerate", f"{self.rate.numerator}/{self.rate.denominator}",
-             "-i", "pipe:0", "-an", "-c:v", "libx264", "-preset", self.config.preset, "-crf", str(self.config.crf),
+             "-s", f"{width}x{height}", "-framerate", f"{self.rate.numerator}/{self.rate.denominator}",
+             "-i", "pipe:0", *scale, "-an", "-c:v", "libx264", "-preset", self.config.preset, "-crf", str(self.config.crf),
              "-threads", str(self.config.threads), "-pix_fmt", "yuv420p", "-fflags", "+bitexact",
              "-movflags", "+faststart", "-f", "mp4", self.tmp],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log)
@@ -83,9 +87,12 @@ class ClipEncoder:
             frame = self.av.VideoFrame.from_ndarray(upright, format="rgb24")
         if self.proc is None:
             self._start(frame.width, frame.height)
-        scaled = frame.reformat(width=self.size[0], height=self.size[1], format="yuv420p", interpolation="BICUBIC")
+        if (frame.width, frame.height) != self.source:
+            raise ValueError(f"the frame size changed within the clip: {frame.width}x{frame.height}, was "
+                             f"{self.source[0]}x{self.source[1]}")
+        raw = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
         try:
-            self.proc.stdin.write(scaled.to_ndarray().tobytes())
+            self.proc.stdin.write(raw.to_ndarray().tobytes())
         except BrokenPipeError as exc:
             raise ValueError(f"the encoder stopped: {self._error()}") from exc
         self.written += 1
