@@ -208,23 +208,25 @@ def plan_shards(rows: list[dict], config: ShardConfig, day: str) -> list[dict]:
 
 
 def pack_shard(store: ObjectStore, shard: dict, fragment_keys: list[str]) -> dict:
-    """Write one shard (unless it exists: its name means its bytes) and return its uri, sha256 and size."""
+    """Write one shard (unless it exists: its name means its bytes) and return its uri, sha256 and size. The shard
+    is hashed from a local file (the one just written, or the store's copy), never held in memory."""
+    from videolake.platform.objectstore.base import sha256_file
     from videolake.platform.shards.tarfile_det import write_shard
 
     key = shard["key"]
-    if not store.exists(key):
-        fd, tmp = tempfile.mkstemp(suffix=".tar", prefix="videolake-shard-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                write_shard((store.get_bytes(k) for k in fragment_keys), out)
-            store.put_if_absent(key, tmp)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-    h = hashlib.sha256()
-    data = store.get_bytes(key)
-    h.update(data)
-    return {"uri": store.uri(key), "sha256": h.hexdigest(), "bytes": len(data)}
+    if store.exists(key):
+        with store.open_local(key, suffix=".tar") as path:
+            return {"uri": store.uri(key), "sha256": sha256_file(path), "bytes": os.path.getsize(path)}
+    fd, tmp = tempfile.mkstemp(suffix=".tar", prefix="videolake-shard-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            size = write_shard((store.get_bytes(k) for k in fragment_keys), out)
+        digest = sha256_file(tmp)
+        store.put_if_absent(key, tmp)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return {"uri": store.uri(key), "sha256": digest, "bytes": size}
 
 
 def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: str) -> pa.Table:
