@@ -164,3 +164,30 @@ def test_a_range_outside_the_video_is_a_clear_error(tmp_path):
     _pattern_video(src)
     with pytest.raises(ValueError, match="outside"):
         encode_clip(str(src), 20, 40, 25.0, CFG)
+
+
+def test_clips_of_one_run_match_clips_encoded_alone_and_a_failure_stays_its_own(ffmpeg, tmp_path, monkeypatch):
+    """encode_clips decodes a run of nearby clips once and lets each clip's encoder flush while the next decodes:
+    the bytes are those of encoding each clip alone; a decode error inside the third clip fails that clip only,
+    also the one still flushing when it struck is delivered."""
+    import videolake.platform.shards.encode as enc
+
+    src = tmp_path / "src.mp4"
+    _pattern_video(src)
+    ranges = [(0, 8), (8, 16), (16, 24)]
+    alone = [encode_clip(str(src), s, e, 25.0, CFG).data for s, e in ranges]
+    assert len(set(alone)) == 3
+    assert [r.data for r in enc.encode_clips(str(src), ranges, 25.0, CFG)] == alone
+
+    real = enc.iter_frames
+
+    def breaks_at_frame_19(path, start, end, *args):
+        for n, frame in real(path, start, end, *args):
+            if n == 19:
+                raise ValueError("frame 19 does not decode")
+            yield n, frame
+
+    monkeypatch.setattr(enc, "iter_frames", breaks_at_frame_19)
+    out = enc.encode_clips(str(src), ranges, 25.0, CFG)
+    assert [o.data for o in out[:2]] == alone[:2]
+    assert isinstance(out[2], ValueError) and "frame 19" in str(out[2])
