@@ -186,15 +186,18 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
                       "partition_date": [dt.date(2026, 1, 5)] * 3})
     assert scene.figures_of(clips) == {"dagster/row_count": 3, "videos": 2, "detect_errors": 1}
     filtered = table_spec("filtered_clips")
-    rows = pa.table({"passed": [True, False, False, True], "reject_reason": [None, "black;blurry", "black", None],
-                     "partition_date": [dt.date(2026, 1, 5)] * 4})
+    rows = pa.table({"passed": [True, False, False, True], "reject_reason": [None, "black;duplicate", "black", None],
+                     "duplicate_group": ["c1", "c1", None, None], "partition_date": [dt.date(2026, 1, 5)] * 4})
     figures = filtered.figures_of(rows)
-    assert list(figures) == ["dagster/row_count", "passed", "rejected", "pass_rate", "rejections_by_reason"]
+    assert list(figures) == ["dagster/row_count", "passed", "rejected", "pass_rate", "rejections_by_reason",
+                             "near_duplicates_in_day", "duplicate_group_sizes"]
     assert figures == {"dagster/row_count": 4, "passed": 2, "rejected": 2, "pass_rate": 0.5,
-                       "rejections_by_reason": {"black": 2, "blurry": 1}}
+                       "rejections_by_reason": {"black": 2, "duplicate": 1}, "near_duplicates_in_day": 1,
+                       "duplicate_group_sizes": {"2": 1}}
     # a caption error is one reason (its text before ':'), even when the message holds a ';'
     captions = table_spec("clip_captions").figures_of(pa.table({
         "status": ["failed", "ok"], "error": ["model error: a; b", None], "partition_date": [dt.date(2026, 1, 5)] * 2}))
     assert captions["failures_by_reason"] == {"model error": 1} and captions["failure_rate"] == 0.5
     assert list(table_spec("raw_videos").figures_of(raw_rows())) == [
-        "dagster/row_count", "videos_ok", "videos_rejected", "reject_rate", "rejections_by_reason", "bytes", "frames"]
+        "dagster/row_count", "videos_ok", "videos_rejected", "reject_rate", "copies_of_earlier_days",
+        "rejections_by_reason", "bytes", "frames"]

@@ -223,6 +223,18 @@ def test_raw_status_valid_fails_on_unknown_status(cfg):
     assert_failed(gates_raw(rows, cfg)["status_valid"], {"invalid_status": 1}, ("v3",))
 
 
+def test_raw_copies_name_their_original(cfg):
+    import datetime as dt
+
+    rows = good_raw_rows()
+    rows[1].update(status="duplicate", duplicate_of_date=dt.date(2026, 1, 1), duplicate_of_uri="file:///a.mp4")  # v2
+    assert gates_raw(rows, cfg)["copies_name_their_original"].passed
+    rows[2].update(status="duplicate", duplicate_of_date=None, duplicate_of_uri="file:///a.mp4")  # v3
+    rows[3].update(status="duplicate")  # v4: names nothing
+    assert_failed(gates_raw(rows, cfg)["copies_name_their_original"], {"copy_without_day": 2, "copy_without_uri": 1},
+                  ("v3", "v4"))
+
+
 def test_raw_probe_fields_valid_fails_on_missing_and_out_of_range(cfg):
     rows = good_raw_rows()
     rows[0]["fps"] = 0.0  # v1

@@ -169,6 +169,20 @@ def test_near_duplicates_across_videos():
     assert (by["c"]["passed"], by["c"]["duplicate_group"]) == (True, None)
 
 
+def test_flat_clips_are_never_near_duplicates():
+    # Black, solid and smooth clips: their middle frames have no structure, so equal dhashes say nothing.
+    stats = {v: _stats(60, luma=luma, sharp=1.5, dhash=0) for v, luma in (("black", 16.0), ("grey", 128.0))}
+    stats["busy"] = _stats(60, dhash=0)  # the same hash with structure: compared as usual
+    stats["busy2"] = _stats(60, dhash=1)
+    out = _score([_clip(v, 0, 60) for v in stats], stats, [_video(v) for v in stats])
+    by = {r["video_id"]: r for r in out}
+    assert by["black"]["dhash"] is None and by["grey"]["dhash"] is None
+    assert by["black"]["duplicate_group"] is None and by["grey"]["duplicate_group"] is None
+    leader = clip_id("busy2", 0, 60)  # the smaller clip_id ("2" sorts before "_")
+    assert by["busy"]["duplicate_group"] == by["busy2"]["duplicate_group"] == leader
+    assert (by["busy2"]["passed"], by["busy"]["reject_reason"]) == (True, "duplicate")
+
+
 def test_duplicate_keeps_the_first_clip_that_passes_otherwise():
     st = _stats(90)
     rows = score_video_clips([_clip("v", 0, 20), _clip("v", 20, 90, 1)], st, _video("v"))
@@ -321,3 +335,17 @@ def test_reading_the_pixels_of_many_clips_opens_their_video_once_per_clip(ffmpeg
         shapes = [read_frames(path, start, start + 25, 25.0, config).frames.shape for start in (0, 25, 50, 75)]
     assert shapes == [(2, 90, 160, 3)] * 4  # the coded size from the index decides the scale: 640x360 -> 160x90
     assert len(opened) == 1 + 4
+
+
+def test_day_figures_count_near_duplicates_and_group_sizes():
+    from videolake.platform.lake import rows_to_table
+    from videolake.platform.schemas import FILTERED_CLIPS, table_spec
+
+    stats = {"a": _stats(60), "b": _stats(60, dhash=BASE_HASH ^ 1), "c": _stats(60, dhash=BASE_HASH ^ 2),
+             "d": _stats(60, dhash=BASE_HASH ^ 0xFFFF0000), "e": _stats(60, dhash=BASE_HASH ^ 0xFFFF0001), "f": _stats(60, dhash=0x5A5A)}
+    rows = _score([_clip(v, 0, 60) for v in stats], stats, [_video(v) for v in stats])
+    for r in rows:
+        r["partition_date"] = __import__("datetime").date(2026, 1, 1)
+    figures = table_spec("filtered_clips").figures_of(rows_to_table(rows, FILTERED_CLIPS))
+    assert figures["near_duplicates_in_day"] == 3  # b, c of a's group; e of d's
+    assert figures["duplicate_group_sizes"] == {"2": 1, "3": 1}

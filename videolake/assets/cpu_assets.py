@@ -95,8 +95,26 @@ def raw_videos(
     objects = list_landing(store, object_store.landing, keys)
     n = sum(len(v) for v in objects.values())
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
-    return run_cpu_stage(context, "raw_videos", "probed", lake, ray_cluster, lambda lk, rng, progress: ingest_partitions(
-        lk, store, objects, config.to_engine(), rng, progress=progress))
+
+    def stage(lk, rng, progress):
+        run = ingest_partitions(lk, store, objects, config.to_engine(), rng, progress=progress)
+        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys)
+        return run
+
+    return run_cpu_stage(context, "raw_videos", "probed", lake, ray_cluster, stage)
+
+
+def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], keys: list[str]) -> None:
+    """A later day whose rows this run re-evaluated (a copy of a video of the run's days, or a former copy that is
+    the original now) gets a materialization of its own, so Dagster shows its downstream as changed upstream."""
+    run_days = keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
+    for day in days:
+        context.log.warning(f"raw_videos {day}: copies re-evaluated after {run_days} was materialized; its "
+                            "downstream partitions are stale until materialized again")
+        context.log_event(dg.AssetMaterialization(
+            asset_key=context.asset_key, partition=day,
+            metadata={"reevaluated_after": dg.MetadataValue.text(run_days),
+                      "reason": dg.MetadataValue.text("exact copies across days re-evaluated")}))
 
 
 @dg.asset(
@@ -124,7 +142,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("filtered_clips"),
-    code_version="filtered_clips-5",
+    code_version="filtered_clips-6",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},

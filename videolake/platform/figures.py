@@ -135,6 +135,28 @@ class Reasons(ColumnFigure):
         return reason_counts([v.split(":")[0] if v else None for v in values] if self.whole else values)
 
 
+@dataclass(frozen=True)
+class RuleCount(ColumnFigure):
+    """Rows whose ';'-joined rule list in ``column`` holds ``rule`` (alone or with others)."""
+
+    rule: str = ""
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        return sum(1 for v in rows.column(self.column).to_pylist() if v and self.rule in v.split(";"))
+
+
+@dataclass(frozen=True)
+class GroupSizes(ColumnFigure):
+    """Groups by size: {"2": groups of two rows, ...} over the non-null values of a group-id column (a day's
+    near-duplicate groups; days add up when merged, as a group lies in one day)."""
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> dict[str, int]:
+        sizes: dict[int, int] = {}
+        for n in Counter(v for v in rows.column(self.column).to_pylist() if v is not None).values():
+            sizes[n] = sizes.get(n, 0) + 1
+        return {str(k): v for k, v in sorted(sizes.items())}
+
+
 def columns(figures: tuple[Figure, ...]) -> tuple[str, ...]:
     """The columns the figures read, each once, in order."""
     return tuple(dict.fromkeys(c for f in figures for c in f.columns))

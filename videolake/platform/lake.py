@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -152,6 +152,14 @@ class Lake:
         tbl = self._dataset(table, partitions).to_table(columns=columns)
         return conform(tbl, schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
+    def read_where(self, table: str, columns: list[str], where: Any) -> pa.Table:
+        """``columns`` of the rows of every partition that match ``where`` (a pyarrow compute expression): a
+        filtered scan, which holds only the matching rows."""
+        schema = TABLES[table]
+        if not self.exists(table):
+            return schema.empty_table().select(columns)
+        return conform(self._dataset(table, None).to_table(columns=columns, filter=where), pa.schema([schema.field(c) for c in columns]))
+
     def row_count(self, table: str, partitions: PartitionRange) -> int:
         """Rows in the given partitions, from the Delta log's per-file record counts (no data file is opened)."""
         from deltalake import DeltaTable
@@ -187,7 +195,7 @@ class Lake:
         tbl = pa.concat_tables(parts).slice(0, n) if parts else dataset.schema.empty_table().select(columns)
         return conform(tbl, pa.schema([schema.field(c) for c in columns]))
 
-    def _dataset(self, table: str, partitions: PartitionRange):
+    def _dataset(self, table: str, partitions: PartitionRange | None):
         """The partitions' data files as a pyarrow Dataset, read through pyarrow's own filesystem (local or S3).
 
         Why not delta-rs's default: it reads through a Python filesystem handler, so Arrow's I/O threads call into
@@ -200,6 +208,8 @@ class Lake:
         dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
         files = self.files()
         filesystem = pafs.SubTreeFileSystem(files.path(table), files.fs)
+        if partitions is None:  # every partition
+            return dtbl.to_pyarrow_dataset(filesystem=filesystem)
         filters = [(PARTITION_COLUMN, "in", [d.isoformat() for d in partitions.days()])]
         return dtbl.to_pyarrow_dataset(file_pruning_predicate=filters, filesystem=filesystem)
 

@@ -116,6 +116,11 @@ class QualityConfig:
     max_text_area: float = 0.25
     # Two clips are near-duplicates when their middle frames' 64-bit dhashes differ in at most this many bits.
     dup_hamming: int = 6
+    # A middle frame with less structure than this (variance of the Laplacian on the sampled grid, as min_sharpness:
+    # black, a solid colour and smooth gradients score 0-2) is flat: its dhash is the same for any two flat frames,
+    # so the clip gets no dhash and is never grouped as a near-duplicate (the demo's black and near-uniform clips
+    # made groups of 8).
+    min_hash_structure: float = 10.0
     # The scorers to run (names in SCORERS); columns of scorers not run stay null.
     scorers: tuple[str, ...] = DEFAULT_SCORERS
     # The settings of scorers that declare a ``Config`` of their own (plugins): scorer name -> {field: value}, each
@@ -320,7 +325,9 @@ class DhashScorer(Scorer):
 
     def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         n = clip.stats.num_frames
-        return {"dhash": format(int(clip.stats.dhash[n // 2]), "016x") if n else None}, []
+        if not n or float(clip.stats.sharpness[n // 2]) < self.config.min_hash_structure:
+            return {"dhash": None}, []  # no frame, or a flat one: nothing to compare
+        return {"dhash": format(int(clip.stats.dhash[n // 2]), "016x")}, []
 
 
 # ------------------------------------------------------------------------------------------------ rows

@@ -80,6 +80,7 @@ class RawVideosGates(_TableGates):
         "video_id_unique",
         "status_valid",
         "probe_fields_valid",
+        "copies_name_their_original",
         "reject_reason_consistent",
         "reject_rate",
     )
@@ -216,8 +217,9 @@ LENIENT_CAPTION_CONTENT: dict[str, Any] = {
 GATE_DOCS: dict[str, dict[str, str]] = {
     "raw_videos": {
         "video_id_unique": "video_id is set and unique within the partition.",
-        "status_valid": "status is ok or rejected.",
+        "status_valid": "status is ok, rejected or duplicate.",
         "probe_fields_valid": "ok rows have fps in (0, max_fps] and width, height, size_bytes, duration_s, num_frames > 0.",
+        "copies_name_their_original": "every duplicate row (bytes landed on an earlier day) has duplicate_of_date and duplicate_of_uri.",
         "reject_reason_consistent": "every rejected row has a non-empty reject_reason; ok rows have none.",
         "reject_rate": "share of rejected rows <= max_reject_rate (not enforced below min_rows_for_rate rows).",
     },

@@ -11,13 +11,14 @@ from videolake.platform.gates.relations import to_pandas, where
 
 OK = 'status == "ok"'
 REJECTED = 'status == "rejected"'
-STATUSES = ["ok", "rejected"]
+DUPLICATE = 'status == "duplicate"'
+STATUSES = ["ok", "rejected", "duplicate"]
 # Probe fields an ok row must have, with their lower bound (exclusive) — all must be > 0.
 PROBE_FIELDS = ("fps", "width", "height", "size_bytes", "duration_s", "num_frames")
 
 
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> tuple[list[Gate], dict[str, Frame]]:
-    df = to_pandas(tbl, ["video_id", "status", "reject_reason", *PROBE_FIELDS])
+    df = to_pandas(tbl, ["video_id", "status", "reject_reason", "duplicate_of_date", "duplicate_of_uri", *PROBE_FIELDS])
     df["is_rejected"] = (df["status"] == "rejected").astype("float64")
     frames = {"rows": Frame(df, "video_id")}
 
@@ -38,7 +39,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
         Gate(
             "status_valid",
             f"status is one of {STATUSES}",
-            (Check("invalid_status", "ExpectColumnValuesToBeInSet", {"column": "status", "value_set": STATUSES}, "{n} row(s) with a status outside ok/rejected"),),
+            (Check("invalid_status", "ExpectColumnValuesToBeInSet", {"column": "status", "value_set": STATUSES}, "{n} row(s) with a status outside ok/rejected/duplicate"),),
             thresholds={"statuses": STATUSES},
         ),
         Gate(
@@ -46,6 +47,14 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
             "every ok row has fps, width, height, size_bytes, duration_s, num_frames set and in range",
             tuple(probe_checks),
             thresholds={"fps": f"(0, {cfg.max_fps:g}]", "width": "> 0", "height": "> 0", "size_bytes": "> 0", "duration_s": "> 0", "num_frames": "> 0"},
+        ),
+        Gate(
+            "copies_name_their_original",
+            "every duplicate row (bytes landed on an earlier day) names the original's day and object",
+            (Check("copy_without_day", "ExpectColumnValuesToNotBeNull", where(DUPLICATE, column="duplicate_of_date"),
+                   "{n} duplicate row(s) without duplicate_of_date"),
+             Check("copy_without_uri", "ExpectColumnValuesToNotBeNull", where(DUPLICATE, column="duplicate_of_uri"),
+                   "{n} duplicate row(s) without duplicate_of_uri")),
         ),
         reason_consistent_gate("every rejected row has a reject_reason and no ok row has one",
                                bad=REJECTED, good=OK, bad_noun="rejected", good_noun="ok"),

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from videolake.platform.lake import PartitionRange
 from videolake.platform.objectstore import ObjectInfo, ObjectStore
 from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
@@ -193,11 +194,23 @@ def ingest_partitions(
     *,
     progress: Callable[[Any], None] | None = None,
 ) -> "StageRun":
-    """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day."""
+    """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day; then
+    copies of videos landed on an earlier day are marked, in the run's days and in the later days they affect
+    (``dedup.exact.reconcile_copies``); ``run.extra["days_reevaluated"]`` lists the days outside the run whose rows
+    changed."""
     from functools import partial
+
+    from videolake.platform.dedup.exact import reconcile_copies
 
     version = stage_version("raw_videos-3", _config_dict(probe_config))
     units = raw_videos_units(objects_by_day, store)
-    step = PartitionStep(reduce=merge_duplicates, summarize=table_spec("raw_videos").figures_of)
-    return run_stage(lake, "raw_videos", version, partitions, units,
-                     partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)
+    spec = table_spec("raw_videos")
+    step = PartitionStep(reduce=merge_duplicates, summarize=spec.figures_of)
+    run = run_stage(lake, "raw_videos", version, partitions, units,
+                    partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)
+    reconciled = reconcile_copies(lake, partitions)
+    for day in reconciled.changed_days:
+        if day in run.per_partition:  # its figures were counted before its copies were marked
+            run.per_partition[day] = spec.figures_of(lake.read_partitions("raw_videos", PartitionRange.of([day])))
+    run.extra["days_reevaluated"] = reconciled.outside_run
+    return run
