@@ -100,8 +100,9 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
         files[day] = sorted(p.name for p in folder.iterdir())
         clips[day] = n_clips
         videos[day] = len(files[day])
-    # The gate days reuse the rendered videos (their bytes only need to be distinct within a day) plus text files
-    # named .mp4, each with different bytes so that none is grouped as a duplicate.
+    # The gate days reuse the rendered pictures, remuxed with a comment naming the day: bytes landed on an earlier
+    # day would make the sample days' videos copies (status duplicate, re-evaluated by the gate backfill), and the
+    # gate days come first in the calendar. Plus text files named .mp4, each with different bytes.
     rendered = sorted((data_dir / "store" / "landing" / DAY1).glob("d1_*.mp4")) + sorted(
         (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4"))
     gate_rejected = {}
@@ -109,7 +110,8 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
         folder = data_dir / "store" / "landing" / day
         folder.mkdir(parents=True)
         for path in rendered[:n_ok]:
-            shutil.copy(path, folder / path.name)
+            subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-map", "0", "-c", "copy", "-fflags", "+bitexact",
+                            "-metadata", f"comment=gate day {day}", str(folder / path.name)], check=True)
         for i in range(n_junk):
             (folder / f"not_a_video_{i}.mp4").write_text(f"not a video, file {i} of {day}\n")
         gate_rejected[day] = (n_junk, n_ok + n_junk)

@@ -445,6 +445,9 @@ def raw_video_row(
         # A rejection the probe (or the listing) gives is the file's own: probing it again gives the same answer.
         # Errors that can heal (the store's outage) raise, and the unit runner classes them.
         "failure_class": "permanent" if outcome.reject_reason else None,
+        # Set later by dedup.exact.reconcile_copies on a copy of bytes landed on an earlier day.
+        "duplicate_of_date": None,
+        "duplicate_of_uri": None,
     }
 
 
