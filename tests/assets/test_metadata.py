@@ -186,14 +186,21 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
                       "partition_date": [dt.date(2026, 1, 5)] * 3})
     assert scene.figures_of(clips) == {"dagster/row_count": 3, "videos": 2, "detect_errors": 1}
     filtered = table_spec("filtered_clips")
-    rows = pa.table({"passed": [True, False, False, True], "reject_reason": [None, "black;duplicate", "black", None],
-                     "duplicate_group": ["c1", "c1", None, None], "partition_date": [dt.date(2026, 1, 5)] * 4})
+    day, before = dt.date(2026, 1, 5), dt.date(2026, 1, 4)
+    # c1 keeps a group of two in the day; c3 is a duplicate of a clip kept on the day before (a semantic one).
+    rows = pa.table({"passed": [True, False, False, True, False],
+                     "reject_reason": [None, "black;duplicate", "black", None, "duplicate"],
+                     "duplicate_group": ["c1", "c1", None, None, "c0"],
+                     "duplicate_kept_date": [day, day, None, None, before],
+                     "duplicate_kind": [None, "near", None, None, "semantic"], "partition_date": [day] * 5})
     figures = filtered.figures_of(rows)
     assert list(figures) == ["dagster/row_count", "passed", "rejected", "pass_rate", "rejections_by_reason",
-                             "near_duplicates_in_day", "duplicate_group_sizes"]
-    assert figures == {"dagster/row_count": 4, "passed": 2, "rejected": 2, "pass_rate": 0.5,
-                       "rejections_by_reason": {"black": 2, "duplicate": 1}, "near_duplicates_in_day": 1,
-                       "duplicate_group_sizes": {"2": 1}}
+                             "duplicates", "near_duplicates", "semantic_duplicates", "duplicates_of_earlier_days",
+                             "duplicates_within_day", "duplicate_group_sizes"]
+    assert figures == {"dagster/row_count": 5, "passed": 2, "rejected": 3, "pass_rate": 0.4,
+                       "rejections_by_reason": {"black": 2, "duplicate": 2}, "duplicates": 2, "near_duplicates": 1,
+                       "semantic_duplicates": 1, "duplicates_of_earlier_days": 1, "duplicates_within_day": 1,
+                       "duplicate_group_sizes": {"1": 1, "2": 1}}
     # a caption error is one reason (its text before ':'), even when the message holds a ';'
     captions = table_spec("clip_captions").figures_of(pa.table({
         "status": ["failed", "ok"], "error": ["model error: a; b", None], "partition_date": [dt.date(2026, 1, 5)] * 2}))

@@ -48,7 +48,7 @@ def day(landing, tmp_path_factory):
     # Lenient filters: more of the day's clips (short, dark, still ones too) become samples.
     lenient = {"min_clip_s": 0.1, "max_black_ratio": 1.0, "min_brightness": 0.0, "max_frozen_ratio": 1.0,
                "min_motion": 0.0, "max_motion": 255.0, "min_sharpness": 0.0, "max_text_area": 1.0,
-               "dup_hamming": -1}
+               "dup_max_distance": -1}
     config = {"ops": {"filtered_clips": {"config": {"thresholds": lenient}}}}
     assert dg.materialize(assets, partition_key=DAY, resources=res, instance=instance, run_config=config).success
     lake = res["lake"].get_lake()

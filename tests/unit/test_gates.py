@@ -415,6 +415,25 @@ def test_filtered_reject_reason_consistent_fails(cfg):
     assert_failed(r, {"null_passed": 0, "rejected_without_reason": 1, "rejected_with_empty_reason": 1, "passed_with_reason": 1}, ids)
 
 
+def test_filtered_duplicates_name_their_kept_clip(cfg):
+    rows = good_score_rows()
+    kept = rows[1]["clip_id"]
+    # a good group: rows[1] kept (names itself), rows[2] its duplicate, rows[4] a duplicate of a clip of the day before
+    rows[1].update(duplicate_group=kept, duplicate_kept_date=D)
+    rows[2].update(duplicate_group=kept, duplicate_kept_date=D, passed=False, reject_reason="duplicate")
+    rows[4].update(duplicate_group="earlier", duplicate_kept_date=D - dt.timedelta(days=1), passed=False,
+                   reject_reason="duplicate")
+    assert gates_scores(rows, cfg)["duplicates_name_their_kept_clip"].passed
+    rows[5].update(passed=False, reject_reason="black;duplicate")  # names nobody
+    rows[6].update(duplicate_group="later", duplicate_kept_date=D + dt.timedelta(days=1), passed=False,
+                   reject_reason="duplicate")  # a kept clip of a later day
+    rows[7].update(duplicate_group=rows[7]["clip_id"], duplicate_kept_date=D, passed=False,
+                   reject_reason="duplicate")  # the kept clip rejected as a duplicate of itself
+    r = gates_scores(rows, cfg)["duplicates_name_their_kept_clip"]
+    assert_failed(r, {"duplicates_without_kept_clip": 3, "kept_clips_rejected": 1},
+                  (rows[5]["clip_id"], rows[6]["clip_id"], rows[7]["clip_id"]))
+
+
 @pytest.mark.parametrize("passed,rate", [(True, 1.0), (False, 0.0)])
 def test_filtered_pass_rate_fails_at_0_and_100_percent(cfg, passed, rate):
     rows = [score_row(c, passed=passed, reject_reason=None if passed else "black") for c in good_clip_rows()]

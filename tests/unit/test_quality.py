@@ -24,14 +24,25 @@ FPS = 30.0
 BASE_HASH = 0x0F0F_3C3C_AAAA_5555
 
 
-def _score(clips: list[dict], stats: dict[str, FrameStats], videos: list[dict]) -> list[dict]:
-    """What the filtered_clips stage does: each video's clips scored together (a unit), then duplicates assigned over
-    the day's rows in clip_id order (its finalize step)."""
+def _score(clips: list[dict], stats: dict[str, FrameStats], videos: list[dict],
+           paths: dict[str, str] | None = None) -> list[dict]:
+    """What the filtered_clips stage does: each video's clips scored together (a unit; with its pixels when
+    ``paths`` names its file), then duplicates assigned over the day's rows in clip_id order (its finalize step)."""
+    from videolake.platform.captioning.base import FrameConfig
+    from videolake.platform.captioning.clip_frames import read_frames
+
+    def pixels_of(path: str):
+        def pixels(clip: dict, count: int, max_pixels: int) -> np.ndarray:
+            config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
+            return read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), FPS, config).frames
+        return pixels
+
     by_video: dict[str, list[dict]] = {}
     for c in clips:
         by_video.setdefault(c["video_id"], []).append(c)
     video_rows = {v["video_id"]: v for v in videos}
-    rows = [r for vid, cs in by_video.items() for r in score_video_clips(cs, stats[vid], video_rows.get(vid))]
+    rows = [r for vid, cs in by_video.items() for r in score_video_clips(
+        cs, stats[vid], video_rows.get(vid), pixels=pixels_of(paths[vid]) if paths else None)]
     return assign_duplicates(sorted(rows, key=lambda r: r["clip_id"]))
 
 
@@ -88,7 +99,7 @@ def test_good_clip_scores_exactly():
     assert (row["brightness"], row["sharpness"], row["black_ratio"], row["frozen_ratio"]) == (100.0, 250.0, 0.0, 0.0)
     assert row["text_area"] == pytest.approx(0.02)
     assert (row["width"], row["height"], row["duration_s"]) == (320, 240, 1.0)
-    assert row["dhash"] == "0f0f3c3caaaa5555"
+    assert row["dhash"] is None and row["near_hashes"] is None  # dhash is not a default scorer; no pixels here
     assert row["duplicate_group"] is None
 
 
@@ -156,40 +167,58 @@ def test_clip_beyond_the_statistics_is_scored_on_what_exists():
     assert row["brightness"] == 128.0 and row["passed"] is True
 
 
+def _fingerprint(seed: int, flip_bits: int = 0, frames: int = 8) -> bytes:
+    """A clip fingerprint of ``frames`` frames of random PDQ view hashes (seeded), ``flip_bits`` bits of each hash
+    flipped."""
+    from videolake.platform.dedup.near import hashes_per_frame
+
+    rng = np.random.default_rng(seed)
+    hashes = rng.integers(0, 256, (frames * hashes_per_frame(QualityConfig().near_dup_config()), 32), dtype=np.uint8)
+    bits = np.unpackbits(hashes, axis=1)
+    flip = np.random.default_rng(seed + 1000 * flip_bits).permutation(256)[:flip_bits]
+    bits[:, flip] ^= 1
+    return np.packbits(bits, axis=1).tobytes()
+
+
+def _rows(fingerprints: dict[str, bytes | None], reasons: dict[str, str] | None = None) -> list[dict]:
+    rows = []
+    for v, fp in fingerprints.items():
+        row = {**_clip(v, 0, 60), "near_hashes": fp, "reject_reason": (reasons or {}).get(v)}
+        row["passed"] = row["reject_reason"] is None
+        rows.append(row)
+    return rows
+
+
 def test_near_duplicates_across_videos():
-    near = BASE_HASH ^ 0b1011  # 3 bits apart: same group
-    far = BASE_HASH ^ 0x3FF  # 10 bits apart: its own group
-    stats = {"a": _stats(60), "b": _stats(60, dhash=near), "c": _stats(60, dhash=far)}
-    out = _score([_clip("b", 0, 60), _clip("a", 0, 60), _clip("c", 0, 60)], stats, [_video("a"), _video("b"), _video("c")])
-    by = {r["video_id"]: r for r in out}
+    # b's frames are 12 bits from a's (a re-encode); c's are 100 bits from a's and ~110 from b's (other footage as
+    # far as PDQ goes)
+    rows = _rows({"b": _fingerprint(1, 12), "a": _fingerprint(1), "c": _fingerprint(1, 100)})
+    by = {r["video_id"]: r for r in assign_duplicates(rows)}
     first = clip_id("a", 0, 60)
-    assert [r["clip_id"] for r in out] == sorted(r["clip_id"] for r in out)
     assert (by["a"]["passed"], by["a"]["duplicate_group"], by["a"]["reject_reason"]) == (True, first, None)
     assert (by["b"]["passed"], by["b"]["duplicate_group"], by["b"]["reject_reason"]) == (False, first, "duplicate")
+    assert by["b"]["duplicate_kind"] == "near" and by["a"]["duplicate_kind"] is None
     assert (by["c"]["passed"], by["c"]["duplicate_group"]) == (True, None)
 
 
-def test_flat_clips_are_never_near_duplicates():
-    # Black, solid and smooth clips: their middle frames have no structure, so equal dhashes say nothing.
-    stats = {v: _stats(60, luma=luma, sharp=1.5, dhash=0) for v, luma in (("black", 16.0), ("grey", 128.0))}
-    stats["busy"] = _stats(60, dhash=0)  # the same hash with structure: compared as usual
-    stats["busy2"] = _stats(60, dhash=1)
-    out = _score([_clip(v, 0, 60) for v in stats], stats, [_video(v) for v in stats])
-    by = {r["video_id"]: r for r in out}
-    assert by["black"]["dhash"] is None and by["grey"]["dhash"] is None
-    assert by["black"]["duplicate_group"] is None and by["grey"]["duplicate_group"] is None
-    leader = clip_id("busy2", 0, 60)  # the smaller clip_id ("2" sorts before "_")
-    assert by["busy"]["duplicate_group"] == by["busy2"]["duplicate_group"] == leader
+def test_clips_without_a_fingerprint_are_never_near_duplicates():
+    # Flat clips (black, solid, smooth) get an empty fingerprint from dedup.near; clips scored without pixels none.
+    rows = _rows({"black": b"", "grey": b"", "none": None, "busy": _fingerprint(7), "busy2": _fingerprint(7, 3)})
+    by = {r["video_id"]: r for r in assign_duplicates(rows)}
+    assert [by[v]["duplicate_group"] for v in ("black", "grey", "none")] == [None, None, None]
+    kept = clip_id("busy2", 0, 60)  # the smaller clip_id ("2" sorts before "_")
+    assert by["busy"]["duplicate_group"] == by["busy2"]["duplicate_group"] == kept
     assert (by["busy2"]["passed"], by["busy"]["reject_reason"]) == (True, "duplicate")
 
 
-def test_duplicate_keeps_the_first_clip_that_passes_otherwise():
-    st = _stats(90)
-    rows = score_video_clips([_clip("v", 0, 20), _clip("v", 20, 90, 1)], st, _video("v"))
-    rows = assign_duplicates(rows)
-    assert rows[0]["reject_reason"] == "too_short;duplicate"  # the group's leader, but too short
-    assert rows[1]["passed"] is True and rows[1]["duplicate_group"] == rows[0]["clip_id"]
-    assert assign_duplicates(rows) == rows  # idempotent
+def test_the_kept_clip_is_the_earliest_even_when_another_rule_rejects_it():
+    rows = _rows({"a": _fingerprint(3), "b": _fingerprint(3, 5)}, reasons={"a": "too_short"})
+    out = assign_duplicates(rows)
+    assert (out[0]["reject_reason"], out[0]["duplicate_group"]) == ("too_short", out[0]["clip_id"])
+    assert (out[1]["reject_reason"], out[1]["duplicate_group"]) == ("duplicate", out[0]["clip_id"])
+    assert assign_duplicates(out) == out  # idempotent
+    off = assign_duplicates(out, QualityConfig(dup_max_distance=-1))  # grouping turned off
+    assert [(r["reject_reason"], r["duplicate_group"]) for r in off] == [("too_short", None), (None, None)]
 
 
 def test_failed_rows_carry_the_reason_and_no_scores():
@@ -290,7 +319,7 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
         assert stats[name].num_frames == outcome.probe.num_frames == 60
         clips.append(_clip(name, 0, 60))
     names = [f.name for f in SCENE_CLIPS if f.name in clips[0]]
-    rows = _score([{k: c[k] for k in names} for c in clips], stats, videos)
+    rows = _score([{k: c[k] for k in names} for c in clips], stats, videos, paths)
     by = {r["video_id"]: r for r in rows}
     black, moving = by["black"], by["moving"]
     assert black["reject_reason"] == "black;too_dark;frozen;low_motion;blurry"
@@ -301,7 +330,8 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
     # the blurred copy is the later clip_id of the pair: rejected as a duplicate of the sharp one, which is kept
     blur = by["moving_blur"]
     assert blur["reject_reason"] == "duplicate" and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
-    assert black["duplicate_group"] is None
+    assert black["duplicate_group"] is None and black["near_hashes"] == b""  # flat frames: no fingerprint
+    assert len(moving["near_hashes"]) == 16 * 20 * 32  # 16 informative frames, 20 views of 32 bytes each
 
 
 def test_filtered_clips_run_config_adds_plugin_scorers_after_the_built_ins():
@@ -338,14 +368,15 @@ def test_reading_the_pixels_of_many_clips_opens_their_video_once_per_clip(ffmpeg
 
 
 def test_day_figures_count_near_duplicates_and_group_sizes():
+    import datetime as dt
+
     from videolake.platform.lake import rows_to_table
     from videolake.platform.schemas import FILTERED_CLIPS, table_spec
 
-    stats = {"a": _stats(60), "b": _stats(60, dhash=BASE_HASH ^ 1), "c": _stats(60, dhash=BASE_HASH ^ 2),
-             "d": _stats(60, dhash=BASE_HASH ^ 0xFFFF0000), "e": _stats(60, dhash=BASE_HASH ^ 0xFFFF0001), "f": _stats(60, dhash=0x5A5A)}
-    rows = _score([_clip(v, 0, 60) for v in stats], stats, [_video(v) for v in stats])
-    for r in rows:
-        r["partition_date"] = __import__("datetime").date(2026, 1, 1)
+    rows = _rows({"a": _fingerprint(1), "b": _fingerprint(1, 4), "c": _fingerprint(1, 9), "d": _fingerprint(2),
+                  "e": _fingerprint(2, 6), "f": _fingerprint(3)})
+    rows = assign_duplicates([{**r, "partition_date": dt.date(2026, 1, 1)} for r in rows])
     figures = table_spec("filtered_clips").figures_of(rows_to_table(rows, FILTERED_CLIPS))
-    assert figures["near_duplicates_in_day"] == 3  # b, c of a's group; e of d's
+    assert (figures["duplicates"], figures["near_duplicates"], figures["duplicates_within_day"]) == (3, 3, 3)
+    assert figures["duplicates_of_earlier_days"] == 0 and figures["semantic_duplicates"] == 0
     assert figures["duplicate_group_sizes"] == {"2": 1, "3": 1}

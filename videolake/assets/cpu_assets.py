@@ -98,23 +98,26 @@ def raw_videos(
 
     def stage(lk, rng, progress):
         run = ingest_partitions(lk, store, objects, config.to_engine(), rng, progress=progress)
-        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys)
+        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys,
+                                "exact copies across days re-evaluated")
         return run
 
     return run_cpu_stage(context, "raw_videos", "probed", lake, ray_cluster, stage)
 
 
-def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], keys: list[str]) -> None:
-    """A later day whose rows this run re-evaluated (a copy of a video of the run's days, or a former copy that is
-    the original now) gets a materialization of its own, so Dagster shows its downstream as changed upstream."""
+def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], keys: list[str], reason: str) -> None:
+    """A later day whose rows this run re-evaluated (raw_videos: a copy of a video of the run's days, or a former
+    copy that is the original now; filtered_clips: a near-duplicate of a clip of the run's days) gets a
+    materialization of its own, so Dagster shows its downstream as changed upstream."""
     run_days = keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
+    table = context.asset_key.path[-1]
     for day in days:
-        context.log.warning(f"raw_videos {day}: copies re-evaluated after {run_days} was materialized; its "
-                            "downstream partitions are stale until materialized again")
+        context.log.warning(f"{table} {day}: {reason} after {run_days} was materialized; its downstream partitions "
+                            "are stale until materialized again")
         context.log_event(dg.AssetMaterialization(
             asset_key=context.asset_key, partition=day,
             metadata={"reevaluated_after": dg.MetadataValue.text(run_days),
-                      "reason": dg.MetadataValue.text("exact copies across days re-evaluated")}))
+                      "reason": dg.MetadataValue.text(reason)}))
 
 
 @dg.asset(
@@ -142,7 +145,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("filtered_clips"),
-    code_version="filtered_clips-6",
+    code_version="filtered_clips-7",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
@@ -157,8 +160,15 @@ def filtered_clips(
 ) -> dg.MaterializeResult:
     from videolake.platform.stages.score import score_partitions
 
-    return run_cpu_stage(context, "filtered_clips", "scored", lake, ray_cluster, lambda lk, rng, progress: score_partitions(
-        lk, object_store.get_store(), rng, config.to_engine(), progress=progress))
+    keys = list(context.partition_keys)
+
+    def stage(lk, rng, progress):
+        run = score_partitions(lk, object_store.get_store(), rng, config.to_engine(), progress=progress)
+        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys,
+                                "near-duplicates across days re-evaluated")
+        return run
+
+    return run_cpu_stage(context, "filtered_clips", "scored", lake, ray_cluster, stage)
 
 
 @dg.asset(

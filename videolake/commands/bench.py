@@ -1,4 +1,4 @@
-"""`videolake bench {cpu,scenes,caption,scale,ray,shards,loader}`: ratios against a baseline measured in the same process."""
+"""`videolake bench {cpu,scenes,caption,scale,ray,shards,loader,dedup}`: ratios against a baseline measured in the same process."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader"],
+    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader", "dedup"],
                    help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
                    "decode; caption: stage vs raw vLLM; scale: the caption data path "
                    "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
                    "Dagster + Ray overhead of an empty day; shards: the training-shards stage vs FFmpeg transcoding the same "
-                   "clips; loader: decoded frames/s through open_release vs FFmpeg decoding the same mp4 files")
+                   "clips; loader: decoded frames/s through open_release vs FFmpeg decoding the same mp4 files; dedup: the "
+                   "cross-day near-duplicate step's cost per clip as the index of earlier days grows 10x")
     p.add_argument("--videos", type=int, default=8, help="shards, loader: synthetic 720p source videos")
     p.add_argument("--seconds", type=int, default=None,
                    help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)")
@@ -25,9 +26,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-rows", type=int, default=None, help="scale: smaller run for the memory ratio (rows/10)")
     p.add_argument("--batch", type=int, default=4096, help="scale: clips per batch (= per checkpoint piece)")
     p.add_argument("--actors", type=int, default=1, help="scale: stand-in captioner actors")
+    p.add_argument("--clips-per-day", type=int, default=2000, help="dedup: clips of each day")
+    p.add_argument("--days", type=int, default=5, help="dedup: earlier days of the small index (x10 when grown)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "dedup":
+        from videolake.benchmarks.dedup import bench_dedup
+
+        bench_dedup(clips_per_day=args.clips_per_day, days=args.days)
+        return 0
     if args.what == "shards":
         from videolake.benchmarks.shards import bench_shards
 

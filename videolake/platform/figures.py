@@ -83,14 +83,29 @@ class Count(ColumnFigure):
 
 @dataclass(frozen=True)
 class Remainder(Figure):
-    """The rows not counted by the figure ``of``."""
+    """The rows not counted by the figure ``of``: of all rows, or of those counted by the figure ``total``."""
 
     label: str
     of: str
+    total: str = ROW_COUNT
     derived = True
 
     def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
-        return done[ROW_COUNT] - done[self.of]
+        return done[self.total] - done[self.of]
+
+
+@dataclass(frozen=True)
+class EarlierDay(ColumnFigure):
+    """Rows whose date ``column`` lies before their own partition_date (a duplicate whose kept clip is in an earlier
+    day)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column, "partition_date")
+
+    def value(self, rows: pa.Table, done: dict[str, Any]) -> int:
+        earlier = pc.less(rows.column(self.column), rows.column("partition_date"))
+        return int(pc.sum(pc.fill_null(earlier, False).cast(pa.int64())).as_py() or 0)
 
 
 @dataclass(frozen=True)

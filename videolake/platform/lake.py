@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from videolake.platform.schemas import PARTITION_COLUMN, TABLES
+from videolake.platform.schemas import LAKE_SCHEMAS, PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from videolake.platform.lake_files import LakeFiles
@@ -117,7 +117,7 @@ class Lake:
         """Replace exactly the partitions in ``partitions`` with ``data`` (which may be empty)."""
         from deltalake import DeltaTable, write_deltalake
 
-        schema = TABLES[table]
+        schema = LAKE_SCHEMAS[table]
         data = conform(data, schema)
         days = set(partitions.days())
         outside = {d for d in data.column(PARTITION_COLUMN).to_pylist() if d not in days}
@@ -146,7 +146,7 @@ class Lake:
 
     def read_partitions(self, table: str, partitions: PartitionRange, columns: list[str] | None = None) -> pa.Table:
         """Rows of the given partitions only (partition pruning: other partitions' files are never opened)."""
-        schema = TABLES[table]
+        schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             return schema.empty_table() if columns is None else schema.empty_table().select(columns)
         tbl = self._dataset(table, partitions).to_table(columns=columns)
@@ -155,7 +155,7 @@ class Lake:
     def read_where(self, table: str, columns: list[str], where: Any) -> pa.Table:
         """``columns`` of the rows of every partition that match ``where`` (a pyarrow compute expression): a
         filtered scan, which holds only the matching rows."""
-        schema = TABLES[table]
+        schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             return schema.empty_table().select(columns)
         return conform(self._dataset(table, None).to_table(columns=columns, filter=where), pa.schema([schema.field(c) for c in columns]))
@@ -179,7 +179,7 @@ class Lake:
 
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
-        schema = TABLES[table]
+        schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             return schema.empty_table().select(columns)
         dataset = self._dataset(table, partitions)
@@ -227,7 +227,7 @@ class Lake:
             self._add_new_columns(table)
             return
         try:
-            DeltaTable.create(self.table_uri(table), schema=TABLES[table], partition_by=[PARTITION_COLUMN],
+            DeltaTable.create(self.table_uri(table), schema=LAKE_SCHEMAS[table], partition_by=[PARTITION_COLUMN],
                               mode="ignore", storage_options=self._options())
         except Exception:  # noqa: BLE001 - lost a creation race: fine if the table now exists
             if not self.exists(table):
@@ -241,7 +241,7 @@ class Lake:
 
         dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
         have = {f.name: f for f in pa.schema(dtbl.schema().to_arrow())}
-        want = TABLES[table]
+        want = LAKE_SCHEMAS[table]
         unknown = sorted(set(have) - set(want.names))
         changed = sorted(n for n in want.names if n in have and not _same_type(have[n].type, want.field(n).type))
         missing_required = sorted(f.name for f in want if f.name not in have and not f.nullable)
@@ -285,7 +285,7 @@ class Lake:
             DeltaTable(uri, storage_options=self._options()).create_write_transaction(
                 actions,
                 mode="overwrite",
-                schema=TABLES[table],
+                schema=LAKE_SCHEMAS[table],
                 partition_by=[PARTITION_COLUMN],
                 partition_filters=[(PARTITION_COLUMN, "in", sorted(days))],
                 commit_properties=props,

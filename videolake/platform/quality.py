@@ -1,10 +1,11 @@
 """Quality scores of scene clips, computed from the per-frame statistics of the detector's decode pass.
 
-No decoding happens here: every score is an aggregate over the clip's slice of ``FrameStats`` (numpy, O(frames)).
+Every built-in score but one is an aggregate over the clip's slice of ``FrameStats`` (numpy, O(frames)); the
+near-duplicate fingerprint (``near_dup``) looks at pixels: ``dup_frames`` frames decoded from the source.
 Each scorer fills some filtered_clips columns and may name reject rules; a clip passes when no rule fires, else
 ``reject_reason`` is the ';'-joined list of the rules that fired, in the fixed order of ``REJECT_RULES``
 (e.g. ``"too_short;black"``). Near-duplicates are a property of a set of clips, not of one clip, so they are
-assigned afterwards across all clips scored together (``assign_duplicates``).
+assigned afterwards: within a day (``assign_duplicates``), then across days (``dedup.cross_day``).
 
 Every score is computed on all frames of the clip: the statistics are already there, so subsampling would only
 make scores depend on a sampling choice.
@@ -29,6 +30,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import numpy as np
 
+from videolake.platform.dedup.near import NearDupConfig
 from videolake.platform.frames import FrameStats
 from videolake.platform.params import ParamError, plugin_params
 from videolake.platform.registry import Registry
@@ -51,7 +53,7 @@ REJECT_RULES: tuple[str, ...] = (
     "high_motion",  # motion > max_motion
     "blurry",  # sharpness < min_sharpness
     "text",  # text_area > max_text_area
-    "duplicate",  # a near-duplicate of an earlier (by clip_id) clip that is kept
+    "duplicate",  # a near- or semantic duplicate of the group's kept clip, the earliest by (partition_date, clip_id)
 )
 _RULE_ORDER = {name: i for i, name in enumerate(REJECT_RULES)}
 
@@ -65,13 +67,16 @@ DEFAULT_SCORERS: tuple[str, ...] = (
     "motion",
     "sharpness",
     "text",
-    "dhash",
+    "near_dup",
 )
 
 # The filtered_clips columns of a row, without the partition column (the caller adds it).
 ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in FILTERED_CLIPS if f.name != PARTITION_COLUMN)
 # The map column holding the scores of scorers that have no column of their own (plugins).
 SCORES_COLUMN = "scores"
+
+
+_NEAR = NearDupConfig()
 
 
 @dataclass(frozen=True)
@@ -114,12 +119,16 @@ class QualityConfig:
     # graphics noise. With frames.py's proxy (|dx|+|dy| >= 80 on the sampled grid): natural and synthetic scenes
     # and a subtitle line score 0.00-0.07, fractal and cellular-automaton patterns 0.27-0.79.
     max_text_area: float = 0.25
-    # Two clips are near-duplicates when their middle frames' 64-bit dhashes differ in at most this many bits.
-    dup_hamming: int = 6
-    # A middle frame with less structure than this (variance of the Laplacian on the sampled grid, as min_sharpness:
-    # black, a solid colour and smooth gradients score 0-2) is flat: its dhash is the same for any two flat frames,
-    # so the clip gets no dhash and is never grouped as a near-duplicate (the demo's black and near-uniform clips
-    # made groups of 8).
+    # Near-duplicates (dedup.near, dedup.cross_day; defaults and their measurements in dedup.near.NearDupConfig):
+    # frames sampled evenly over a clip for its fingerprint (PDQ hashes of each informative frame, bars removed).
+    dup_frames: int = _NEAR.frames_per_clip
+    # Two frames match when the whole of one is within this many bits (of 256) of a crop view of the other;
+    # negative turns near-duplicate grouping off.
+    dup_max_distance: int = _NEAR.max_distance
+    # Two clips are near-duplicates when at least this share of one clip's frames match a frame of the other.
+    dup_min_share: float = _NEAR.min_share
+    # The dhash scorer (not run by default): a middle frame with less structure than this (variance of the
+    # Laplacian on the sampled grid, as min_sharpness) is flat and gets no dhash.
     min_hash_structure: float = 10.0
     # The scorers to run (names in SCORERS); columns of scorers not run stay null.
     scorers: tuple[str, ...] = DEFAULT_SCORERS
@@ -127,6 +136,13 @@ class QualityConfig:
     # value parsed against that Config (typed and range-checked; text from run config is parsed). The built-in
     # scorers read the thresholds above.
     scorer_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def near_dup_config(self) -> Any:
+        """The fingerprint and matching settings (dedup.near.NearDupConfig) these thresholds give."""
+        from dataclasses import replace
+
+        return replace(_NEAR, frames_per_clip=self.dup_frames, max_distance=self.dup_max_distance,
+                       min_share=self.dup_min_share)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scorers", tuple(self.scorers))
@@ -330,6 +346,26 @@ class DhashScorer(Scorer):
         return {"dhash": format(int(clip.stats.dhash[n // 2]), "016x")}, []
 
 
+@SCORERS.register("near_dup")
+class NearDupScorer(Scorer):
+    """The clip's near-duplicate fingerprint (dedup.near): PDQ hashes of ``dup_frames`` frames spread over the clip,
+    decoded from the source. The grouping itself is applied across clips and days (dedup.cross_day)."""
+
+    columns = ("near_hashes",)
+    version = "1"
+    # PDQ works on a 64x64 downscale; frames of at most 256x256 keep the bar detection and every view above that
+    # (dedup.near measured its recall and precision at 256 px).
+    max_pixels: ClassVar[int] = 256 * 256
+
+    def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
+        from videolake.platform.dedup.near import clip_fingerprint
+
+        if self.config.dup_max_distance < 0 or clip.pixels is None or clip.stats.num_frames == 0:
+            return {"near_hashes": None}, []
+        frames = clip.frames(self.config.dup_frames, self.max_pixels)
+        return {"near_hashes": clip_fingerprint(frames, self.config.near_dup_config()).tobytes()}, []
+
+
 # ------------------------------------------------------------------------------------------------ rows
 
 
@@ -456,52 +492,19 @@ def _score_number(scorer: Scorer, name: str, value: Any) -> float | None:
     return float(value)
 
 
-def _popcount(x: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(x)
-
-
 def assign_duplicates(rows: list[dict[str, Any]], config: QualityConfig | None = None) -> list[dict[str, Any]]:
-    """Group near-duplicate clips among ``rows`` and reject all but one clip per group as ``duplicate``.
+    """The near-duplicate verdicts of ONE day's rows among themselves (dedup.cross_day.assign_day without earlier
+    days): in a group, the clip with the smallest clip_id is kept and named by ``duplicate_group`` on every member;
+    the others are rejected ``duplicate``. Clips without a fingerprint take no part. Idempotent; returns new dicts
+    in the input order. The stage then judges the days against each other (dedup.cross_day.reconcile)."""
+    import datetime as dt
 
-    Deterministic, in clip_id order: a clip joins the first existing group whose first clip (its leader) is within
-    ``dup_hamming`` bits of its dhash, else it starts a new group. A group's id is its leader's clip_id, which is
-    its smallest. In a group of two or more, ``duplicate_group`` is set on every member and the kept clip is the
-    first member that passes every other rule (the leader when none does); all others get ``duplicate``.
-    Singletons keep ``duplicate_group`` null. Clips without a dhash take no part. Idempotent.
-    Returns new row dicts in the input order.
-    """
+    from videolake.platform.dedup.cross_day import assign_day
+
     config = config or QualityConfig()
-    out = [dict(r) for r in rows]
-    for r in out:  # idempotence: forget an earlier assignment
-        reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != "duplicate"]
-        r["reject_reason"] = _join_rules(reasons)
-        r["passed"] = r["reject_reason"] is None
-        r["duplicate_group"] = None
-    order = sorted((i for i, r in enumerate(out) if r.get("dhash")), key=lambda i: out[i]["clip_id"])
-    leader_hash = np.zeros(len(order), dtype=np.uint64)
-    leader_row: list[int] = []
-    members: list[list[int]] = []
-    for i in order:
-        h = np.uint64(int(out[i]["dhash"], 16))
-        g = -1
-        if leader_row:
-            dist = _popcount(leader_hash[: len(leader_row)] ^ h)
-            close = np.flatnonzero(dist <= config.dup_hamming)
-            g = int(close[0]) if close.size else -1
-        if g < 0:
-            leader_hash[len(leader_row)] = h
-            leader_row.append(i)
-            members.append([i])
-        else:
-            members[g].append(i)
-    for group in members:
-        if len(group) < 2:
-            continue
-        gid = out[group[0]]["clip_id"]
-        keep = next((i for i in group if out[i]["passed"]), group[0])
-        for i in group:
-            out[i]["duplicate_group"] = gid
-            if i != keep:
-                out[i]["reject_reason"] = _join_rules((out[i]["reject_reason"] or "").split(";") + ["duplicate"])
-                out[i]["passed"] = False
-    return out
+    if not rows:
+        return []
+    day = rows[0].get(PARTITION_COLUMN) or dt.date.min
+    if config.dup_max_distance < 0:
+        rows = [{**r, "near_hashes": None} for r in rows]
+    return assign_day(rows, day, (), config.near_dup_config())

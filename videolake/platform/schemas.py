@@ -102,8 +102,11 @@ FILTERED_CLIPS = pa.schema(
         pa.field("black_ratio", pa.float64(), metadata={"description": "share of near-black frames, 0..1"}),
         pa.field("frozen_ratio", pa.float64(), metadata={"description": "share of frames identical to the previous, 0..1"}),
         pa.field("text_area", pa.float64(), metadata={"description": "share of the frame covered by text-like edges, 0..1"}),
-        pa.field("dhash", pa.string(), metadata={"description": "64-bit difference hash of the middle frame (hex)"}),
-        pa.field("duplicate_group", pa.string(), metadata={"description": "clip_id of the first near-duplicate clip"}),
+        pa.field("dhash", pa.string(), metadata={"description": "64-bit difference hash of the middle frame (hex); filled only when the dhash scorer is configured (duplicates are judged on near_hashes)"}),
+        pa.field("near_hashes", pa.binary(), metadata={"description": "the clip's near-duplicate fingerprint: 32-byte PDQ hashes of its informative frames, bars removed (dedup.near); empty when every frame is flat"}),
+        pa.field("duplicate_group", pa.string(), metadata={"description": "clip_id of the clip kept of this clip's near-duplicate group, on every member (the kept one too), also when it lies in an earlier day; the kept clip is the earliest by (partition_date, clip_id)"}),
+        pa.field("duplicate_kept_date", pa.date32(), metadata={"description": "partition_date of the kept clip named by duplicate_group"}),
+        pa.field("duplicate_kind", pa.string(), metadata={"description": "on a clip rejected as duplicate: near (fingerprints match) or semantic (embeddings within eps)"}),
         pa.field(
             "scores",
             pa.map_(pa.string(), pa.float64()),
@@ -195,7 +198,7 @@ class TableSpec:
     @property
     def summary_columns(self) -> tuple[str, ...]:
         """The columns ``figures_of`` reads (and the partition column, to split a range by day)."""
-        return (*fig.columns(self.figures), PARTITION_COLUMN)
+        return tuple(dict.fromkeys((*fig.columns(self.figures), PARTITION_COLUMN)))
 
     def figures_of(self, rows: pa.Table) -> dict[str, Any]:
         """The figures of ``rows`` (one partition, or a whole range; at least ``summary_columns``)."""
@@ -255,9 +258,13 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         preview=("clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"),
         figures=(fig.RowCount(), fig.Count("passed", "passed"), fig.Remainder("rejected", of="passed"),
                  fig.Rate("pass_rate", "passed"), fig.Reasons("rejections_by_reason", "reject_reason"),
-                 fig.RuleCount("near_duplicates_in_day", "reject_reason", rule="duplicate"),
+                 fig.RuleCount("duplicates", "reject_reason", rule="duplicate"),
+                 fig.Count("near_duplicates", "duplicate_kind", equals="near"),
+                 fig.Count("semantic_duplicates", "duplicate_kind", equals="semantic"),
+                 fig.EarlierDay("duplicates_of_earlier_days", "duplicate_kept_date"),
+                 fig.Remainder("duplicates_within_day", of="duplicates_of_earlier_days", total="duplicates"),
                  fig.GroupSizes("duplicate_group_sizes", "duplicate_group")),
-        plotted=(fig.ROW_COUNT, "passed", "pass_rate", "near_duplicates_in_day", "clips_per_s"),
+        plotted=(fig.ROW_COUNT, "passed", "pass_rate", "duplicates", "duplicates_of_earlier_days", "clips_per_s"),
         throughput=("clips_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
@@ -300,7 +307,18 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
     ),
 )
 TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)
+# Tables the engine keeps for itself beside the asset tables: no asset, no gates; written with the asset they serve.
+NEAR_DUP_INDEX = pa.schema(
+    [
+        pa.field("band_key", pa.int64(), nullable=False, metadata={"description": "band number << 16 | that band's 16 bits of a PDQ frame hash (dedup.near.band_keys)"}),
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the clip whose fingerprint has this key (filtered_clips.clip_id)"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
+    ]
+)
+INDEX_TABLES: dict[str, pa.Schema] = {"near_dup_index": NEAR_DUP_INDEX}  # written by filtered_clips (dedup.cross_day)
+
 TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}
+LAKE_SCHEMAS: dict[str, pa.Schema] = {**TABLES, **INDEX_TABLES}  # every Delta table the lake reads and writes
 PRIMARY_KEYS: dict[str, str] = {t.name: t.key for t in TABLE_SPECS}
 
 

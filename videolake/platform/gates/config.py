@@ -120,6 +120,7 @@ class FilteredClipsGates(_TableGates):
         "scored_exactly_once",
         "scores_valid",
         "reject_reason_consistent",
+        "duplicates_name_their_kept_clip",
         "pass_rate",
     )
     # A 0 % or 100 % pass rate means a broken scorer or thresholds that filter nothing: both are suspicious.
@@ -237,6 +238,7 @@ GATE_DOCS: dict[str, dict[str, str]] = {
         "scored_exactly_once": "every scene clip of the partition has exactly one row; no rows for other clips.",
         "scores_valid": "scores are set (on passed rows, or all rows) and in range.",
         "reject_reason_consistent": "every rejected clip has a non-empty reject_reason; passed clips have none.",
+        "duplicates_name_their_kept_clip": "every duplicate names its group's kept clip (of its day or earlier); a kept clip is never a duplicate.",
         "pass_rate": "pass rate within [min_pass_rate, max_pass_rate] (not enforced below min_rows_for_rate rows).",
     },
     "clip_captions": {

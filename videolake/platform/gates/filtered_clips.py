@@ -8,7 +8,7 @@ import pyarrow as pa
 from videolake.platform.gates.config import FilteredClipsGates
 from videolake.platform.gates.core import Check, Frame, Gate
 from videolake.platform.gates.shared import exactly_once_gate, rate_gate, reason_consistent_gate
-from videolake.platform.gates.relations import id_reconciliation, to_pandas, where
+from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
 
 PASSED = "passed == True"
 REJECTED = "passed == False"
@@ -28,8 +28,15 @@ def score_ranges(cfg: FilteredClipsGates) -> dict[str, tuple[float, float | None
 
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) -> tuple[list[Gate], dict[str, Frame]]:
     ranges = score_ranges(cfg)
-    df = to_pandas(tbl, ["clip_id", "passed", "reject_reason", *ranges])
+    df = to_pandas(tbl, ["clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kept_date",
+                         "partition_date", *ranges])
     df["is_passed"] = (df["passed"] == True).astype("float64")  # noqa: E712 (a null passed counts as not passed)
+    df["is_duplicate"] = df["reject_reason"].map(lambda r: isinstance(r, str) and "duplicate" in r.split(";"))
+    # A duplicate names another clip, kept on its own day or an earlier one; a clip naming itself is a kept one.
+    df["duplicate_unnamed"] = df["is_duplicate"] & (
+        df["duplicate_group"].isna() | (df["duplicate_group"] == df["clip_id"]) | df["duplicate_kept_date"].isna()
+        | (df["duplicate_kept_date"] > df["partition_date"])).astype(bool)
+    df["kept_rejected_as_duplicate"] = ((df["duplicate_group"] == df["clip_id"]) & df["is_duplicate"]).astype(bool)
     scene_ids = context["scene_clips"].column("clip_id").to_pylist()
     ids = id_reconciliation(scene_ids, df["clip_id"].tolist(), "clip_id")
     frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
@@ -61,6 +68,15 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
             "every rejected clip has a reject_reason and no passed clip has one", bad=REJECTED, good=PASSED,
             bad_noun="rejected", good_noun="passed",
             first=(Check("null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"),),
+        ),
+        Gate(
+            "duplicates_name_their_kept_clip",
+            "every clip rejected as duplicate names its group's kept clip (duplicate_group, duplicate_kept_date on "
+            "or before its day); the kept clip is never rejected as duplicate",
+            (no("duplicate_unnamed", label="duplicates_without_kept_clip",
+                explain="{n} duplicate row(s) without a kept clip of their own day or earlier"),
+             no("kept_rejected_as_duplicate", label="kept_clips_rejected",
+                explain="{n} kept clip(s) rejected as duplicate")),
         ),
         rate_gate("pass_rate", "is_passed", df, min_value=cfg.min_pass_rate, max_value=cfg.max_pass_rate,
                   min_rows=cfg.min_rows_for_rate, counted="passed"),

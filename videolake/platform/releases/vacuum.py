@@ -27,7 +27,7 @@ from urllib.parse import unquote
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.create import relative_path
 from videolake.platform.releases.manifest import FILES, RELEASE_TABLES, ReleaseError, manifests, release_key
-from videolake.platform.schemas import TABLE_NAMES
+from videolake.platform.schemas import INDEX_TABLES, TABLE_NAMES
 
 if TYPE_CHECKING:
     from videolake.platform.lake import Lake
@@ -143,7 +143,7 @@ def vacuum_lake(lake: "Lake", store: ObjectStore, retention_hours: int = 168, dr
     delete files the log never named (orphans of attempts that never committed) older than the retention.
     Every table is planned before the first file is deleted, so a refusal deletes nothing."""
     pins = pinned_versions(lake, store)
-    tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES)) if lake.exists(t)]
+    tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES)) if lake.exists(t)]
     plans = [plan_table(lake, store, t, pins.get(t, {}), int(retention_hours),
                         enforce_retention_duration=enforce_retention_duration, full=full) for t in tables]
     if not dry_run:

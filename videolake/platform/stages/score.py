@@ -102,8 +102,8 @@ def score_partitions(
     *,
     progress: Callable[[Any], None] | None = None,
 ) -> "StageRun":
-    """filtered_clips for the run's partitions: one unit per video (its clips scored together), then
-    near-duplicates grouped per partition at finalize, so a day's rows never depend on the other days of a run."""
+    """filtered_clips for the run's partitions: one unit per video (its clips scored together), near-duplicates
+    grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``)."""
     from functools import partial
 
     from videolake.platform.quality import SCORERS, assign_duplicates, check_scorers, scorer_resources
@@ -112,7 +112,7 @@ def score_partitions(
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
-    version = stage_version("filtered_clips-5", {"config": _config_dict(quality_config), "scorer_versions": versions})
+    version = stage_version("filtered_clips-6", {"config": _config_dict(quality_config), "scorer_versions": versions})
     videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
     by_video: dict[tuple[str, str], list[dict]] = {}
     for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
@@ -128,11 +128,31 @@ def score_partitions(
         units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs],
                                            [c["frame_stats_uri"] for c in cs]),
                       "partition_date": day, "payload": json.dumps(payload, default=str)})
+    spec = table_spec("filtered_clips")
     step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
-                         summarize=table_spec("filtered_clips").figures_of)
-    return run_stage(lake, "filtered_clips", version, partitions, units,
-                     partial(_score_payload, store=store, quality_config=quality_config),
-                     _score_error, step, progress, resources=scorer_resources(quality_config))
+                         summarize=spec.figures_of)
+    run = run_stage(lake, "filtered_clips", version, partitions, units,
+                    partial(_score_payload, store=store, quality_config=quality_config),
+                    _score_error, step, progress, resources=scorer_resources(quality_config))
+    if quality_config.dup_max_distance >= 0:
+        run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run)
+    return run
+
+
+def judge_across_days(lake: Any, partitions: Any, quality_config: Any, run: "StageRun") -> list[str]:
+    """Near-duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
+    earlier ones, and the later days they affect. Recomputes the figures of the run's days whose verdicts changed;
+    returns the days outside the run whose rows changed (the asset records them)."""
+    from videolake.platform.dedup.cross_day import reconcile
+    from videolake.platform.lake import PartitionRange
+
+    spec = table_spec("filtered_clips")
+    reconciled = reconcile(lake, partitions, quality_config.near_dup_config())
+    for day in reconciled.changed_days:
+        if day in run.per_partition:  # its figures were counted before the other days were compared with it
+            run.per_partition[day] = spec.figures_of(lake.read_partitions("filtered_clips", PartitionRange.of([day])))
+    run.extra["near_dup_candidates"] = reconciled.candidates
+    return reconciled.outside_run
 
 
 def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable) -> pa.Table:
