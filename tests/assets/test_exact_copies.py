@@ -4,19 +4,18 @@ day re-evaluated by an earlier day's run is recorded by Dagster, so its downstre
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
-from dagster_ray import LocalRay
 
 from videolake.assets import cpu_assets
 from videolake.platform.lake import PartitionRange
 from videolake.platform.synth import Segment, VideoSpec, render
-from videolake.resources import LakeResource, ObjectStoreResource
+
+from landing_days import land, local_resources
 
 A, B, C = "2026-05-01", "2026-05-02", "2026-05-03"
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips]
@@ -33,19 +32,6 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _land(root: Path, day: str, files: dict[str, Path]) -> None:
-    folder = root / "landing" / day
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, src in files.items():
-        shutil.copy(src, folder / name)
-
-
-def _resources(root: Path, lake: Path) -> dict:
-    return {"object_store": ObjectStoreResource(kind="local", root=str(root)),
-            "lake": LakeResource(root=str(lake)),
-            "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False})}
-
-
 def _verdicts(resources: dict) -> dict[tuple[str, str], tuple]:
     rows = resources["lake"].get_lake().read_partitions("raw_videos", PartitionRange.of([A, B, C])).to_pylist()
     return {(str(r["partition_date"]), Path(r["source_uri"]).name): (
@@ -55,10 +41,10 @@ def _verdicts(resources: dict) -> dict[tuple[str, str], tuple]:
 
 def test_copies_across_days_in_any_order(videos, tmp_path):
     root = tmp_path / "store"
-    _land(root, A, {"x.mp4": videos["x"]})
-    _land(root, B, {"x_again.mp4": videos["x"], "y.mp4": videos["y"]})
-    _land(root, C, {"x_third.mp4": videos["x"]})
-    res = _resources(root, tmp_path / "lake")
+    land(root, A, {"x.mp4": videos["x"]})
+    land(root, B, {"x_again.mp4": videos["x"], "y.mp4": videos["y"]})
+    land(root, C, {"x_third.mp4": videos["x"]})
+    res = local_resources(root, tmp_path / "lake")
     lake = res["lake"].get_lake()
     instance = dg.DagsterInstance.ephemeral()
 
@@ -91,7 +77,7 @@ def test_copies_across_days_in_any_order(videos, tmp_path):
                           (B, "y.mp4"): ("ok", None, None), (C, "x_third.mp4"): ("duplicate", A, "x.mp4")}
 
     # The same landing materialized in date order, in one run, into another lake: the same verdicts.
-    fresh = _resources(root, tmp_path / "lake2")
+    fresh = local_resources(root, tmp_path / "lake2")
     job = dg.Definitions(assets=[cpu_assets.raw_videos], resources=fresh).resolve_implicit_global_asset_job_def()
     run = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), tags={
         "dagster/asset_partition_range_start": A, "dagster/asset_partition_range_end": C})
@@ -101,7 +87,7 @@ def test_copies_across_days_in_any_order(videos, tmp_path):
 
     # The original leaves A and A is materialized again: B's copy is the original now, C's names B.
     (root / "landing" / A / "x.mp4").unlink()
-    _land(root, A, {"y_early.mp4": videos["y"]})
+    land(root, A, {"y_early.mp4": videos["y"]})
     result = dg.materialize([cpu_assets.raw_videos], partition_key=A, resources=res, instance=instance)
     assert result.success
     assert {e.partition for e in result.get_asset_materialization_events()} == {A, B, C}

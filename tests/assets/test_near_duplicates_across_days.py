@@ -5,18 +5,17 @@ gets a materialization of its own (Dagster then shows its downstream, clip_capti
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_ray import LocalRay
 
 from videolake.assets import cpu_assets
 from videolake.platform.lake import PartitionRange
 from videolake.platform.synth import Segment, VideoSpec, render
-from videolake.resources import LakeResource, ObjectStoreResource
+
+from landing_days import land, local_resources
 
 A, B, C = "2026-06-01", "2026-06-02", "2026-06-03"
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]
@@ -47,19 +46,6 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-def _land(root: Path, day: str, files: dict[str, Path]) -> None:
-    folder = root / "landing" / day
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, src in files.items():
-        shutil.copy(src, folder / name)
-
-
-def _resources(root: Path, lake: Path) -> dict:
-    return {"object_store": ObjectStoreResource(kind="local", root=str(root)),
-            "lake": LakeResource(root=str(lake)),
-            "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False})}
-
-
 def _verdicts(resources: dict) -> dict[tuple[str, str], tuple]:
     """(day, landed name) -> (passed, the kept clip's (day, landed name), duplicate_kind), for every clip."""
     lake = resources["lake"].get_lake()
@@ -80,10 +66,10 @@ def _materialize(res: dict, day: str, instance: dg.DagsterInstance, assets=ASSET
 
 def test_near_copies_across_days_in_any_order(videos, tmp_path):
     root = tmp_path / "store"
-    _land(root, A, {"x.mp4": videos["x"]})
-    _land(root, B, {"x_bright.mp4": videos["x_bright"], "y.mp4": videos["y"]})
-    _land(root, C, {"x_letterbox.mp4": videos["x_letterbox"]})
-    res = _resources(root, tmp_path / "lake")
+    land(root, A, {"x.mp4": videos["x"]})
+    land(root, B, {"x_bright.mp4": videos["x_bright"], "y.mp4": videos["y"]})
+    land(root, C, {"x_letterbox.mp4": videos["x_letterbox"]})
+    res = local_resources(root, tmp_path / "lake")
     instance = dg.DagsterInstance.ephemeral()
 
     # The later day first: its copy of x has nothing earlier to match, so it is kept.
@@ -106,7 +92,7 @@ def test_near_copies_across_days_in_any_order(videos, tmp_path):
     assert (md["duplicates"], md["duplicates_of_earlier_days"], md["near_duplicates"]) == (1, 1, 1)
 
     # The same landing materialized in date order, in one run, into another lake: the same verdicts.
-    fresh = _resources(root, tmp_path / "lake2")
+    fresh = local_resources(root, tmp_path / "lake2")
     job = dg.Definitions(assets=ASSETS, resources=fresh).resolve_implicit_global_asset_job_def()
     run = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), run_config=RUN_CONFIG, tags={
         "dagster/asset_partition_range_start": A, "dagster/asset_partition_range_end": C})
@@ -114,7 +100,7 @@ def test_near_copies_across_days_in_any_order(videos, tmp_path):
 
     # The original leaves A and A is materialized again: B's copy is the kept clip now, C's names it.
     (root / "landing" / A / "x.mp4").unlink()
-    _land(root, A, {"z.mp4": videos["z"]})
+    land(root, A, {"z.mp4": videos["z"]})
     result = _materialize(res, A, instance)
     assert {e.partition for e in result.get_asset_materialization_events()
             if e.asset_key.path[-1] == "filtered_clips"} == {A, B, C}

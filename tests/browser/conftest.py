@@ -69,12 +69,14 @@ def _sample_specs():
                          segments=(Segment(a, frames), Segment(b, frames)), transitions=(Transition("cut"),))
 
     # Two short 240p videos per day with one hard cut each (shots of 1.5-1.6 s, above the 1 s minimum clip), and one
-    # special per day: a text file named .mp4 (rejected at ingest) and an all-black video (filtered as black).
+    # special per day: a text file named .mp4 (rejected at ingest) and an all-black video (filtered as black). The
+    # second day's moving shot (pan) is footage the first day does not have: lavfi's mandelbrot and sierpinski are
+    # the same pictures on every render, so they would be near-duplicates of the first day's clips.
     return {
         DAY1: ([two_shots("d1_testsrc_mandel", "testsrc2", "mandelbrot", 45, "30"),
                 two_shots("d1_sierp_testsrc", "sierpinski", "testsrc2", 40, "25")], "not_video"),
         DAY2: ([two_shots("d2_gradients_white", "gradients", "color:white", 40, "25"),
-                two_shots("d2_mandel_sierp", "mandelbrot", "sierpinski", 45, "30")], "black"),
+                two_shots("d2_pan_gradients", "pan", "gradients", 45, "30")], "black"),
     }
 
 
@@ -100,9 +102,11 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
         files[day] = sorted(p.name for p in folder.iterdir())
         clips[day] = n_clips
         videos[day] = len(files[day])
-    # The gate days reuse the rendered pictures, remuxed with a comment naming the day: bytes landed on an earlier
-    # day would make the sample days' videos copies (status duplicate, re-evaluated by the gate backfill), and the
-    # gate days come first in the calendar. Plus text files named .mp4, each with different bytes.
+    # The gate days reuse the rendered videos turned upside down (re-encoded): the gate days come first in the
+    # calendar, and the same bytes, or the same pictures, landed on an earlier day would make the sample days' videos
+    # exact copies and their clips near-duplicates, re-judged (and their gates no longer current) by the gate
+    # backfill. PDQ does not match a picture with its 180-degree rotation. Plus text files named .mp4, each with
+    # different bytes.
     rendered = sorted((data_dir / "store" / "landing" / DAY1).glob("d1_*.mp4")) + sorted(
         (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4"))
     gate_rejected = {}
@@ -110,8 +114,9 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
         folder = data_dir / "store" / "landing" / day
         folder.mkdir(parents=True)
         for path in rendered[:n_ok]:
-            subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-map", "0", "-c", "copy", "-fflags", "+bitexact",
-                            "-metadata", f"comment=gate day {day}", str(folder / path.name)], check=True)
+            subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-vf", "hflip,vflip", "-c:v", "libx264", "-crf",
+                            "20", "-pix_fmt", "yuv420p", "-threads", "1", "-fflags", "+bitexact", "-flags:v", "+bitexact",
+                            str(folder / path.name)], check=True)
         for i in range(n_junk):
             (folder / f"not_a_video_{i}.mp4").write_text(f"not a video, file {i} of {day}\n")
         gate_rejected[day] = (n_junk, n_ok + n_junk)

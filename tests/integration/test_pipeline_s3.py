@@ -56,8 +56,8 @@ def _landing_specs():
     so that no clip id repeats across partitions."""
     from videolake.platform.synth import Segment, Transition, VideoSpec
 
-    def spec(name, fps, *segments):
-        return VideoSpec(name=name, width=320, height=240, fps=fps, codec="h264",
+    def spec(name, fps, *segments, seed=0):
+        return VideoSpec(name=name, width=320, height=240, fps=fps, codec="h264", seed=seed,
                          segments=tuple(Segment(s, n) for s, n in segments),
                          transitions=tuple(Transition("cut") for _ in segments[1:]))
 
@@ -66,8 +66,11 @@ def _landing_specs():
         (DAY1, "video", spec("gradblue", "25", ("gradients", 40), ("color:blue", 40))),
         (DAY1, "special", "black"),
         (DAY1, "special", "not_video"),
-        (DAY2, "video", spec("day2_cuts3", "25", ("testsrc2", 45), ("color:red", 40), ("mandelbrot", 50))),
-        (DAY3, "video", spec("day3_mandel_blue_test", "30", ("mandelbrot", 50), ("color:blue", 40), ("testsrc2", 45))),
+        # Footage the first day does not have (lavfi's testsrc2 and mandelbrot are the same pictures on every render:
+        # the later days' clips of them would be near-duplicates of the first day's and none would pass).
+        (DAY2, "video", spec("day2_pan_red_grad", "25", ("pan", 45), ("color:red", 40), ("gradients", 50))),
+        (DAY3, "video", spec("day3_sierp_blue_pan", "30", ("sierpinski", 50), ("color:blue", 40), ("pan", 45),
+                             seed=3)),
     ]
 
 

@@ -61,14 +61,9 @@ class SourcePixels:
         return self._path
 
     def __call__(self, clip: dict, count: int, max_pixels: int) -> Any:
-        from videolake.platform.captioning.base import FrameConfig
-        from videolake.platform.captioning.clip_frames import read_frames
-
         start, end = int(clip["start_frame"]), int(clip["end_frame"])
         fps = float(self._video.get("fps") or 0.0) or (end - start) / max(float(clip["duration_s"]), 1e-9)
-        # sample_fps high enough that max_frames decides: exactly ``count`` frames (fewer for a shorter clip)
-        config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
-        return read_frames(self.path(), start, end, fps, config).frames
+        return _file_pixels(self.path(), fps)(clip, count, max_pixels)
 
 
 SCORE_CLIP_COLUMNS = ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detector",
@@ -174,4 +169,17 @@ def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tupl
          "duration_s": (e - s) / (result.fps or 30.0), "clip_index": i}
         for i, (s, e) in enumerate(ranges)
     ]
-    return score_video_clips(clips, stats, video, QualityConfig())
+    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, result.fps or 30.0))
+
+
+def _file_pixels(path: str, fps: float) -> Any:
+    """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first)."""
+    from videolake.platform.captioning.base import FrameConfig
+    from videolake.platform.captioning.clip_frames import read_frames
+
+    def pixels(clip: dict, count: int, max_pixels: int) -> Any:
+        # sample_fps high enough that max_frames decides: exactly ``count`` frames (fewer for a shorter clip)
+        config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
+        return read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), fps, config).frames
+
+    return pixels

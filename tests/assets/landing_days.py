@@ -1,0 +1,25 @@
+"""Helpers of the tests that land files on several days and materialize them (exact and near copies across days)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from dagster_ray import LocalRay
+
+from videolake.resources import LakeResource, ObjectStoreResource
+
+
+def land(root: Path, day: str, files: dict[str, Path]) -> None:
+    """Copy ``files`` (landed name -> source file) into ``root``/landing/``day``/."""
+    folder = root / "landing" / day
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, src in files.items():
+        shutil.copy(src, folder / name)
+
+
+def local_resources(root: Path, lake: Path) -> dict:
+    """The CPU assets' resources over a local store at ``root`` and a lake at ``lake``."""
+    return {"object_store": ObjectStoreResource(kind="local", root=str(root)),
+            "lake": LakeResource(root=str(lake)),
+            "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False})}

@@ -1,0 +1,93 @@
+"""One day's near-duplicate verdicts against earlier days (dedup.cross_day.assign_day), on planted fingerprints:
+the kept clip is the earliest by (partition_date, clip_id), chains name the group's kept clip, semantic pairs join
+groups, chance sharing of one index key never makes a candidate, and the index rows are what the lookups need."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+
+from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS, _candidate_pairs, assign_day, index_rows
+from videolake.platform.dedup.near import NearDupConfig, hashes_per_frame, index_keys
+
+CONFIG = NearDupConfig()
+D0, D1, D2 = dt.date(2026, 3, 1), dt.date(2026, 3, 2), dt.date(2026, 3, 3)
+
+
+def fingerprint(seed: int, flip_bits: int = 0, frames: int = 6) -> bytes:
+    """``frames`` frames of random view hashes (seeded), ``flip_bits`` bits of every hash flipped."""
+    hashes = np.random.default_rng(seed).integers(0, 256, (frames * hashes_per_frame(CONFIG), 32), dtype=np.uint8)
+    bits = np.unpackbits(hashes, axis=1)
+    bits[:, np.random.default_rng(seed + 7 * flip_bits + 1).permutation(256)[:flip_bits]] ^= 1
+    return np.packbits(bits, axis=1).tobytes()
+
+
+def row(cid: str, fp: bytes | None, reason: str | None = None) -> dict:
+    return {"clip_id": cid, "near_hashes": fp, "reject_reason": reason, "passed": reason is None}
+
+
+def earlier(cid: str, day: dt.date, fp: bytes, group: str | None = None, kept_day: dt.date | None = None) -> dict:
+    return {"clip_id": cid, "partition_date": day, "near_hashes": fp, "duplicate_group": group,
+            "duplicate_kept_date": kept_day}
+
+
+def verdicts(rows: list[dict]) -> dict[str, tuple]:
+    return {r["clip_id"]: (r["passed"], r["duplicate_group"], r["duplicate_kept_date"], r["duplicate_kind"])
+            for r in rows}
+
+
+def test_a_copy_of_an_earlier_clip_names_the_kept_clip_of_its_group():
+    # e1 (day 1) is itself a duplicate of k0 (day 0): a copy of e1 on day 2 names k0, the group's kept clip.
+    prior = [earlier("k0", D0, fingerprint(1)), earlier("e1", D1, fingerprint(1, 6), "k0", D0)]
+    out = assign_day([row("b", fingerprint(1, 9)), row("a", fingerprint(2))], D2, prior, CONFIG)
+    assert verdicts(out) == {"b": (False, "k0", D0, "near"), "a": (True, None, None, None)}
+    assert out[0]["reject_reason"] == "duplicate"
+
+
+def test_the_kept_clip_is_the_earliest_by_day_then_clip_id():
+    # Within the day "a" < "b"; a clip of an earlier day beats both, whatever its id.
+    out = assign_day([row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [], CONFIG)
+    assert verdicts(out) == {"b": (False, "a", D1, "near"), "a": (True, "a", D1, None)}
+    out = assign_day([row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [earlier("z", D0, fingerprint(3, 8))],
+                     CONFIG)
+    assert verdicts(out) == {"b": (False, "z", D0, "near"), "a": (False, "z", D0, "near")}
+    # A clip of a later day given as a candidate is ignored: it cannot be kept over this day's clips.
+    out = assign_day([row("a", fingerprint(3))], D1, [earlier("z", D2, fingerprint(3, 8))], CONFIG)
+    assert verdicts(out) == {"a": (True, None, None, None)}
+
+
+def test_semantic_pairs_join_groups_and_are_marked_semantic():
+    out = assign_day([row("a", fingerprint(4)), row("b", fingerprint(5)), row("c", fingerprint(4, 5))], D1, [],
+                     CONFIG, semantic_pairs=[("b", "a")])
+    assert verdicts(out) == {"a": (True, "a", D1, None), "b": (False, "a", D1, "semantic"),
+                             "c": (False, "a", D1, "near")}
+
+
+def test_clips_without_fingerprints_and_other_rules_are_kept_apart():
+    out = assign_day([row("a", b""), row("b", None), row("c", fingerprint(6), "blurry;duplicate")], D1, [], CONFIG)
+    assert verdicts(out) == {"a": (True, None, None, None), "b": (True, None, None, None),
+                             "c": (False, None, None, None)}
+    assert out[2]["reject_reason"] == "blurry"  # an old duplicate verdict is forgotten, the other rules stay
+
+
+def test_one_shared_key_is_not_a_candidate():
+    a = np.frombuffer(fingerprint(8), np.uint8).reshape(-1, 32)
+    b = np.frombuffer(fingerprint(9), np.uint8).reshape(-1, 32).copy()
+    b[0, :4] = a[0, :4]  # bits 0..31 of one view hash in common: band 0 (bits 0..29) only, by chance
+    assert len(set(index_keys(a, CONFIG).tolist()) & set(index_keys(b, CONFIG).tolist())) == 1
+    assert MIN_SHARED_KEYS == 2 and _candidate_pairs([a, b], 1, CONFIG) == []
+    b[0] = a[0]  # a whole view hash in common: all its keys
+    assert _candidate_pairs([a, b], 1, CONFIG) == [(0, 1)]
+    assert _candidate_pairs([a, b], 2, CONFIG) == [(0, 1)]  # both in the day: each pair once, smaller index first
+
+
+def test_index_rows_hold_every_key_once_per_clip_sorted():
+    fp = fingerprint(11)
+    rows = pa.table({"clip_id": ["x", "y"], "near_hashes": [fp, b""],
+                     "partition_date": pa.array([D0, D0], pa.date32())})
+    idx = index_rows(rows, CONFIG)
+    keys = index_keys(np.frombuffer(fp, np.uint8).reshape(-1, 32), CONFIG)
+    assert idx.column("band_key").to_pylist() == sorted(keys.tolist())
+    assert set(idx.column("clip_id").to_pylist()) == {"x"} and idx.num_rows == len(keys)
