@@ -78,10 +78,11 @@ def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu
         stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
         assert stats.num_frames == rows[-1]["end_frame"]
         assert [r["start_s"] for r in rows] == [float(stats.pts_s[r["start_frame"]]) for r in rows]
-    # so scoring the day decodes no video again: with the sources gone, every clip is still scored
+    # so scorers working from statistics decode no video again: with the sources gone, every clip is still scored
+    # (the near-duplicate fingerprint looks at pixels and opens the source: it is off here)
     for name in (HARD.name, SHORT.name):
         (tmp_path / "store" / "landing" / DAY / f"{name}.mp4").unlink()
-    score_partitions(lake, store, days, QualityConfig())
+    score_partitions(lake, store, days, QualityConfig(dup_max_distance=-1))
     scored = lake.read_partitions("filtered_clips", days).to_pylist()
     assert sorted(r["clip_id"] for r in scored) == sorted(c["clip_id"] for c in clips)
     assert not [r for r in scored if "score_error" in (r["reject_reason"] or "")]
@@ -169,7 +170,7 @@ def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp
     uri = rows[0]["frame_stats_uri"]
     stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
     assert stats.num_frames == n
-    quality = QualityConfig()
+    quality = QualityConfig(dup_max_distance=-1)  # scorers of statistics only
     _CountingStore.opened = 0
     scored = score_one((video, rows), store=store, quality_config=quality)
     assert _CountingStore.opened == 0  # no second decode
@@ -182,6 +183,15 @@ def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp
                           quality_config=quality)
         assert _CountingStore.opened == 1
         assert [r["clip_id"] for r in again] == [r["clip_id"] for r in rows]
+    # the near-duplicate fingerprint (on by default) looks at pixels: the video is opened once for all its clips,
+    # and opened once too when the statistics must be computed again
+    for stats_uri in (uri, None):
+        _CountingStore.opened = 0
+        fingerprinted = score_one((video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store,
+                                  quality_config=QualityConfig())
+        assert _CountingStore.opened == 1
+        assert [r["clip_id"] for r in fingerprinted] == [r["clip_id"] for r in rows]
+        assert any(r["near_hashes"] for r in fingerprinted)
 
 
 class _ScriptedAutoscaler:
