@@ -44,7 +44,7 @@ def gate_overrides(captioner) -> dict | None:
 def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
-    from videolake.assets.checks import build_all_gate_checks
+    from videolake.assets.checks import GATED_TABLES, build_all_gate_checks
     from videolake.assets.cpu_assets import build_cpu_assets
     from videolake.assets.landing import build_landing_checks
     from videolake.assets.partitions import daily_partitions
@@ -53,9 +53,16 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
 
     resources = resources_for(profile_name or profile())
     partitions = daily_partitions()
-    assets = [*build_cpu_assets(partitions), build_clip_captions(resources["captioner"], partitions)]
+    optional = []
+    if resources["embedder"].enabled:  # an embedding model is configured: semantic duplicates (clip_embeddings)
+        from videolake.assets.embeddings import build_clip_embeddings
+
+        optional.append(build_clip_embeddings(resources["embedder"], partitions))
+    present = tuple(a.key.to_user_string() for a in optional)
+    assets = [*build_cpu_assets(partitions, present), *optional,
+              build_clip_captions(resources["captioner"], partitions)]
     overrides = gate_overrides(resources["captioner"])
-    checks = build_all_gate_checks(overrides=overrides, partitions_def=partitions)
+    checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
     release = build_release_defs(overrides=overrides)
     return dg.Definitions(
         assets=[*assets, *release.assets],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from videolake.assets.checks import GATED_TABLES
+from videolake.assets.checks import GATED_TABLES, OPTIONAL_TABLES
 from videolake.assets.metadata import PLOTTED
 from videolake.assets.ui_metadata import COLUMN_SOURCES, PREVIEW_COLUMNS
 from videolake.platform.gates import GATE_DOCS
@@ -14,9 +14,12 @@ from videolake.platform.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, T
 
 
 def test_every_per_table_mapping_covers_exactly_the_specs():
-    assert TABLE_NAMES == ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
+    assert TABLE_NAMES == ("raw_videos", "scene_clips", "clip_embeddings", "filtered_clips", "clip_captions",
+                           "training_shards")
     assert list(TABLES) == list(PRIMARY_KEYS) == list(TABLE_NAMES)
-    assert GATED_TABLES == TABLE_NAMES
+    # an optional table (clip_embeddings: only with an embedding model) is gated when its asset exists
+    assert GATED_TABLES + OPTIONAL_TABLES == tuple(t for t in TABLE_NAMES if t != "clip_embeddings") + (
+        "clip_embeddings",)
     for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, PLOTTED):
         assert set(mapping) == set(TABLE_NAMES), mapping
     assert set(COLUMN_SOURCES) == {t.name for t in TABLE_SPECS if t.upstream is not None}
@@ -44,10 +47,20 @@ def test_each_specs_gates_are_built_from_its_module_against_its_upstream():
         assert context_tables(spec.name) == ((spec.upstream,) if spec.upstream else ())
 
 
-def test_the_asset_graph_follows_the_specs_upstreams():
+def test_the_asset_graph_follows_the_specs_upstreams(monkeypatch, tmp_path):
+    """With and without the optional tables' assets: a table's parents are its upstream and the tables it reads
+    whose assets exist."""
     from videolake.definitions import defs
+    from videolake.platform.embedding.tiny_model import build_tiny_clip
 
-    graph = defs().resolve_asset_graph()
-    for spec in TABLE_SPECS:
-        parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
-        assert parents == ({spec.upstream} if spec.upstream else set()), spec.name
+    for model in ("", str(build_tiny_clip(tmp_path / "tiny-clip"))):
+        monkeypatch.setenv("VIDEOLAKE_EMBED_MODEL", model)
+        graph = defs().resolve_asset_graph()
+        present = {k.to_user_string() for k in graph.get_all_asset_keys()}
+        assert ("clip_embeddings" in present) == bool(model)
+        for spec in TABLE_SPECS:
+            if spec.name not in present:
+                continue
+            parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
+            expected = {spec.upstream} if spec.upstream else set()
+            assert parents == expected | (set(spec.reads) & present), spec.name

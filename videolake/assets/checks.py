@@ -31,10 +31,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
 
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import GATE_DOCS, GateResult, context_tables, gate_names
-from videolake.platform.schemas import TABLE_NAMES
+from videolake.platform.schemas import TABLE_SPECS
 from videolake.resources import LakeResource
 
-GATED_TABLES: tuple[str, ...] = TABLE_NAMES  # every table is gated
+# Every table is gated; an optional table's gates exist with its asset (definitions.build_definitions).
+GATED_TABLES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS if not t.optional)
+OPTIONAL_TABLES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS if t.optional)
 DOWNSTREAM: dict[str, tuple[str, ...]] = {t: GATED_TABLES[i + 1 :] for i, t in enumerate(GATED_TABLES)}
 
 

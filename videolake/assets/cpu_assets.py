@@ -39,7 +39,7 @@ COMMON = dict(
 )
 
 
-def _progress(context: dg.AssetExecutionContext, what: str) -> StageReporter:
+def stage_progress(context: dg.AssetExecutionContext, what: str) -> StageReporter:
     """The stage's progress lines in the step's log (``split: 5/9 units (0 reused, 5 computed), 0.81 units/s, ETA
     5s``, at least every 30 s while it runs): ``videolake demo`` draws them from the run's event log."""
     return StageReporter(what, context.log.info)
@@ -68,7 +68,7 @@ def run_cpu_stage(context: dg.AssetExecutionContext, table: str, what: str, lake
     keys = partition_keys(context)
     lk = lake.get_lake()
     with connect_on_demand(context, ray_cluster):
-        run = stage(lk, PartitionRange.of(keys), _progress(context, what))
+        run = stage(lk, PartitionRange.of(keys), stage_progress(context, what))
     return stage_result(context, table, run, keys, lk, extra=run.extra)
 
 
@@ -197,6 +197,15 @@ def training_shards(
 CPU_ASSETS = (raw_videos, scene_clips, filtered_clips, training_shards)
 
 
-def build_cpu_assets(partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
-    """The CPU assets over ``partitions_def`` (the code location's, read when it loads)."""
-    return [with_partitions(a, partitions_def) for a in CPU_ASSETS]
+def build_cpu_assets(partitions_def: dg.PartitionsDefinition,
+                     optional_tables: tuple[str, ...] = ()) -> list[dg.AssetsDefinition]:
+    """The CPU assets over ``partitions_def`` (the code location's, read when it loads); ``optional_tables``: the
+    optional tables whose assets the location has (filtered_clips then also depends on clip_embeddings)."""
+    out = []
+    for a in CPU_ASSETS:
+        a = with_partitions(a, partitions_def)
+        deps = upstream_of(a.key.to_user_string(), optional_tables)
+        if deps != upstream_of(a.key.to_user_string()):
+            a = a.map_asset_specs(lambda spec, deps=deps: spec.replace_attributes(deps=deps))
+        out.append(a)
+    return out

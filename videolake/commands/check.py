@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from videolake.platform.schemas import TABLE_NAMES
+from videolake.platform.schemas import TABLE_NAMES, table_spec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_gate_config(overrides=gate_overrides(defs.resources["captioner"]))
     blocking = 0
     for table in args.table or TABLE_NAMES:
+        if not lake.exists(table) and not args.table and table_spec(table).optional:
+            continue  # an optional table never materialized (clip_embeddings without a model): nothing to say
         if not lake.exists(table):
             print(f"{table}: no table yet (skipped)")
             continue

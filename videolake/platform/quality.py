@@ -127,6 +127,13 @@ class QualityConfig:
     dup_max_distance: int = _NEAR.max_distance
     # Two clips are near-duplicates when at least this share of one clip's frames match a frame of the other.
     dup_min_share: float = _NEAR.min_share
+    # Semantic duplicates (embedding.semantic, as NeMo Curator's SemDeDup), judged only on days that have rows in
+    # clip_embeddings (its asset exists when an embedding model is configured): two clips of one k-means cluster
+    # are duplicates when their cosine similarity is >= 1 - semantic_eps. Negative: off. Choose it from the
+    # similarity distribution clip_embeddings reports for the day.
+    semantic_eps: float = 0.01
+    # Target clips per k-means cluster (k = ceil(clips / this)); larger clusters miss fewer pairs and cost more.
+    semantic_items_per_cluster: int = 1000
     # The dhash scorer (not run by default): a middle frame with less structure than this (variance of the
     # Laplacian on the sampled grid, as min_sharpness) is flat and gets no dhash.
     min_hash_structure: float = 10.0
@@ -143,6 +150,14 @@ class QualityConfig:
 
         return replace(_NEAR, frames_per_clip=self.dup_frames, max_distance=self.dup_max_distance,
                        min_share=self.dup_min_share)
+
+    def semantic_config(self) -> Any:
+        """The semantic rule's settings (embedding.semantic.SemanticDedupConfig); None when it is off."""
+        from videolake.platform.embedding.semantic import SemanticDedupConfig
+
+        if self.semantic_eps < 0:
+            return None
+        return SemanticDedupConfig(eps=self.semantic_eps, items_per_cluster=self.semantic_items_per_cluster)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scorers", tuple(self.scorers))

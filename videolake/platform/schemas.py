@@ -167,6 +167,20 @@ TRAINING_SHARDS = pa.schema(
     ]
 )
 
+CLIP_EMBEDDINGS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "scene_clips.clip_id of the embedded clip"}),
+        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "raw_videos.video_id of the clip's source"}),
+        pa.field("model", pa.string(), metadata={"description": "the embedding model's name and revision (EmbedderConfig.model_label)"}),
+        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | failed"}),
+        pa.field("error", pa.string(), metadata={"description": "why the clip could not be embedded; null when ok"}),
+        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether embedding again can succeed; null when ok"}),
+        pa.field("embedding", pa.list_(pa.float32()), metadata={"description": "the clip's L2-normalised embedding (frame embeddings mean-pooled); empty when failed"}),
+        pa.field("dim", pa.int32(), metadata={"description": "length of embedding (0 when failed)"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+    ]
+)
+
 @dataclass(frozen=True)
 class TableSpec:
     """One table of the lake, in one place: everything that iterates the tables reads ``TABLE_SPECS``.
@@ -179,6 +193,11 @@ class TableSpec:
     schema: pa.Schema
     key: str  # the primary key column (unique within a partition)
     upstream: str | None  # the table its rows are computed from (its asset's deps); None: the landing area
+    # Other tables its step reads when their assets exist (extra deps of its asset): filtered_clips reads
+    # clip_embeddings for the semantic duplicate rule.
+    reads: tuple[str, ...] = ()
+    # An optional table's asset (and gates) exist only when configured (clip_embeddings: an embedding model).
+    optional: bool = False
     # Where each column comes from: column -> ((upstream table, upstream column), ...); Dagster's column lineage.
     # Only the direct upstream and the tables the step reads are named; computed columns name their inputs.
     lineage: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
@@ -242,7 +261,23 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         throughput=("frames_per_s", "frames"),
     ),
     TableSpec(
+        "clip_embeddings", CLIP_EMBEDDINGS, key="clip_id", upstream="scene_clips", optional=True,
+        lineage={
+            "clip_id": (("scene_clips", "clip_id"),),
+            "video_id": (("scene_clips", "video_id"),),
+            "embedding": (("scene_clips", "source_uri"), *_SCENE_RANGE),
+            PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
+        },
+        preview=("clip_id", "video_id", "model", "status", "dim", "error"),
+        figures=(fig.RowCount(), fig.Remainder("embeddings", of="embeddings_failed"),
+                 fig.Count("embeddings_failed", "status", equals="failed"), fig.Rate("failure_rate", "embeddings_failed"),
+                 fig.Reasons("failures_by_reason", "error", whole=True)),
+        plotted=(fig.ROW_COUNT, "embeddings_failed", "clips_per_s"),
+        throughput=("clips_per_s", fig.ROW_COUNT),
+    ),
+    TableSpec(
         "filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips",
+        reads=("clip_embeddings",),
         lineage={
             "clip_id": (("scene_clips", "clip_id"),),
             "video_id": (("scene_clips", "video_id"),),
@@ -330,10 +365,13 @@ def table_spec(table: str) -> TableSpec:
     raise KeyError(f"no table {table!r}; the tables are {', '.join(TABLE_NAMES)}")
 
 
-def upstream_of(table: str) -> list[str]:
-    """The tables ``table`` is computed from (its asset's deps): [] for the first table."""
+def upstream_of(table: str, present: Any = None) -> list[str]:
+    """The tables ``table`` is computed from (its asset's deps): [] for the first table. ``present``: the optional
+    tables whose assets exist (default none); a table it ``reads`` is a dep only when its asset exists."""
     spec = table_spec(table)
-    return [spec.upstream] if spec.upstream else []
+    present = set(present or ())
+    reads = [t for t in spec.reads if not table_spec(t).optional or t in present]
+    return ([spec.upstream] if spec.upstream else []) + reads
 
 
 def clip_id(video_id: str, start_frame: int, end_frame: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from videolake.resources.captioner import captioner_from_env
+from videolake.resources.embedder import embedder_from_env
 
 
 def local_resources() -> dict:
@@ -23,4 +24,6 @@ def local_resources() -> dict:
         # Locally the GPU step gets its own local Ray for the step's lifetime, like the ephemeral KubeRay cluster.
         "caption_ray": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
         "captioner": captioner_from_env(),
+        # Off unless VIDEOLAKE_EMBED_MODEL names a model: then clip_embeddings runs on caption_ray.
+        "embedder": embedder_from_env(),
     }

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,8 +316,10 @@ def _pointing(lake: Any, days: list[dt.date]) -> pa.Table:
 
 
 def reconcile(lake: Any, run: Any, config: Any = None,
-              semantic_pairs: Mapping[str, Iterable[tuple[str, str]]] | None = None) -> Reconciled:
-    """Bring the run's days and every later day they can affect to their verdicts (module docstring)."""
+              semantic_pairs: Callable[[str], Iterable[tuple[str, str]]] | None = None) -> Reconciled:
+    """Bring the run's days and every later day they can affect to their verdicts (module docstring).
+    ``semantic_pairs(day)``: the clip-id pairs the semantic rule finds within ``day`` (ISO date), asked of every
+    judged day, so a later day judged again keeps its semantic verdicts."""
     from videolake.platform.dedup.near import NearDupConfig
     from videolake.platform.lake import PartitionRange
 
@@ -342,7 +344,7 @@ def reconcile(lake: Any, run: Any, config: Any = None,
         earlier = _candidates(lake, earlier_hits)
         out.candidates += len(earlier)
         old = rows.to_pylist()
-        new = assign_day(old, day, earlier, config, (semantic_pairs or {}).get(day.isoformat(), ()))
+        new = assign_day(old, day, earlier, config, semantic_pairs(day.isoformat()) if semantic_pairs else ())
         kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
         out.judged_days.append(day.isoformat())
         changed = [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]

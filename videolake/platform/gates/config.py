@@ -178,11 +178,21 @@ class TrainingShardsGates(_TableGates):
 
 
 @dataclass(frozen=True)
+class ClipEmbeddingsGates(_TableGates):
+    GATES: ClassVar[tuple[str, ...]] = ("one_row_per_clip", "vectors_well_formed", "failure_rate")
+    # Why 0.05: the clips were decoded once already (scene detection); a clip that then does not embed means a
+    # broken model or storage, not one odd input.
+    max_failure_rate: float = 0.05  # share of failed rows that fails the failure_rate gate when exceeded
+    min_rows_for_rate: int = 5  # below this many rows the failure_rate gate passes with a note
+
+
+@dataclass(frozen=True)
 class GateConfig:
     """Thresholds and gate settings of every table."""
 
     raw_videos: RawVideosGates = field(default_factory=RawVideosGates)  # gates of the probe table
     scene_clips: SceneClipsGates = field(default_factory=SceneClipsGates)  # gates of the scene split
+    clip_embeddings: ClipEmbeddingsGates = field(default_factory=ClipEmbeddingsGates)  # gates of the embeddings
     filtered_clips: FilteredClipsGates = field(default_factory=FilteredClipsGates)  # gates of the quality scores
     clip_captions: ClipCaptionsGates = field(default_factory=ClipCaptionsGates)  # gates of the captions
     training_shards: TrainingShardsGates = field(default_factory=TrainingShardsGates)  # gates of the shards
@@ -196,6 +206,7 @@ class GateConfig:
 TABLE_CONFIGS: dict[str, type[_TableGates]] = {
     "raw_videos": RawVideosGates,
     "scene_clips": SceneClipsGates,
+    "clip_embeddings": ClipEmbeddingsGates,
     "filtered_clips": FilteredClipsGates,
     "clip_captions": ClipCaptionsGates,
     "training_shards": TrainingShardsGates,
@@ -249,6 +260,11 @@ GATE_DOCS: dict[str, dict[str, str]] = {
         "no_repetition": "no ok caption's repetition_score exceeds max_repetition (a looping token or phrase).",
         "no_refusal": "no ok caption matches the refusal_patterns (assistant boilerplate).",
         "provenance_set": "every row names a non-empty model and prompt_version.",
+        "failure_rate": "share of failed rows <= max_failure_rate (not enforced below min_rows_for_rate rows).",
+    },
+    "clip_embeddings": {
+        "one_row_per_clip": "exactly one row per scene clip without a detect_error, no others.",
+        "vectors_well_formed": "ok rows: a unit vector of the day's one dimension; failed rows: an error, no vector.",
         "failure_rate": "share of failed rows <= max_failure_rate (not enforced below min_rows_for_rate rows).",
     },
     "training_shards": {

@@ -129,20 +129,31 @@ def score_partitions(
     run = run_stage(lake, "filtered_clips", version, partitions, units,
                     partial(_score_payload, store=store, quality_config=quality_config),
                     _score_error, step, progress, resources=scorer_resources(quality_config))
-    if quality_config.dup_max_distance >= 0:
+    if quality_config.dup_max_distance >= 0 or quality_config.semantic_config() is not None:
         run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run)
     return run
 
 
 def judge_across_days(lake: Any, partitions: Any, quality_config: Any, run: "StageRun") -> list[str]:
     """Near-duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
-    earlier ones, and the later days they affect. Recomputes the figures of the run's days whose verdicts changed;
+    earlier ones, and the later days they affect; semantic pairs within each judged day that has embeddings. Recomputes the figures of the run's days whose verdicts changed;
     returns the days outside the run whose rows changed (the asset records them)."""
     from videolake.platform.dedup.cross_day import reconcile
     from videolake.platform.lake import PartitionRange
 
     spec = table_spec("filtered_clips")
-    reconciled = reconcile(lake, partitions, quality_config.near_dup_config())
+    semantic = quality_config.semantic_config()
+    pairs = None
+    if semantic is not None:
+        from videolake.platform.stages.embed import semantic_pairs_of_day
+
+        def pairs(day: str) -> list[tuple[str, str]]:
+            found = semantic_pairs_of_day(lake, day, semantic)
+            run.extra["semantic_pairs"] = run.extra.get("semantic_pairs", 0) + len(found)
+            return found
+
+    near = quality_config.near_dup_config()
+    reconciled = reconcile(lake, partitions, near, semantic_pairs=pairs)
     for day in reconciled.changed_days:
         if day in run.per_partition:  # its figures were counted before the other days were compared with it
             run.per_partition[day] = spec.figures_of(lake.read_partitions("filtered_clips", PartitionRange.of([day])))
