@@ -13,7 +13,7 @@ import os
 
 import dagster as dg
 
-from videolake.assets.automation import daily_schedule, pipeline_job
+from videolake.assets.automation import build_pipeline_job, daily_schedule
 from videolake.assets.sensors import landing_sensor
 
 
@@ -67,7 +67,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=[*assets, *release.assets],
         asset_checks=[*checks, *build_landing_checks(partitions)],
-        jobs=[pipeline_job, *release.jobs],
+        jobs=[build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs],
         schedules=[daily_schedule],
         sensors=[landing_sensor, *release.sensors],
         resources=resources,

@@ -84,8 +84,8 @@ def test_one_partition_end_to_end_and_rerun_is_identical(resources, landing):
 
     # materialization metadata reports the same numbers
     mats = {e.asset_key.path[-1]: e.materialization.metadata for e in res.get_asset_materialization_events()}
-    assert mats["raw_videos"]["dagster/row_count"].value == len(raw)
-    assert mats["scene_clips"]["dagster/row_count"].value == len(clips)
+    assert mats["raw_videos"]["dagster/partition_row_count"].value == len(raw)
+    assert mats["scene_clips"]["dagster/partition_row_count"].value == len(clips)
     assert mats["filtered_clips"]["passed"].value == sum(f["passed"] for f in filtered)
 
     before = {t: _stable(_table(resources, t, [DAY1])) for t in ("raw_videos", "scene_clips", "filtered_clips")}

@@ -16,7 +16,6 @@ from videolake.assets.ui_metadata import (
     add_partition_metadata,
     record_preview,
     run_tags,
-    short_id,
     tag_run,
 )
 from videolake.platform.captioning.metrics import ActorStats, CaptionMetrics
@@ -67,7 +66,13 @@ def test_raw_videos_metadata_plots_a_short_list_and_keeps_the_rest_as_json():
     write = WriteResult(table="raw_videos", uri="/lake/raw_videos", version=7, rows=4)
     md = asset_metadata("raw_videos", table_spec("raw_videos").figures_of(rows), [D, E], write, seconds=3.0)
     assert numeric(md) == set(PLOTTED["raw_videos"])  # nothing else is plotted (no delta_version, bytes, seconds)
-    assert md["dagster/row_count"].value == 4 and md["videos_rejected"].value == 1
+    assert md["dagster/partition_row_count"].value == 4 and md["videos_rejected"].value == 1
+    # Dagster's own labels name the table: its uri and name (the whole table's row count needs the lake)
+    assert md["dagster/uri"].value == "/lake/raw_videos" and md["dagster/table_name"].value == "videolake.raw_videos"
+    assert "dagster/row_count" not in md
+    md = asset_metadata("raw_videos", table_spec("raw_videos").figures_of(rows), [D, E], write, seconds=3.0,
+                        table_rows=40)
+    assert md["dagster/row_count"].value == 40 and md["dagster/partition_row_count"].value == 4
     assert md["reject_rate"].value == 0.25 and md["videos_per_s"].value == 1.33  # 4 videos / 3 s, rounded
     assert md["details"].value == {"videos_ok": 3, "rejections_by_reason": {"not_a_video": 1}, "bytes": 3006,
                                    "frames": 300}
@@ -88,7 +93,7 @@ def test_caption_metadata_has_no_constants_or_per_actor_plots():
                         extra={**caption_figures(metrics), "model": "tiny", "prompt_version": "v1-describe"})
     assert numeric(md) == set(PLOTTED["clip_captions"])
     assert (md["captions_per_s"].value, md["goodput"].value, md["stragglers"].value) == (0.488, 0.05, 1)
-    assert md["captions_failed"].value == 1 and md["dagster/row_count"].value == 3  # counted from the rows
+    assert md["captions_failed"].value == 1 and md["dagster/partition_row_count"].value == 3  # counted from the rows
     assert not [k for k in md if k.startswith("actor_") or k in ("accelerator_is_gpu", "idle_actors", "delta_version")]
     assert md["details"].value == {"captions": 2, "failure_rate": 0.333, "failures_by_reason": {"engine error": 1}}
     details = md["step"].value  # measured once for the step: the pool, its actors, timings
@@ -112,17 +117,17 @@ def test_day_figures_add_up_to_the_figures_of_all_rows():
         spec.figures_of(captions)
 
 
-def test_preview_uses_short_ids_and_cuts_long_text():
+def test_preview_keeps_whole_ids_and_cuts_long_text():
+    """A person copies an id from the preview to follow the row back to its source: ids and uris stay whole."""
     long_caption = "A long caption " * 20
     preview = record_preview("clip_captions", caption_rows(long_caption))
-    assert [c.name for c in preview.schema.columns] == ["clip", "status", "caption", "error", "source", "output_tokens"]
+    assert [c.name for c in preview.schema.columns] == ["clip_id", "status", "caption", "error", "video_id",
+                                                         "source_uri", "output_tokens"]
     first = preview.records[0].data
-    assert first["clip"] == "3f9a1c2b7d…_0_45" and first["source"] == f"{D}/long_name.mp4"
+    assert first["clip_id"] == f"{VID}_00000000_00000045" and first["video_id"] == VID
+    assert first["source_uri"] == f"s3://bucket/prefix/landing/{D}/long_name.mp4"
     assert len(first["caption"]) == TEXT_CHARS and first["caption"].endswith("…")
     assert preview.records[2].data["error"] == "engine error: out of memory"
-    longest = max(len(str(v)) for r in preview.records for v in r.data.values())
-    assert longest == TEXT_CHARS  # the widest cell: no 64-character ids, no 300-character captions
-    assert short_id(VID) == "3f9a1c2b7d…" and short_id(None) is None and short_id("short") == "short"
     assert set(PREVIEW_COLUMNS) == set(TABLES)
 
 
@@ -148,26 +153,34 @@ def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run
         result = dg.materialize([fake_raw], instance=instance, tags=tags)
         assert result.success
         mats = {e.partition: e.materialization.metadata for e in result.get_asset_materialization_events()}
-        assert {p: md["dagster/row_count"].value for p, md in mats.items()} == {D: 2, E: 2}
+        assert {p: md["dagster/partition_row_count"].value for p, md in mats.items()} == {D: 2, E: 2}
         assert {p: md["reject_rate"].value for p, md in mats.items()} == {D: 0.0, E: 0.5}
         assert {p: md["videos_per_s"].value for p, md in mats.items()} == {D: 2.0, E: 2.0}  # step-wide: 4 / 2 s
         assert {p: md["details"].value["rejections_by_reason"] for p, md in mats.items()} == {D: {}, E: {"not_a_video": 1}}
         assert {p: md["step"].value for p, md in mats.items()} == dict.fromkeys(
             [D, E], {"seconds": 2.0, "delta_version": 1, "partitions": 2})
-        assert [r.data["source"] for r in mats[E]["preview"].records] == [f"{E}/v2.mp4", f"{E}/x.mp4"]
+        assert [r.data["source_uri"] for r in mats[E]["preview"].records] == [f"s3://b/p/landing/{E}/v2.mp4",
+                                                                       f"s3://b/p/landing/{E}/x.mp4"]
         run = instance.get_run_by_id(result.run_id)
         assert run.tags["videolake/partitions"] == f"{D}...{E}" and "videolake/gpu" not in run.tags
 
 
 def test_run_tags_of_a_caption_run_and_of_the_scheduled_job():
-    assert run_tags([D], "clip_captions", "abc123") == {
+    assert run_tags([D], "clip_captions", "abc123", gpu=True) == {
         "videolake/partitions": D, "videolake/gpu": "true", "videolake/captioner_code_version": "abc123"}
+    # captioning on CPU actors (the local profile) is not a GPU run
+    assert run_tags([D], "clip_captions", "abc123") == {
+        "videolake/partitions": D, "videolake/captioner_code_version": "abc123"}
     assert run_tags([D, E], "scene_clips") == {"videolake/partitions": f"{D}...{E}"}
-    from videolake.assets.automation import daily_schedule, pipeline_job
+    from videolake.assets.automation import PIPELINE_JOB, daily_schedule
+    from videolake.assets.sensors import landing_sensor
+    from videolake.definitions import build_definitions
 
-    # Schedule and sensor runs of the job get the job's run_tags when the daemon creates them.
-    assert pipeline_job.run_tags == {"videolake/gpu": "true"}
-    assert daily_schedule.job_name == pipeline_job.name
+    # Schedule and sensor runs of the job get the job's run_tags when the daemon creates them: the GPU tag only
+    # where the profile's captioner asks for GPUs.
+    assert daily_schedule.job_name == landing_sensor.job_name == PIPELINE_JOB
+    local = build_definitions("local").resolve_job_def(PIPELINE_JOB)
+    assert "videolake/gpu" not in local.run_tags
 
 
 @pytest.mark.parametrize("table", list(TABLES))
@@ -175,7 +188,7 @@ def test_figures_are_computed_from_the_summary_columns_alone(table):
     spec = table_spec(table)
     empty = spec.schema.empty_table().select(list(spec.summary_columns))
     figures = spec.figures_of(empty)
-    assert figures["dagster/row_count"] == 0
+    assert figures["dagster/partition_row_count"] == 0
 
 
 def test_each_tables_figures_come_from_its_spec_in_declared_order():
@@ -184,7 +197,7 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
     assert scene.summary_columns == ("video_id", "detect_error", "partition_date")
     clips = pa.table({"video_id": ["a", "a", "b"], "detect_error": [None, "", "decode failed: x"],
                       "partition_date": [dt.date(2026, 1, 5)] * 3})
-    assert scene.figures_of(clips) == {"dagster/row_count": 3, "videos": 2, "detect_errors": 1}
+    assert scene.figures_of(clips) == {"dagster/partition_row_count": 3, "videos": 2, "detect_errors": 1}
     filtered = table_spec("filtered_clips")
     day, before = dt.date(2026, 1, 5), dt.date(2026, 1, 4)
     # c1 keeps a group of two in the day; c3 is a duplicate of a clip kept on the day before (a semantic one).
@@ -194,10 +207,10 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
                      "duplicate_kept_date": [day, day, None, None, before],
                      "duplicate_kind": [None, "near", None, None, "semantic"], "partition_date": [day] * 5})
     figures = filtered.figures_of(rows)
-    assert list(figures) == ["dagster/row_count", "passed", "rejected", "pass_rate", "rejections_by_reason",
+    assert list(figures) == ["dagster/partition_row_count", "passed", "rejected", "pass_rate", "rejections_by_reason",
                              "duplicates", "near_duplicates", "semantic_duplicates", "duplicates_of_earlier_days",
                              "duplicates_within_day", "duplicate_group_sizes"]
-    assert figures == {"dagster/row_count": 5, "passed": 2, "rejected": 3, "pass_rate": 0.4,
+    assert figures == {"dagster/partition_row_count": 5, "passed": 2, "rejected": 3, "pass_rate": 0.4,
                        "rejections_by_reason": {"black": 2, "duplicate": 2}, "duplicates": 2, "near_duplicates": 1,
                        "semantic_duplicates": 1, "duplicates_of_earlier_days": 1, "duplicates_within_day": 1,
                        "duplicate_group_sizes": {"1": 1, "2": 1}}
@@ -206,5 +219,5 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
         "status": ["failed", "ok"], "error": ["model error: a; b", None], "partition_date": [dt.date(2026, 1, 5)] * 2}))
     assert captions["failures_by_reason"] == {"model error": 1} and captions["failure_rate"] == 0.5
     assert list(table_spec("raw_videos").figures_of(raw_rows())) == [
-        "dagster/row_count", "videos_ok", "videos_rejected", "reject_rate", "copies_of_earlier_days",
+        "dagster/partition_row_count", "videos_ok", "videos_rejected", "reject_rate", "copies_of_earlier_days",
         "rejections_by_reason", "bytes", "frames"]

@@ -126,7 +126,7 @@ def test_one_sample_per_ok_caption_with_exact_frames_and_captions(day, first, ff
     for uri, keys in seen.items():
         assert all(by_clip[k]["shard_uri"] == uri and by_clip[k]["shard_samples"] == len(keys) for k in keys)
     md = _metadata(first["result"])
-    assert (md["dagster/row_count"], md["samples_failed"], md["shards"]) == (len(rows), 0, len(seen))
+    assert (md["dagster/partition_row_count"], md["samples_failed"], md["shards"]) == (len(rows), 0, len(seen))
 
 
 def test_rerun_reuses_every_unit_and_shard(day, first):

@@ -32,11 +32,11 @@ EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("fil
 RELEASE_NODE = "dataset_release"
 RELEASE_EDGES = {(asset, RELEASE_NODE) for asset in ASSETS}
 KINDS = {
-    "raw_videos": {"delta", "ray"},
-    "scene_clips": {"delta", "ray"},
-    "filtered_clips": {"delta", "ray"},
-    "clip_captions": {"delta", "ray", "vllm"},
-    "training_shards": {"delta", "ray"},
+    "raw_videos": {"deltalake", "ray"},
+    "scene_clips": {"deltalake", "ray"},
+    "filtered_clips": {"deltalake", "ray"},
+    "clip_captions": {"deltalake", "ray", "vllm"},
+    "training_shards": {"deltalake", "ray"},
 }
 OWNER = "ml-data"  # owners=["team:ml-data"]: the UI shows the team name
 GROUP = "videolake"
@@ -455,9 +455,9 @@ def test_partitions_are_materialized_with_per_partition_metadata(page, dagster_u
             header = page.locator(f'[data-tooltip="{day}"]').filter(has_text="Materialized")
             header.wait_for()
             pane = header.locator("xpath=ancestor::div[.//table][1]")
-            pane.get_by_text("dagster/row_count").wait_for()
+            pane.get_by_text("dagster/partition_row_count").wait_for()
             text = pane.inner_text()
-            m = re.search(r"(?:^|\n)dagster/row_count\s+(\d+)\s", text)
+            m = re.search(r"(?:^|\n)dagster/partition_row_count\s+(\d+)\s", text)
             assert m, (asset, day, text[:2000])
             rows[asset][day] = int(m.group(1))
             m = re.search(r"(?:^|\n)partitions\s+([^\n]+)\n", text)
@@ -540,7 +540,7 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
     preview.scroll_into_view_if_needed()
     shot(page, "12-captions-metadata")
     headers = [h.strip() for h in preview.locator("table thead th").all_inner_texts()]
-    assert headers == ["clip", "status", "caption", "error", "source", "output_tokens"], headers
+    assert headers == ["clip_id", "status", "caption", "error", "video_id", "source_uri", "output_tokens"], headers
     # The caption column (header and every cell) is shown whole: inside the 1600 px viewport and not cut off by
     # the scrolling metadata table around it.
     col = headers.index("caption")
@@ -550,12 +550,15 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
     assert len(cells) > 1, preview.inner_text()
     for cell in cells:
         assert cell.evaluate(FULLY_VISIBLE), (cell.bounding_box(), cell.inner_text())
-    # Short ids that still find the row: a clip is <video id prefix>…_<start>_<end>, its source <day>/<file>.
-    rows = [[c.strip() for c in row.locator("td").all_inner_texts()] for row in preview.locator("table tbody tr").all()]
+    # Whole ids, as the table holds them: a clip is <video id>_<start>_<end>, its video that id, its source the
+    # landed object, so a person can copy any of them to follow the row back.
+    rows = [[c.strip().replace("\n", "") for c in row.locator("td").all_inner_texts()]
+            for row in preview.locator("table tbody tr").all()]
     for row in rows:
-        assert re.fullmatch(r"[0-9a-f]{10}…_\d+_\d+", row[0]), row
-        assert re.fullmatch(rf"({'|'.join(sample_data.days)})/\S+\.mp4", row[4].replace("\n", "")), row
-        assert row[1] in ("ok", "failed") and len(row[2].replace("\n", " ")) <= 60, row
+        assert re.fullmatch(r"[0-9a-f]{64}_\d{8}_\d{8}", row[0]), row
+        assert row[4] == row[0].split("_")[0], row
+        assert re.search(rf"/landing/({'|'.join(sample_data.days)})/\S+\.mp4$", row[5]), row
+        assert row[1] in ("ok", "failed") and len(row[2]) <= 60, row
 
 
 # ------------------------------------------------------------------------------------------------ a failing gate

@@ -301,8 +301,11 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
                        if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
     assert failed_blocking == []
     mats = {e.asset_key.path[-1]: e.materialization.metadata for e in result.get_asset_materialization_events()}
-    assert mats["clip_captions"]["dagster/row_count"].value == len(passed)
-    assert str(mats["raw_videos"]["table_uri"].value) == f"s3://{seaweed.bucket}/{prefix}/tables/raw_videos"
+    assert mats["clip_captions"]["dagster/partition_row_count"].value == len(passed)
+    assert str(mats["raw_videos"]["dagster/uri"].value) == f"s3://{seaweed.bucket}/{prefix}/tables/raw_videos"
+    assert mats["raw_videos"]["dagster/table_name"].value == "videolake.raw_videos"
+    # the whole table's rows (every day written so far), beside the day's
+    assert mats["clip_captions"]["dagster/row_count"].value == resources["lake"].get_lake().row_count("clip_captions", None)
 
     # The training shards are in the bucket; a release of the day (its gates, as this run judged them, passed),
     # verified and read back through the loader, all over S3.

@@ -82,7 +82,7 @@ def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
     first = _run(lake, calls)
     assert (first.progress.units_total, first.progress.units_computed, first.progress.units_reused) == (6, 6, 0)
     assert _ids(lake) == sorted(f"{d}-{i}" for d in DAYS for i in range(3))
-    assert first.per_partition == {DAYS[0]: {"dagster/row_count": 3}, DAYS[1]: {"dagster/row_count": 3}}
+    assert first.per_partition == {DAYS[0]: {"dagster/partition_row_count": 3}, DAYS[1]: {"dagster/partition_row_count": 3}}
     # same version: nothing computed again, same rows
     again = _run(lake, calls)
     assert (again.progress.units_computed, again.progress.units_reused) == (0, 6)

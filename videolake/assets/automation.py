@@ -9,16 +9,24 @@ from videolake.assets.landing import day_prefix, folder_uri, landing_folder_exis
 from videolake.assets.partitions import daily_partitions
 from videolake.resources import ObjectStoreResource
 
-# All assets of the pipeline (and, implicitly, their asset checks) for one or more daily partitions (the assets':
-# Dagster takes the job's partitions from them when the Definitions resolve it).
-pipeline_job = dg.define_asset_job(
-    name="videolake_daily",
-    selection=dg.AssetSelection.groups("videolake"),
-    description="The whole pipeline for a daily partition: ingest, split, filter, caption, with their gates.",
-    # Schedule and sensor runs of this job carry these from their creation, so the run queue's tag limits see them:
-    # the job captions, so its runs need the GPU pool. (UI backfills get tags at run time: ui_metadata.tag_run.)
-    run_tags={"videolake/gpu": "true"},
-)
+PIPELINE_JOB = "videolake_daily"
+GPU_TAG = "videolake/gpu"
+
+
+def build_pipeline_job(gpu: bool):
+    """All assets of the pipeline (and, implicitly, their asset checks) for one or more daily partitions (the
+    assets': Dagster takes the job's partitions from them when the Definitions resolve it). ``gpu``: whether its
+    captioning runs on GPUs (the profile's captioner). Schedule and sensor runs of the job carry its run_tags from
+    their creation, so the run queue's tag limits see ``videolake/gpu=true`` on the runs that need the GPU pool, and
+    only on those (a local run that captions on the CPU is not tagged). UI backfills get tags at run time
+    (ui_metadata.tag_run)."""
+    return dg.define_asset_job(
+        name=PIPELINE_JOB,
+        selection=dg.AssetSelection.groups("videolake"),
+        description="The whole pipeline for a daily partition: ingest, split, filter, caption, shard, with their gates.",
+        run_tags={GPU_TAG: "true"} if gpu else {},
+    )
+
 
 SCHEDULE_CRON = "30 0 * * *"
 
@@ -32,7 +40,7 @@ def scheduled_day(tick: dt.datetime) -> str:
     name="videolake_daily_schedule",
     cron_schedule=SCHEDULE_CRON,
     execution_timezone="UTC",
-    job=pipeline_job,
+    job_name=PIPELINE_JOB,
     description="At 00:30 UTC, the day that just ended, if its landing folder exists (otherwise the tick is skipped "
     "with the reason: a day without data is never materialized).",
 )

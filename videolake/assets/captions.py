@@ -40,7 +40,7 @@ def build_clip_captions(captioner: CaptionerResource,
         retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
         group_name=GROUP,
         owners=["team:ml-data"],
-        kinds={"delta", "ray", "vllm"},
+        kinds={"deltalake", "ray", "vllm"},
         deps=upstream_of("clip_captions"),
         pool="gpu",
         code_version=version,
@@ -59,9 +59,9 @@ def build_clip_captions(captioner: CaptionerResource,
         from videolake.platform.captioning.stage import caption_partitions
 
         keys = partition_keys(context)
-        tag_run(context, "clip_captions", captioner_code_version=version)
         lk = lake.get_lake()
         config = captioner.to_config()
+        tag_run(context, "clip_captions", captioner_code_version=version, gpu=config.num_gpus_per_actor > 0)
         with connect_on_demand(context, caption_ray):
             run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
                                      progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
@@ -84,6 +84,7 @@ def build_clip_captions(captioner: CaptionerResource,
         return dg.MaterializeResult(
             metadata={
                 **asset_metadata("clip_captions", counts, keys, run.write, run.seconds, extra=extra,
+                                 table_rows=lk.row_count("clip_captions", None),
                                  preview=preview_of(lk, "clip_captions", keys)),
                 **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
                 "dagster/column_lineage": column_lineage("clip_captions"),

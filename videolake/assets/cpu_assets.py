@@ -35,7 +35,7 @@ COMMON = dict(
     retry_policy=RETRY,
     group_name=GROUP,
     owners=OWNERS,
-    kinds={"delta", "ray"},
+    kinds={"deltalake", "ray"},
 )
 
 
@@ -53,7 +53,8 @@ def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[
     add_partition_figures(context, table, run.per_partition, keys, lake)
     counts = table_spec(table).merge_figures(list(run.per_partition.values()))
     md = {
-        **asset_metadata(table, counts, keys, run.write, run.seconds, extra=extra, preview=preview_of(lake, table, keys)),
+        **asset_metadata(table, counts, keys, run.write, run.seconds, extra=extra, preview=preview_of(lake, table, keys),
+                         table_rows=lake.row_count(table, None)),
         **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
     }
     if table != "raw_videos":

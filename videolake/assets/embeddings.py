@@ -16,6 +16,7 @@ from dagster_ray import RayResource
 from videolake.assets.cpu_assets import stage_progress, stage_result
 from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema
+from videolake.assets.ui_metadata import tag_run
 from videolake.assets.partitions import daily_partitions, partition_keys
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_EMBEDDINGS, upstream_of
@@ -40,7 +41,7 @@ def build_clip_embeddings(embedder: EmbedderResource,
         retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
         group_name=GROUP,
         owners=["team:ml-data"],
-        kinds={"delta", "ray", "pytorch"},
+        kinds={"deltalake", "ray", "pytorch"},
         deps=upstream_of("clip_embeddings"),
         pool="gpu",
         code_version=version,
@@ -61,6 +62,7 @@ def build_clip_embeddings(embedder: EmbedderResource,
 
         keys = partition_keys(context)
         lk = lake.get_lake()
+        tag_run(context, "clip_embeddings", gpu=embedder.device == "cuda")
         with connect_on_demand(context, caption_ray):
             run = embed_partitions(lk, object_store.get_store(), PartitionRange.of(keys), embedder.to_config(),
                                    progress=stage_progress(context, "embedded"))

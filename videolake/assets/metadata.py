@@ -114,6 +114,18 @@ def caption_figures(metrics) -> dict[str, Any]:
     return {**keep, "accelerator": metrics.accelerator, "per_actor": per_actor}
 
 
+def table_identity(table_name: str, uri: str, table_rows: int | None = None) -> dict[str, Any]:
+    """Dagster's own labels for the table an asset writes: ``dagster/uri``, ``dagster/table_name``, and
+    ``dagster/row_count`` (the whole table's rows; a day's rows are ``dagster/partition_row_count``)."""
+    from videolake.platform.figures import TABLE_ROW_COUNT
+
+    md: dict[str, Any] = {"dagster/uri": dg.MetadataValue.path(uri),
+                          "dagster/table_name": dg.MetadataValue.text(f"videolake.{table_name}")}
+    if table_rows is not None:
+        md[TABLE_ROW_COUNT] = dg.MetadataValue.int(int(table_rows))
+    return md
+
+
 def asset_metadata(
     table_name: str,
     counts: Mapping[str, Any],
@@ -123,13 +135,15 @@ def asset_metadata(
     *,
     extra: Mapping[str, Any] | None = None,
     preview: dg.TableMetadataValue | None = None,
+    table_rows: int | None = None,
 ) -> dict[str, Any]:
     """The MaterializeResult metadata of a step that wrote ``keys`` of ``table_name``.
 
     ``counts``: the figures of the range (its spec's ``merge_figures`` of the days' figures, which the
     stage's workers computed); ``write``: the Delta commit; ``seconds``: the step's
     work time; ``extra``: more figures (e.g. ``caption_figures(metrics)``, ``{"frames": n}``; plotted only if
-    listed in PLOTTED); ``preview``: ui_metadata.record_preview of a few rows. Per-partition values are added by
+    listed in PLOTTED); ``preview``: ui_metadata.record_preview of a few rows; ``table_rows``: the rows of the
+    whole table after the commit (``dagster/row_count``; from the Delta log). Per-partition values are added by
     ui_metadata.add_partition_metadata (they override the range's counts on each partition).
     """
     counts = dict(counts)
@@ -140,7 +154,7 @@ def asset_metadata(
         **figures_metadata(table_name, counts, "details"),
         # the step's own figures, the same on every partition: throughput, caption pool, timings, Delta version
         **figures_metadata(table_name, step, "step"),
-        "table_uri": dg.MetadataValue.path(write.uri),
+        **table_identity(table_name, write.uri, table_rows),
         "partitions": dg.MetadataValue.text(keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"),
     }
     if preview is not None:

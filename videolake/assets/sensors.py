@@ -10,7 +10,7 @@ import json
 
 import dagster as dg
 
-from videolake.assets.automation import pipeline_job
+from videolake.assets.automation import PIPELINE_JOB
 from videolake.assets.partitions import daily_partitions
 from videolake.resources import ObjectStoreResource
 
@@ -34,7 +34,7 @@ def landing_fingerprints(store, landing: str) -> dict[str, str]:
 
 
 @dg.sensor(
-    job=pipeline_job,
+    job_name=PIPELINE_JOB,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.STOPPED,
     description="Requests the partition of a landing date folder that appeared or changed.",

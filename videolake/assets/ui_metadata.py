@@ -7,9 +7,10 @@ range total for every day. ``add_partition_metadata`` scopes the counts to each 
 (``context.add_asset_metadata(..., partition_key=...)`` overrides the step-wide values of the same labels); values
 that only exist for the whole step (seconds, throughput of the one Ray/vLLM session) stay step-wide.
 
-Why short previews: a preview is a table in the asset page; full 64-character ids made it ~2,650 px wide and
-pushed the caption off screen. Ids are shown as their first 10 characters (a unique prefix in practice: enough to
-find the row) and long text is cut, so a preview fits a laptop screen.
+Why previews keep full ids: a person follows a caption back to its clip, video and source object by copying the id
+from the preview into a search (``videolake lineage ID``, the table's own rows); a shortened id in the data made that
+a matter of matching a prefix by eye. The UI narrows wide cells itself; only long free text (captions, errors) is
+cut.
 
 Why run tags at run time: Dagster 1.13 gives a backfill launched from the UI (a pure asset backfill) only the
 tags typed into its dialog plus its partition range; neither asset tags nor a job's run_tags reach its runs. So each
@@ -34,8 +35,9 @@ from videolake.assets.metadata import figures_metadata, rounded
 from videolake.platform.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES, table_spec
 
 PREVIEW_ROWS = 5
-ID_CHARS = 10  # shown characters of a 64-hex video id
 TEXT_CHARS = 60  # shown characters of a caption, error or reason
+# Columns a preview always shows whole: the ids and objects a person copies to follow a row's lineage.
+FULL_COLUMNS = frozenset({"clip_id", "video_id", "source_uri", "shard_uri", "clip_uri", "duplicate_group"})
 TAG_PREFIX = "videolake/"
 
 # Where each column of a table comes from (its spec's lineage, videolake.platform.schemas.TABLE_SPECS):
@@ -141,59 +143,25 @@ def add_partition_metadata(
 PREVIEW_COLUMNS: dict[str, list[str]] = {t.name: list(t.preview) for t in TABLE_SPECS}
 
 
-def short_id(value: str | None) -> str | None:
-    """``<64 hex>`` -> first ID_CHARS chars + "…"; a clip id ``<video>_<start>_<end>`` -> ``<video prefix>…_<start>_<end>``
-    without the zero padding (e.g. ``3f9a1c2b7d…_45_90``)."""
-    if value is None:
-        return None
-    head, sep, rest = value.partition("_")
-    if len(head) <= ID_CHARS + 1:
-        return value
-    short = head[:ID_CHARS] + "…"
-    if sep:
-        frames = [p.lstrip("0") or "0" for p in rest.split("_")]
-        short += "_" + "_".join(frames)
-    return short
-
-
-def short_uri(value: str | None) -> str | None:
-    """The landing day and file name of a source uri (``.../landing/2026-03-01/x.mp4`` -> ``2026-03-01/x.mp4``)."""
-    if value is None:
-        return None
-    return "/".join(value.rstrip("/").split("/")[-2:])
-
-
 def short_text(value: str | None, n: int = TEXT_CHARS) -> str | None:
     if value is None or len(value) <= n:
         return value
     return value[: n - 1].rstrip() + "…"
 
 
-_SHOWN = {
-    "video_id": ("video", short_id, "video_id: first characters of the sha256 (a unique prefix)"),
-    "clip_id": ("clip", short_id, "clip_id: video id prefix…_start_end frame"),
-    "source_uri": ("source", short_uri, "source_uri: landing day / file name"),
-}
-
-
 def record_preview(table_name: str, rows: pa.Table, n: int = PREVIEW_ROWS) -> dg.TableMetadataValue:
-    """The first ``n`` rows of ``rows`` (PREVIEW_COLUMNS[table_name]) as a table short enough for one screen."""
+    """The first ``n`` rows of ``rows`` (PREVIEW_COLUMNS[table_name]) as a table: ids and uris whole, long text
+    cut to TEXT_CHARS."""
     columns = PREVIEW_COLUMNS[table_name]
     sel = rows.select(columns).slice(0, n)
     types = {f.name: str(f.type) for f in sel.schema}
-    schema_cols, convert = [], {}
-    for c in columns:
-        shown, fn, doc = _SHOWN.get(c, (c, None, None))
-        if fn is None and types[c] == "string":
-            fn = short_text
-        convert[c] = (shown, fn)
-        schema_cols.append(dg.TableColumn(name=shown, type=types[c], description=doc))
+    schema_cols = [dg.TableColumn(name=c, type=types[c]) for c in columns]
     records = []
     for row in sel.to_pylist():
         rec = {}
         for c in columns:
-            shown, fn = convert[c]
-            rec[shown] = _plain(fn(row[c]) if fn else row[c])
+            cut = types[c] == "string" and c not in FULL_COLUMNS
+            rec[c] = _plain(short_text(row[c]) if cut else row[c])
         records.append(dg.TableRecord(rec))
     return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=schema_cols))
 
@@ -206,19 +174,23 @@ def _plain(v: Any) -> str | int | float | bool | None:
     return str(v)
 
 
-def run_tags(keys: list[str], table_name: str, captioner_code_version: str | None = None) -> dict[str, str]:
-    """The videolake tags of a run that materializes ``keys`` of ``table_name``."""
+def run_tags(keys: list[str], table_name: str, captioner_code_version: str | None = None,
+             gpu: bool = False) -> dict[str, str]:
+    """The videolake tags of a run that materializes ``keys`` of ``table_name``; ``gpu``: the step runs on GPUs
+    (``videolake/gpu=true``; a caption step on CPU actors is not tagged)."""
     tags = {f"{TAG_PREFIX}partitions": keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"}
-    if table_name == "clip_captions":
+    if gpu:
         tags[f"{TAG_PREFIX}gpu"] = "true"
+    if table_name == "clip_captions":
         if captioner_code_version:
             tags[f"{TAG_PREFIX}captioner_code_version"] = captioner_code_version
     return tags
 
 
-def tag_run(context: dg.AssetExecutionContext, table_name: str, captioner_code_version: str | None = None) -> dict:
+def tag_run(context: dg.AssetExecutionContext, table_name: str, captioner_code_version: str | None = None,
+            gpu: bool = False) -> dict:
     """Add ``run_tags`` of this step to its run (missing keys only; idempotent across the run's steps)."""
-    tags = run_tags(list(context.partition_keys), table_name, captioner_code_version)
+    tags = run_tags(list(context.partition_keys), table_name, captioner_code_version, gpu)
     current = context.run.tags
     new = {k: v for k, v in tags.items() if current.get(k) != v}
     if new:

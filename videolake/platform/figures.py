@@ -17,7 +17,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-ROW_COUNT = "dagster/row_count"  # Dagster's own label: the asset page shows it as the row count
+ROW_COUNT = "dagster/partition_row_count"  # Dagster's label for the rows of one partition (the day's)
+TABLE_ROW_COUNT = "dagster/row_count"  # Dagster's label for the rows of the whole table (every partition)
 
 
 def reason_counts(values: Iterable[str | None]) -> dict[str, int]:

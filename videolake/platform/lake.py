@@ -160,8 +160,9 @@ class Lake:
             return schema.empty_table().select(columns)
         return conform(self._dataset(table, None).to_table(columns=columns, filter=where), pa.schema([schema.field(c) for c in columns]))
 
-    def row_count(self, table: str, partitions: PartitionRange) -> int:
-        """Rows in the given partitions, from the Delta log's per-file record counts (no data file is opened)."""
+    def row_count(self, table: str, partitions: PartitionRange | None) -> int:
+        """Rows in the given partitions (None: the whole table), from the Delta log's per-file record counts (no
+        data file is opened)."""
         from deltalake import DeltaTable
 
         if not self.exists(table):
@@ -172,10 +173,12 @@ class Lake:
             return 0
         if "num_records" not in actions.column_names:  # a writer without statistics: count the rows
             return self._dataset(table, partitions).count_rows()
+        counts = actions.column("num_records").to_pylist()
+        if partitions is None:
+            return sum(int(n or 0) for n in counts)
         days = {d.isoformat() for d in partitions.days()}
         col = f"partition.{PARTITION_COLUMN}"
-        return sum(int(n or 0) for d, n in zip(actions.column(col).to_pylist(), actions.column("num_records").to_pylist())
-                   if str(d) in days)
+        return sum(int(n or 0) for d, n in zip(actions.column(col).to_pylist(), counts) if str(d) in days)
 
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""

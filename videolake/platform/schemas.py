@@ -312,9 +312,8 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             "caption": (("scene_clips", "source_uri"), *_SCENE_RANGE),
             PARTITION_COLUMN: (("filtered_clips", PARTITION_COLUMN),),
         },
-        # The caption first (the asset page gives a preview ~500 px), then its way back to the source object; the
-        # clip id starts with its video id.
-        preview=("clip_id", "status", "caption", "error", "source_uri", "output_tokens"),
+        # The caption near the front (a wide preview scrolls), then its way back: video and source object, whole.
+        preview=("clip_id", "status", "caption", "error", "video_id", "source_uri", "output_tokens"),
         figures=(fig.RowCount(), fig.Remainder("captions", of="captions_failed"),
                  fig.Count("captions_failed", "status", equals="failed"), fig.Rate("failure_rate", "captions_failed"),
                  fig.Reasons("failures_by_reason", "error", whole=True)),
