@@ -9,7 +9,7 @@ REQ := requirements
 APT_PACKAGES := ffmpeg chromium postgresql
 STAMP := $(VENV)/.videolake-installed
 
-.PHONY: demo test lint setup system-deps lock clean bench ui
+.PHONY: demo test lint setup system-deps lock clean bench ui check-defs
 
 demo: setup
 	$(VENV)/bin/videolake demo
@@ -70,4 +70,8 @@ clean:
 # The Dagster UI (webserver + daemon for schedules, sensors and backfills) over the local instance in .dagster/.
 ui: setup
 	mkdir -p .dagster && cp -u dagster.yaml .dagster/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/.dagster $(VENV)/bin/dagster dev -h 127.0.0.1 -p 3000
+	DAGSTER_HOME=$(CURDIR)/.dagster VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/dg dev --host 127.0.0.1 --port 3000
+
+# Dagster's own check of the code location: every definition loads (as `dg dev` and a deployment load it).
+check-defs: setup
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/dg check defs

@@ -1,7 +1,7 @@
 """Fixtures of the browser test: sample landing data, a Dagster UI (webserver + daemon) over a throw-away instance,
 and a headless Chromium driven by Playwright.
 
-Why `dagster dev`: it starts the webserver, the daemon (which runs backfills) and ONE shared code server, so the
+Why `dg dev` (what `make ui` runs; `dagster dev` under Dagster's project CLI): it starts the webserver, the daemon (which runs backfills) and ONE shared code server, so the
 code location is imported once instead of twice on this small box. Everything it starts lives in its own process
 group; teardown kills that group and every descendant found by walking the process tree (Ray starts its own
 sessions), SIGKILL after a grace period, because background processes here may ignore SIGTERM.
@@ -280,7 +280,7 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
 
 
 def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
-    """Start `dagster dev` on a free loopback port; returns (ui, its open log file) once the location is loaded."""
+    """Start `dg dev` (Dagster's `dagster dev` behind its project CLI) on a free loopback port; returns (ui, its open log file) once the location is loaded."""
     shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
     # The instance has shown its "Join the Dagster community" dialog already (dagster._core.nux keeps that as
     # $DAGSTER_HOME/.nux/nux.yaml): the UI opens it 1 s after a page loads, over whatever dialog a test has open.
@@ -290,10 +290,11 @@ def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log_path = ARTIFACTS / "dagster-dev.log"
     log = open(log_path, "wb")
-    # No -m: like `make ui`, dagster dev reads [tool.dagster] of pyproject.toml (code location "videolake").
-    cmd = [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port),
+    # As `make ui` starts it: `dg dev` reads [tool.dg] of pyproject.toml (code location "videolake").
+    cmd = [str(Path(sys.executable).parent / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port),
            "--live-data-poll-rate", "1000"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=server_env(home, data_dir), stdout=log,
+    env = {**server_env(home, data_dir), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     ui = DagsterUI(url=f"http://127.0.0.1:{port}", home=Path(home), data_dir=Path(data_dir),
                    log_path=log_path, proc=proc)
