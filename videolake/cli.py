@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("videolake.commands.doctor", "preflight: ffmpeg, packages, storage, model, Dagster instance, stale runs"),
     "release": ("videolake.commands.release", "dataset releases of the gated days: create, verify, list"),
     "vacuum": ("videolake.commands.release:vacuum", "Delta vacuum of every table, keeping the files releases pin"),
+    "lineage": ("videolake.commands.lineage", "the chain of a sample key, clip_id, video_id or source object through "
+                "every table, with versions, and the clip's frames"),
 }
 
 

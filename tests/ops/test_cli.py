@@ -26,7 +26,7 @@ def _commands() -> list[str]:
 
 def test_help_lists_every_command_and_each_command_has_help():
     commands = _commands()
-    assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor", "release", "vacuum"]
+    assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor", "release", "vacuum", "lineage"]
     for name in commands:
         out = subprocess.run([sys.executable, "-m", "videolake.cli", name, "--help"], capture_output=True,
                              text=True, cwd=REPO, timeout=120)
