@@ -3,9 +3,10 @@
 It is built by a factory because its code_version derives from the captioner's settings (model, revision, prompt,
 sampling, frames): changing any of them marks the existing partitions stale in the UI.
 
-Backfill policy: single_run on purpose. A multi-partition backfill is then one run with one step, so ONE ephemeral
-Ray cluster (KubeRay in production, created and deleted by the `caption_ray` resource around the step) and one model
-load per actor serve every partition of the backfill instead of paying cluster start + weight load per day.
+Backfill policy: the code location's (partitions.backfill_policy). By default every day is a run of its own: a day
+that fails stops only itself, at the price of one ephemeral Ray cluster (KubeRay in production) and one model load per
+day. With VIDEOLAKE_DAYS_PER_RUN=N (0: the whole range) a backfill's runs caption N days each, with one cluster and
+one load per actor for all of them.
 """
 
 import dagster as dg
@@ -13,7 +14,7 @@ from dagster_ray import RayResource
 
 from videolake.assets.guard import step_guard
 from videolake.assets.metadata import asset_metadata, caption_figures, column_schema
-from videolake.assets.partitions import daily_partitions, partition_keys
+from videolake.assets.partitions import backfill_policy, daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS, table_spec, upstream_of
@@ -34,7 +35,7 @@ def build_clip_captions(captioner: CaptionerResource,
     @dg.asset(
         name="clip_captions",
         partitions_def=partitions_def or daily_partitions(),
-        backfill_policy=dg.BackfillPolicy.single_run(),
+        backfill_policy=backfill_policy(),
         # Retrying re-captions the whole range; the overwrite makes it idempotent. Model errors per clip are
         # already rows with status=failed, so only infrastructure failures (a lost actor or node) reach this.
         retry_policy=dg.RetryPolicy(max_retries=1, delay=10),

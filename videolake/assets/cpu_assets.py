@@ -1,9 +1,10 @@
 """The CPU assets: raw_videos -> scene_clips -> filtered_clips, and training_shards after clip_captions. Thin: run the engine's stage, report what it did.
 
 Each stage streams its units through Ray Data into checkpoints and commits them in one Delta transaction
-(videolake.platform.units); the step never holds the rows. Backfill policy: single_run for each. The work inside a
-run is already parallel (one Ray task per video), so one run per backfill keeps one Ray session per step instead of
-one per day, and the commit covers exactly the run's partitions.
+(videolake.platform.units); the step never holds the rows. A step may write several days (a run of several
+partitions commits them together); how many days a backfill puts in one run is the code location's backfill policy
+(partitions.backfill_policy, applied by ``build_cpu_assets``: one run per day by default, so one bad day fails
+alone). The module-level assets keep a single-run policy for callers that materialize a range in one step.
 """
 
 
@@ -14,7 +15,7 @@ from videolake.assets.configs import FilteredClipsConfig, RawVideosConfig, Scene
 from videolake.assets.guard import step_guard
 from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
-from videolake.assets.partitions import DEFAULT_PARTITIONS, partition_keys, with_partitions
+from videolake.assets.partitions import DEFAULT_PARTITIONS, backfill_policy, partition_keys, with_partitions
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.progress import StageReporter
@@ -200,11 +201,13 @@ CPU_ASSETS = (raw_videos, scene_clips, filtered_clips, training_shards)
 
 def build_cpu_assets(partitions_def: dg.PartitionsDefinition,
                      optional_tables: tuple[str, ...] = ()) -> list[dg.AssetsDefinition]:
-    """The CPU assets over ``partitions_def`` (the code location's, read when it loads); ``optional_tables``: the
-    optional tables whose assets the location has (filtered_clips then also depends on clip_embeddings)."""
+    """The CPU assets over ``partitions_def`` (the code location's, read when it loads) with the location's backfill
+    policy (partitions.backfill_policy: one run per day by default); ``optional_tables``: the optional tables whose
+    assets the location has (filtered_clips then also depends on clip_embeddings)."""
+    policy = backfill_policy()
     out = []
     for a in CPU_ASSETS:
-        a = with_partitions(a, partitions_def)
+        a = with_partitions(a, partitions_def).with_attributes(backfill_policy=policy)
         deps = upstream_of(a.key.to_user_string(), optional_tables)
         if deps != upstream_of(a.key.to_user_string()):
             a = a.map_asset_specs(lambda spec, deps=deps: spec.replace_attributes(deps=deps))

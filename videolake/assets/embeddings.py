@@ -17,7 +17,7 @@ from videolake.assets.cpu_assets import stage_progress, stage_result
 from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema
 from videolake.assets.ui_metadata import tag_run
-from videolake.assets.partitions import daily_partitions, partition_keys
+from videolake.assets.partitions import backfill_policy, daily_partitions, partition_keys
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_EMBEDDINGS, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -37,7 +37,7 @@ def build_clip_embeddings(embedder: EmbedderResource,
     @dg.asset(
         name="clip_embeddings",
         partitions_def=partitions_def or daily_partitions(),
-        backfill_policy=dg.BackfillPolicy.single_run(),
+        backfill_policy=backfill_policy(),
         retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
         group_name=GROUP,
         owners=["team:ml-data"],

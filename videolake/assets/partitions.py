@@ -33,6 +33,33 @@ def daily_partitions(start: str | None = None) -> dg.DailyPartitionsDefinition:
 
 DEFAULT_PARTITIONS = daily_partitions(DEFAULT_START)
 
+# Days per run of a backfill (VIDEOLAKE_DAYS_PER_RUN). 1: every day is a run of its own, so a day that fails a
+# blocking gate or a step fails alone and the other days of the backfill complete every asset; each run pays its
+# own Ray start per step and model load (README, "Backfills: one run per day"). N > 1: runs of N days (one Ray
+# session and model load per N days; a failing day stops the others of its run). 0: the whole backfill in one run.
+DEFAULT_DAYS_PER_RUN = 1
+
+
+def days_per_run() -> int:
+    """VIDEOLAKE_DAYS_PER_RUN (read now), else DEFAULT_DAYS_PER_RUN."""
+    raw = os.environ.get("VIDEOLAKE_DAYS_PER_RUN", "").strip()
+    if not raw:
+        return DEFAULT_DAYS_PER_RUN
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"VIDEOLAKE_DAYS_PER_RUN must be a whole number of days (0: one run), got {raw!r}") from None
+    if n < 0:
+        raise ValueError(f"VIDEOLAKE_DAYS_PER_RUN must be >= 0, got {n}")
+    return n
+
+
+def backfill_policy(days: int | None = None) -> dg.BackfillPolicy:
+    """The backfill policy of every daily asset: runs of ``days`` partitions (default ``days_per_run()``; 0: a
+    single run for the whole range)."""
+    days = days_per_run() if days is None else days
+    return dg.BackfillPolicy.single_run() if days == 0 else dg.BackfillPolicy.multi_run(max_partitions_per_run=days)
+
 
 def with_partitions(asset: dg.AssetsDefinition, partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
     """``asset`` over ``partitions_def`` (itself when it already is)."""
