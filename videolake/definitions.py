@@ -13,6 +13,7 @@ import os
 
 import dagster as dg
 
+from videolake.assets.alerts import gate_failure_alert, run_failure_alert
 from videolake.assets.automation import build_pipeline_job, daily_schedule
 from videolake.assets.sensors import landing_sensor
 
@@ -45,6 +46,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
     from videolake.assets.checks import GATED_TABLES, build_all_gate_checks
+    from videolake.assets.freshness import freshness_policy, with_freshness
     from videolake.assets.cpu_assets import build_cpu_assets
     from videolake.assets.landing import build_landing_checks
     from videolake.assets.partitions import daily_partitions
@@ -59,8 +61,9 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
 
         optional.append(build_clip_embeddings(resources["embedder"], partitions))
     present = tuple(a.key.to_user_string() for a in optional)
-    assets = [*build_cpu_assets(partitions, present), *optional,
-              build_clip_captions(resources["captioner"], partitions)]
+    # every daily table's newest partition is due by VIDEOLAKE_DUE_HOUR (assets/freshness.py)
+    assets = with_freshness([*build_cpu_assets(partitions, present), *optional,
+                             build_clip_captions(resources["captioner"], partitions)], freshness_policy())
     overrides = gate_overrides(resources["captioner"])
     checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
     release = build_release_defs(overrides=overrides)
@@ -69,7 +72,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         asset_checks=[*checks, *build_landing_checks(partitions)],
         jobs=[build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs],
         schedules=[daily_schedule],
-        sensors=[landing_sensor, *release.sensors],
+        sensors=[landing_sensor, run_failure_alert, gate_failure_alert, *release.sensors],
         resources=resources,
     )
 

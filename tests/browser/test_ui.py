@@ -32,11 +32,11 @@ EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("fil
 RELEASE_NODE = "dataset_release"
 RELEASE_EDGES = {(asset, RELEASE_NODE) for asset in ASSETS}
 KINDS = {
-    "raw_videos": {"deltalake", "ray"},
-    "scene_clips": {"deltalake", "ray"},
-    "filtered_clips": {"deltalake", "ray"},
-    "clip_captions": {"deltalake", "ray", "vllm"},
-    "training_shards": {"deltalake", "ray"},
+    "raw_videos": {"delta lake", "ray"},
+    "scene_clips": {"delta lake", "ray"},
+    "filtered_clips": {"delta lake", "ray"},
+    "clip_captions": {"delta lake", "ray", "vllm"},
+    "training_shards": {"delta lake", "ray"},
 }
 OWNER = "ml-data"  # owners=["team:ml-data"]: the UI shows the team name
 GROUP = "videolake"
@@ -277,6 +277,9 @@ class Backfill:
     seconds: float  # launch -> terminal status
 
 
+ONE_DAY_PER_RUN = "Backfills in multiple runs, with a maximum of 1 partitions per run"
+
+
 def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -> str:
     """Materialize all -> partition selection -> the two sample dates -> preview -> launch; returns the id."""
     open_group(page, ui)
@@ -297,11 +300,11 @@ def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -
     preview = page.get_by_role("dialog").filter(has_text="Backfill preview")
     preview.get_by_text("Partitions to launch").wait_for()
     # The header renders before the rows: wait for the last asset's row, then read the whole preview.
-    preview.get_by_text("Backfills all partitions in a single run").nth(len(ASSETS) - 1).wait_for()
+    preview.get_by_text(ONE_DAY_PER_RUN).nth(len(ASSETS) - 1).wait_for()
     text = preview.inner_text()
     shot(page, f"{prefix}03-backfill-preview")
-    # Every asset runs its whole range in one run (one Ray session, one model load for the GPU step).
-    assert text.count("Backfills all partitions in a single run") == len(ASSETS), text
+    # Every asset runs one day per run (partitions.backfill_policy): a day that fails fails alone.
+    assert text.count(ONE_DAY_PER_RUN) == len(ASSETS), text
     assert text.count(f"{day1}...{day2}") == len(ASSETS), text
     button(preview, "OK").click()
 
@@ -461,7 +464,7 @@ def test_partitions_are_materialized_with_per_partition_metadata(page, dagster_u
             assert m, (asset, day, text[:2000])
             rows[asset][day] = int(m.group(1))
             m = re.search(r"(?:^|\n)partitions\s+([^\n]+)\n", text)
-            assert m and m.group(1).strip() == f"{day1}...{day2}", (asset, day)  # written by one single-run step
+            assert m and m.group(1).strip() == day, (asset, day)  # each day is a run of its own
             if asset == "filtered_clips":
                 m = re.search(r"(?:^|\n)passed\s+(\d+)\s", text)
                 assert m, (asset, day, text[:2000])
@@ -563,13 +566,11 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
 
 # ------------------------------------------------------------------------------------------------ a failing gate
 # The second backfill: GATE_PASS passes every raw_videos gate, GATE_FAIL fails the blocking reject_rate gate (4 of 5
-# landed files are not videos). What Dagster 1.13 shows, per day, exactly as for the same days run one at a time
-# (tests/assets/test_checks.py compares the two):
-# - raw_videos: reject_rate Failed for GATE_FAIL and Passed for GATE_PASS; the graph node and the check list show the
-#   gate failed; the other four gates passed on both days;
-# - downstream gates: they never ran (the failed gate stopped the run before scene_clips). Dagster resolves a gate
-#   planned in a run that FAILED as "Execution failed" (AssetCheckExecutionRecord.resolve_status; "Skipped" only
-#   exists for runs that did not fail), and a single-run step covers both days, so both days show it.
+# landed files are not videos). Each day is a run of its own (partitions.backfill_policy), so the bad day fails alone:
+# - raw_videos: reject_rate Failed for GATE_FAIL and Passed for GATE_PASS; the other four gates passed on both days;
+# - GATE_PASS: every asset materialized and every downstream gate passed;
+# - GATE_FAIL: its downstream gates never ran (the failed gate stopped its run before scene_clips). Dagster resolves a
+#   gate planned in a run that FAILED as "Execution failed" (AssetCheckExecutionRecord.resolve_status).
 
 
 def junk_ids(day: str, n: int) -> set[str]:
@@ -579,12 +580,19 @@ def junk_ids(day: str, n: int) -> set[str]:
     return {hashlib.sha256(f"not a video, file {i} of {day}\n".encode()).hexdigest() for i in range(n)}
 
 
-def test_gate_backfill_fails_on_raw_videos_gates(gate_backfill, dagster_ui, sample_data):
+def test_gate_backfill_fails_on_the_bad_day_alone(gate_backfill, dagster_ui, sample_data):
     assert gate_backfill.status == "Failed", gate_backfill.page_text[-3000:]
     details = failure_details(dagster_ui, gate_backfill.id)
     assert "step raw_videos_gates failed: dagster._core.errors.DagsterAssetCheckFailedError: 1 blocking asset check failed with ERROR severity:\nraw_videos: reject_rate" in details, details
     failed_steps = [ln for ln in details.splitlines() if ln.startswith("  step ")]
-    assert len(failed_steps) == 1, details  # no other step failed: the downstream steps never started
+    assert len(failed_steps) == 1, details  # no other step failed: the bad day's downstream steps never started
+    # the good day went through every asset; the bad day stopped at raw_videos
+    ok_day, bad_day = sample_data.gate_days
+    for asset in ASSETS:
+        m = re.search(rf"\n{asset}\n(?:{asset}\n)?(\d+)% completed\n(\d+)\n(\d+)\n(\d+)\n(\d+)", gate_backfill.page_text)
+        assert m, f"{asset} missing from the backfill page"
+        targeted, in_progress, succeeded, failed = map(int, m.groups()[1:])
+        assert (targeted, in_progress, succeeded) == (2, 0, 1 if asset != "raw_videos" else 2), (asset, m.groups())
 
 
 def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_backfill):
@@ -593,10 +601,11 @@ def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_b
     # every gate but reject_rate passed; the non-blocking landing-day check may pass or warn
     assert graph_check_summary(page, "raw_videos") in {(f"{g - 1} / {n} Passed", "close"), (f"{g} / {n} Passed", "close")}
     shot(page, "g07-graph-failed-gate")
-    # Downstream nodes: their gates were planned for the two gate days and never ran ("Execution failed").
+    # Downstream nodes: the graph shows each gate's latest execution, the good day's (its run went on after the bad
+    # day's had failed at raw_videos): every gate passed.
     for asset in ASSETS[1:]:
         n = len(gate_names(asset))
-        assert graph_check_summary(page, asset) == (f"0 / {n} Passed", "close"), asset
+        assert graph_check_summary(page, asset)[0] == f"{n} / {n} Passed", (asset, graph_check_summary(page, asset))
 
 
 def test_check_list_shows_reject_rate_failed(page, dagster_ui, gate_backfill):
@@ -637,14 +646,16 @@ def test_check_partitions_tab_shows_each_day(page, dagster_ui, gate_backfill, sa
     shot(page, "g10-check-partition-passed")
 
 
-def test_downstream_gates_of_the_gate_days_never_ran(page, dagster_ui, gate_backfill, sample_data):
+def test_downstream_gates_ran_for_the_good_day_and_never_for_the_bad_one(page, dagster_ui, gate_backfill, sample_data):
     for asset in ASSETS[1:]:
         gate = gate_names(asset)[0]
         open_check_partitions(page, dagster_ui, asset, gate)
         counts = partition_counts(page)
         assert {k: v for k, v in counts.items() if k != "Missing"} == {
-            "Passed": 2, "Failed": 0, "Execution Failed": 2, "Skipped": 0, "In Progress": 0}, (asset, counts)
-        for day in sample_data.gate_days:
+            "Passed": 3, "Failed": 0, "Execution Failed": 1, "Skipped": 0, "In Progress": 0}, (asset, counts)
+        ok_day, bad_day = sample_data.gate_days
+        assert check_partition_detail(page, ok_day)["status"] == "Passed", (asset, ok_day)
+        for day in (bad_day,):
             pane = check_partition_detail(page, day)
             # No evaluation was recorded: no description, no metadata, and no "Failed" verdict on the gate.
             assert pane["status"] == "Execution failed" and pane["description"] is None, pane
@@ -688,7 +699,7 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     for asset in ASSETS[1:]:
         for gate in gate_names(asset):
             got = statuses(asset, gate)
-            assert {d: got[d] for d in sample_data.gate_days} == dict.fromkeys(sample_data.gate_days, "EXECUTION_FAILED")
+            assert {d: got[d] for d in sample_data.gate_days} == {ok_day: "SUCCEEDED", bad_day: "EXECUTION_FAILED"}
     [bad] = executions("raw_videos", "reject_rate", bad_day)
     rejected, rows = sample_data.gate_rejected[bad_day]
     assert (bad["status"], bad["partition"], bad["evaluation"]["success"]) == ("FAILED", bad_day, False)
@@ -706,11 +717,15 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     import dagster as dg
 
     version = _definitions().resolve_asset_graph().get(dg.AssetKey("clip_captions")).code_version
-    tags = [{t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"]]
-    assert [t.get("videolake/partitions") for t in tags] == [f"{day1}...{day2}"], tags
-    assert tags[0]["videolake/gpu"] == "true" and tags[0]["videolake/captioner_code_version"] == version, tags
+    tags = {t["videolake/partitions"]: t for t in (
+        {t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])}
+    assert sorted(tags) == [day1, day2], tags  # one run per day
+    for tag in tags.values():  # the local profile captions on CPU actors: not a GPU run
+        assert "videolake/gpu" not in tag and tag["videolake/captioner_code_version"] == version, tags
     runs = graphql(dagster_ui, """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill",
         value: $id}]}) { ... on Runs { results { tags { key value } } } } }""", {"id": gate_backfill.id})
-    tags = [{t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"]]
-    assert [t.get("videolake/partitions") for t in tags] == [f"{ok_day}...{bad_day}"], tags
-    assert "videolake/gpu" not in tags[0]  # it stopped before captioning
+    tags = {t["videolake/partitions"]: t for t in (
+        {t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])}
+    assert sorted(tags) == [ok_day, bad_day], tags
+    assert tags[ok_day]["videolake/captioner_code_version"] == version  # the good day captioned
+    assert "videolake/captioner_code_version" not in tags[bad_day]  # the bad day stopped before captioning

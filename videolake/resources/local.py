@@ -9,6 +9,7 @@ from videolake.resources.embedder import embedder_from_env
 
 
 def local_resources() -> dict:
+    from videolake.resources.alerts import alert_webhook_from_env
     from dagster_ray import Lifecycle, LocalRay
 
     from videolake.resources import LakeResource, ObjectStoreResource
@@ -26,4 +27,6 @@ def local_resources() -> dict:
         "captioner": captioner_from_env(),
         # Off unless VIDEOLAKE_EMBED_MODEL names a model: then clip_embeddings runs on caption_ray.
         "embedder": embedder_from_env(),
+        # Failed runs and gates post here (VIDEOLAKE_ALERT_WEBHOOK_URL, a secret: dg.EnvVar); unset: logged only.
+        "alert_webhook": alert_webhook_from_env(),
     }

@@ -186,6 +186,7 @@ def prod_resources() -> dict:
     when a run initializes the resources, the UI shows which variable each comes from, and the lake builds its root,
     s3://<bucket>/<prefix>/tables, from the resolved bucket and prefix."""
     from videolake.resources.captioner import captioner_from_env
+    from videolake.resources.alerts import alert_webhook_from_env
     from videolake.resources.embedder import embedder_from_env
     from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
 
@@ -204,4 +205,6 @@ def prod_resources() -> dict:
         "caption_ray": caption_ray_resource(),
         "captioner": captioner_from_env(default_gpus=1.0),
         "embedder": embedder_from_env(),
+        # Failed runs and gates post here (VIDEOLAKE_ALERT_WEBHOOK_URL, a secret: dg.EnvVar); unset: logged only.
+        "alert_webhook": alert_webhook_from_env(),
     }

@@ -1,0 +1,124 @@
+"""Alerts (issue: operating it as a Dagster team would, item 5): a failed run and a failed gate post to a
+Slack-compatible webhook whose URL comes from the environment, tested against a real local HTTP receiver with a
+real Dagster instance."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import dagster as dg
+import pytest
+
+from videolake.assets.alerts import gate_failure_alert, run_failure_alert
+from videolake.resources.alerts import WEBHOOK_ENV, AlertWebhookResource, alert_webhook_from_env
+
+
+@pytest.fixture
+def receiver():
+    """A local webhook: records every POSTed JSON body, answers 200."""
+    got: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
+    server.shutdown()
+    server.server_close()
+
+
+@dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))
+def breaks() -> None:
+    raise RuntimeError("the landing bucket is gone")
+
+
+@dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))
+def counted() -> None:
+    return None
+
+
+@dg.asset_check(asset=counted, blocking=False)
+def reject_rate() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
+                               description="reject rate 0.8 > max 0.5")
+
+
+def test_the_url_is_read_from_the_environment_at_run_time(monkeypatch):
+    monkeypatch.delenv(WEBHOOK_ENV, raising=False)
+    assert alert_webhook_from_env().url == ""
+    monkeypatch.setenv(WEBHOOK_ENV, "http://example.invalid/secret")
+    resource = alert_webhook_from_env()
+    # an EnvVar, not the value: Dagster resolves it when a run or sensor starts
+    assert "secret" not in repr(resource)
+    with dg.build_resources({"w": resource}) as built:
+        assert built.w.url == "http://example.invalid/secret"
+
+
+def test_a_failed_run_posts_its_job_partition_step_and_error(receiver):
+    url, got = receiver
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([breaks], partition_key="2026-03-04", instance=instance, raise_on_error=False)
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
+    context = dg.build_run_status_sensor_context(sensor_name="videolake_run_failure_alert", dagster_instance=instance,
+                                                 dagster_run=run, dagster_event=failure,
+                                                 resources={"alert_webhook": AlertWebhookResource(url=url)})
+    run_failure_alert(context.for_run_failure())
+    assert len(got) == 1
+    text = got[0]["text"]
+    assert text == (f":red_circle: videolake run {result.run_id} of __ephemeral_asset_job__ failed (partitions "
+                    "2026-03-04; failed steps: breaks): RuntimeError: the landing bucket is gone"), text
+
+
+def test_a_failed_gate_posts_once_and_only_after_the_first_tick(receiver):
+    url, got = receiver
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"alert_webhook": AlertWebhookResource(url=url)}
+    # a gate that failed before the sensor ever ran is history: not replayed
+    assert dg.materialize([counted, reject_rate], partition_key="2026-03-03", instance=instance).success
+    first = dg.build_sensor_context(instance=instance, resources=resources)
+    gate_failure_alert(first)
+    assert got == []
+    assert dg.materialize([counted, reject_rate], partition_key="2026-03-04", instance=instance).success
+    second = dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
+    gate_failure_alert(second)
+    assert [m["text"] for m in got] == [":warning: videolake gate counted.reject_rate warned for partition 2026-03-04 "
+                                        "(warning): reject rate 0.8 > max 0.5"]
+    third = dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
+    gate_failure_alert(third)  # nothing new: nothing posted again
+    assert len(got) == 1
+
+
+def test_without_a_webhook_nothing_is_posted_and_nothing_fails():
+    assert AlertWebhookResource(url="").post("x") is False
+    assert AlertWebhookResource(url="http://127.0.0.1:9/unreachable", timeout_s=2).post("x") is False
+
+
+def test_every_daily_asset_is_due_by_the_configured_hour(monkeypatch):
+    from videolake.definitions import build_definitions
+
+    for hour, cron in (("", "0 6 * * *"), ("9", "0 9 * * *")):
+        monkeypatch.setenv("VIDEOLAKE_DUE_HOUR", hour)
+        graph = build_definitions("local").resolve_asset_graph()
+        daily = [k for k in graph.get_all_asset_keys()
+                 if isinstance(graph.get(k).partitions_def, dg.TimeWindowPartitionsDefinition)]
+        assert {k.to_user_string() for k in daily} >= {"raw_videos", "scene_clips", "filtered_clips",
+                                                        "clip_captions", "training_shards"}
+        for key in daily:
+            policy = graph.get(key).freshness_policy
+            assert (policy.deadline_cron, policy.timezone) == (cron, "UTC"), key
+            assert policy.lower_bound_delta.total_seconds() == int(cron.split()[1]) * 3600, key
+    monkeypatch.setenv("VIDEOLAKE_DUE_HOUR", "25")
+    with pytest.raises(ValueError, match="VIDEOLAKE_DUE_HOUR must be an hour from 1 to 23"):
+        build_definitions("local")
