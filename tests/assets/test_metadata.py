@@ -121,8 +121,8 @@ def test_preview_keeps_whole_ids_and_cuts_long_text():
     """A person copies an id from the preview to follow the row back to its source: ids and uris stay whole."""
     long_caption = "A long caption " * 20
     preview = record_preview("clip_captions", caption_rows(long_caption))
-    assert [c.name for c in preview.schema.columns] == ["clip_id", "status", "caption", "error", "video_id",
-                                                         "source_uri", "output_tokens"]
+    assert [c.name for c in preview.schema.columns] == ["status", "caption", "clip_id", "video_id", "source_uri",
+                                                         "error", "output_tokens"]
     first = preview.records[0].data
     assert first["clip_id"] == f"{VID}_00000000_00000045" and first["video_id"] == VID
     assert first["source_uri"] == f"s3://bucket/prefix/landing/{D}/long_name.mp4"

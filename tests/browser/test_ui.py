@@ -49,8 +49,10 @@ RUNNING_STATES = {"Requested", "In progress", "Queued", "Canceling"}
 def plotted() -> dict[str, tuple[str, ...]]:
     """The numeric metadata each asset page must plot over partitions, and nothing else."""
     from videolake.assets.metadata import PLOTTED, UNIT_COUNTS
+    from videolake.platform.figures import TABLE_ROW_COUNT
 
-    return {asset: (*labels, *UNIT_COUNTS) for asset, labels in PLOTTED.items()}
+    # the table's own size over its materializations (dagster/row_count) is numeric too
+    return {asset: (*labels, TABLE_ROW_COUNT, *UNIT_COUNTS) for asset, labels in PLOTTED.items() if asset in ASSETS}
 
 
 def _definitions():
@@ -301,6 +303,7 @@ def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -
     preview.get_by_text("Partitions to launch").wait_for()
     # The header renders before the rows: wait for the last asset's row, then read the whole preview.
     preview.get_by_text(ONE_DAY_PER_RUN).nth(len(ASSETS) - 1).wait_for()
+    preview.get_by_text(f"{day1}...{day2}").nth(len(ASSETS) - 1).wait_for()
     text = preview.inner_text()
     shot(page, f"{prefix}03-backfill-preview")
     # Every asset runs one day per run (partitions.backfill_policy): a day that fails fails alone.
@@ -543,7 +546,7 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
     preview.scroll_into_view_if_needed()
     shot(page, "12-captions-metadata")
     headers = [h.strip() for h in preview.locator("table thead th").all_inner_texts()]
-    assert headers == ["clip_id", "status", "caption", "error", "video_id", "source_uri", "output_tokens"], headers
+    assert headers == ["status", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"], headers
     # The caption column (header and every cell) is shown whole: inside the 1600 px viewport and not cut off by
     # the scrolling metadata table around it.
     col = headers.index("caption")
@@ -558,10 +561,10 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
     rows = [[c.strip().replace("\n", "") for c in row.locator("td").all_inner_texts()]
             for row in preview.locator("table tbody tr").all()]
     for row in rows:
-        assert re.fullmatch(r"[0-9a-f]{64}_\d{8}_\d{8}", row[0]), row
-        assert row[4] == row[0].split("_")[0], row
-        assert re.search(rf"/landing/({'|'.join(sample_data.days)})/\S+\.mp4$", row[5]), row
-        assert row[1] in ("ok", "failed") and len(row[2]) <= 60, row
+        assert re.fullmatch(r"[0-9a-f]{64}_\d{8}_\d{8}", row[2]), row
+        assert row[3] == row[2].split("_")[0], row
+        assert re.search(rf"/landing/({'|'.join(sample_data.days)})/\S+\.mp4$", row[4]), row
+        assert row[0] in ("ok", "failed") and len(row[1]) <= 60, row
 
 
 # ------------------------------------------------------------------------------------------------ a failing gate

@@ -312,8 +312,9 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             "caption": (("scene_clips", "source_uri"), *_SCENE_RANGE),
             PARTITION_COLUMN: (("filtered_clips", PARTITION_COLUMN),),
         },
-        # The caption near the front (a wide preview scrolls), then its way back: video and source object, whole.
-        preview=("clip_id", "status", "caption", "error", "video_id", "source_uri", "output_tokens"),
+        # The caption first (whole ids make the preview wider than the page), then its way back: clip, video and
+        # source object, whole.
+        preview=("status", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
         figures=(fig.RowCount(), fig.Remainder("captions", of="captions_failed"),
                  fig.Count("captions_failed", "status", equals="failed"), fig.Rate("failure_rate", "captions_failed"),
                  fig.Reasons("failures_by_reason", "error", whole=True)),
