@@ -58,7 +58,8 @@ bench: setup
 	$(VENV)/bin/videolake bench scenes --seconds 100
 	$(VENV)/bin/videolake bench caption --clips 64
 	$(VENV)/bin/videolake bench caption --clips 1000
-	$(VENV)/bin/videolake bench scale --rows 200000 --compare-rows 20000
+	$(VENV)/bin/videolake bench scale --rows 200000 --compare-rows 0
+	$(VENV)/bin/videolake bench scale --rows 2000000 --compare-rows 0
 	$(VENV)/bin/videolake bench ray
 	$(VENV)/bin/videolake bench shards --videos 8 --seconds 16
 	$(VENV)/bin/videolake bench loader --videos 8 --seconds 16

@@ -14,6 +14,7 @@ import pytest
 from dagster_ray import LocalRay
 
 from videolake.assets.checks import build_gate_checks
+from videolake.assets.metadata import table_figures
 from videolake.assets.cpu_assets import build_cpu_assets
 from videolake.assets.embeddings import build_clip_embeddings
 from videolake.assets.partitions import daily_partitions
@@ -118,7 +119,7 @@ def test_clips_with_equal_embeddings_are_semantic_duplicates(videos, tiny_clip, 
     evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert evaluations == {"one_row_per_clip": True, "vectors_well_formed": True, "failure_rate": True}
     (mat,) = [m for m in result.asset_materializations_for_node("clip_embeddings")]
-    similarity = mat.metadata["step"].data["similarity"][DAY] if "step" in mat.metadata else None
+    similarity = table_figures(mat.metadata["step"])["similarity"][DAY]
     assert similarity is not None and similarity["items"] == 3
     assert similarity["max_similarity"]["max"] == pytest.approx(1.0)
     (tightest,) = [e for e in similarity["by_eps"] if e["eps"] == 0.001]

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from videolake.assets.metadata import PLOTTED, asset_metadata, caption_figures, rounded
+from videolake.assets.metadata import PLOTTED, asset_metadata, caption_figures, rounded, table_figures
 from videolake.assets.partitions import daily_partitions
 from videolake.assets.ui_metadata import (
     PREVIEW_COLUMNS,
@@ -74,9 +74,14 @@ def test_raw_videos_metadata_plots_a_short_list_and_keeps_the_rest_as_json():
                         table_rows=40)
     assert md["dagster/row_count"].value == 40 and md["dagster/partition_row_count"].value == 4
     assert md["reject_rate"].value == 0.25 and md["videos_per_s"].value == 1.33  # 4 videos / 3 s, rounded
-    assert md["details"].value == {"videos_ok": 3, "rejections_by_reason": {"not_a_video": 1}, "bytes": 3006,
-                                   "frames": 300}
-    assert md["step"].value == {"seconds": 3.0, "delta_version": 7, "partitions": 2}
+    # every figure, plotted or not, is a row of a table with its unit and meaning
+    assert table_figures(md["details"]) == {
+        "dagster/partition_row_count": 4, "videos_ok": 3, "videos_rejected": 1, "reject_rate": 0.25,
+        "copies_of_earlier_days": 0, "rejections_by_reason": {"not_a_video": 1}, "bytes": 3006, "frames": 300}
+    assert table_figures(md["step"]) == {"videos_per_s": 1.33, "seconds": 3.0, "delta_version": 7, "partitions": 2}
+    units = {r.data["figure"]: (r.data["unit"], r.data["meaning"]) for r in md["details"].records}
+    assert units["reject_rate"] == ("share 0-1", "videos_rejected / rows")
+    assert all(unit_meaning[1] != "(undocumented)" for unit_meaning in units.values()), units
     assert md["partitions"].value == f"{D}...{E}"
 
 
@@ -95,8 +100,11 @@ def test_caption_metadata_has_no_constants_or_per_actor_plots():
     assert (md["captions_per_s"].value, md["goodput"].value, md["stragglers"].value) == (0.488, 0.05, 1)
     assert md["captions_failed"].value == 1 and md["dagster/partition_row_count"].value == 3  # counted from the rows
     assert not [k for k in md if k.startswith("actor_") or k in ("accelerator_is_gpu", "idle_actors", "delta_version")]
-    assert md["details"].value == {"captions": 2, "failure_rate": 0.333, "failures_by_reason": {"engine error": 1}}
-    details = md["step"].value  # measured once for the step: the pool, its actors, timings
+    assert table_figures(md["details"]) == {"dagster/partition_row_count": 3, "captions": 2, "captions_failed": 1,
+                                            "failure_rate": 0.333, "failures_by_reason": {"engine error": 1}}
+    details = table_figures(md["step"])  # measured once for the step: the pool, its actors, timings
+    undocumented = [r.data["figure"] for r in md["step"].records if r.data["meaning"] == "(undocumented)"]
+    assert undocumented == []
     assert details["per_actor"] == [
         {"actor": "a0", "captions": 10, "captions_per_s": 5.0, "load_s": 30.12, "straggler": False},
         {"actor": "a1", "captions": 10, "captions_per_s": 2.5, "load_s": 30.12, "straggler": True},
@@ -156,9 +164,10 @@ def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run
         assert {p: md["dagster/partition_row_count"].value for p, md in mats.items()} == {D: 2, E: 2}
         assert {p: md["reject_rate"].value for p, md in mats.items()} == {D: 0.0, E: 0.5}
         assert {p: md["videos_per_s"].value for p, md in mats.items()} == {D: 2.0, E: 2.0}  # step-wide: 4 / 2 s
-        assert {p: md["details"].value["rejections_by_reason"] for p, md in mats.items()} == {D: {}, E: {"not_a_video": 1}}
-        assert {p: md["step"].value for p, md in mats.items()} == dict.fromkeys(
-            [D, E], {"seconds": 2.0, "delta_version": 1, "partitions": 2})
+        assert {p: table_figures(md["details"])["rejections_by_reason"] for p, md in mats.items()} == {
+            D: {}, E: {"not_a_video": 1}}
+        assert {p: table_figures(md["step"]) for p, md in mats.items()} == dict.fromkeys(
+            [D, E], {"videos_per_s": 2.0, "seconds": 2.0, "delta_version": 1, "partitions": 2})
         assert [r.data["source_uri"] for r in mats[E]["preview"].records] == [f"s3://b/p/landing/{E}/v2.mp4",
                                                                        f"s3://b/p/landing/{E}/x.mp4"]
         run = instance.get_run_by_id(result.run_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from videolake.assets.metadata import table_figures
 from videolake.assets import cpu_assets
 from videolake.platform.lake import PartitionRange
 from videolake.platform.synth import Segment, VideoSpec, render
@@ -114,6 +115,7 @@ def _filtered_md(result: dg.ExecuteInProcessResult, day: str) -> dict:
     """The figures of ``day`` on the run's filtered_clips materialization of it."""
     for e in result.get_asset_materialization_events():
         if e.asset_key.path[-1] == "filtered_clips" and e.partition == day:
-            md = {k: getattr(v, "value", v) for k, v in e.materialization.metadata.items()}
-            return {**md.get("details", {}), **md}  # the plotted figures, and the others in one JSON entry
+            md = e.materialization.metadata
+            details = table_figures(md["details"]) if "details" in md else {}
+            return {**details, **{k: getattr(v, "value", v) for k, v in md.items()}}  # plotted, and the table's
     raise AssertionError(f"no filtered_clips materialization of {day}")

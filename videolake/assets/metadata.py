@@ -2,10 +2,10 @@
 
 A curator reads an asset's page: Dagster plots EVERY int/float metadata entry over partitions, so only a short,
 fixed list per table (its spec's ``plotted``: rows, throughput, pass/reject rates, failures, goodput, stragglers) is
-numeric;
-every other figure goes into a JSON entry: ``details`` (counts by reason and the like, per partition) or ``step``
-(what the step measured once for its whole range: timings, the caption pool, per-actor values, Delta version), or
-text. All numbers are rounded (``rounded``).
+numeric.
+Every figure, plotted or not, is also a row of a table with its unit and a one-line meaning (assets/figure_docs.py):
+``details`` (the day's counts, counts by reason and the like) and ``step`` (what the step measured once for its whole
+range: timings, the caption pool, per-actor values, Delta version). All numbers are rounded (``rounded``).
 
 Figures are computed per day by the stage's finalize tasks on the Ray workers (``platform.figures``), from the
 rows they commit; the step only adds days up, so it never holds the rows to report on them.
@@ -16,6 +16,7 @@ The asset bodies call three functions (see also ui_metadata.add_partition_figure
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -70,23 +71,62 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
     )
 
 
+FIGURE_TABLE = dg.TableSchema(columns=[
+    dg.TableColumn("figure", "string", description="the figure's label (plotted figures are also entries of their own)"),
+    dg.TableColumn("value", "string", description="its value: a number, or JSON for counts by reason and the like"),
+    dg.TableColumn("unit", "string"),
+    dg.TableColumn("meaning", "string"),
+])
+
+
+def figure_table(figures: Mapping[str, Any]) -> dg.TableMetadataValue:
+    """``figures`` as a table a person reads: figure, value, unit, one-line meaning (assets/figure_docs.py)."""
+    from videolake.assets.figure_docs import figure_doc
+
+    records = []
+    for label, value in figures.items():
+        unit, meaning = figure_doc(label)
+        shown = value if isinstance(value, str) else json.dumps(rounded(value), default=str)
+        records.append(dg.TableRecord({"figure": label, "value": shown, "unit": unit, "meaning": meaning}))
+    return dg.MetadataValue.table(records=records, schema=FIGURE_TABLE)
+
+
+def table_figures(value: Any) -> dict[str, Any]:
+    """The figures of a ``figure_table`` (or of the JSON entry earlier materializations have) as a dict."""
+    if isinstance(value, dg.TableMetadataValue):
+        out = {}
+        for record in value.records:
+            text = record.data["value"]
+            try:
+                out[record.data["figure"]] = json.loads(text)
+            except (TypeError, ValueError):
+                out[record.data["figure"]] = text
+        return out
+    data = getattr(value, "value", value)
+    return dict(data) if isinstance(data, Mapping) else {}
+
+
+def step_figures(md: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``step`` figures of a materialization's metadata (e.g. its ``delta_version``)."""
+    return table_figures(md["step"]) if "step" in md else {}
+
+
 def figures_metadata(table_name: str, figures: Mapping[str, Any], details_label: str = "details") -> dict[str, Any]:
-    """``figures`` as metadata: the labels of PLOTTED[table_name] as rounded int/float (plotted), strings as text,
-    everything else rounded into one JSON entry named ``details_label``."""
+    """``figures`` as metadata: the labels of PLOTTED[table_name] as rounded int/float (plotted); every figure,
+    plotted or not, as a row of one table named ``details_label`` with its unit and meaning (``figure_table``)."""
     plotted = PLOTTED[table_name]
     md: dict[str, Any] = {}
-    details: dict[str, Any] = {}
+    rows: dict[str, Any] = {}
     for label, value in figures.items():
         if label in plotted:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"plotted figure {table_name}.{label} must be a number, got {value!r}")
             md[label] = dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(rounded(float(value)))
         elif isinstance(value, str):
-            md[label] = dg.MetadataValue.text(value)
-        else:
-            details[label] = rounded(value)
-    if details:
-        md[details_label] = dg.MetadataValue.json(details)
+            md[label] = dg.MetadataValue.text(value)  # a name (model, accelerator): an entry of its own too
+        rows[label] = value
+    if rows:
+        md[details_label] = figure_table(rows)
     return md
 
 

@@ -63,6 +63,7 @@ def recorded_verdict(instance: dg.DagsterInstance, lake, table: str, day: str, p
     from dagster._core.storage.asset_check_execution_record import COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
 
     from videolake.platform.gates import TABLE_GATES, gate_names
+    from videolake.assets.metadata import step_figures
     from videolake.platform.releases.create import _day_files
 
     if table not in TABLE_GATES or pinned_version is None:
@@ -74,8 +75,8 @@ def recorded_verdict(instance: dg.DagsterInstance, lake, table: str, day: str, p
         return None
     mat = mats[0]
     md = mat.asset_materialization.metadata if mat.asset_materialization else {}
-    written = (md.get("step").value or {}).get("delta_version") if "step" in md else None
-    uri = md["table_uri"].value if "table_uri" in md else None
+    written = step_figures(md).get("delta_version")
+    uri = next((md[k].value for k in ("dagster/uri", "table_uri") if k in md), None)  # table_uri: before 2026-12
     if written is None or uri is None or str(uri).rstrip("/") != lake.table_uri(table).rstrip("/"):
         return None
     if int(written) != pinned_version and _day_files(lake, table, int(written), [day]) != _day_files(

@@ -8,8 +8,10 @@ bench scale --rows N
     platform's ceiling, not a model's. The upstream tables are written by a Ray worker beforehand, so the step
     process (this one) only does what the asset's step does. Its peak RSS is sampled every 20 ms while the stage
     runs. Baseline in the same process: the same N rows written straight to a Delta table by this process
-    (``write_deltalake``: no Ray, no checkpoints, no resume). A second, smaller run (``--compare-rows``, default
-    N/10) gives the memory ratio. The LAST line is one JSON object {"rows", "peak_rss_mb", "rows_per_s"}.
+    (``write_deltalake``: no Ray, no checkpoints, no resume), after the stage (the baseline holds N rows in this
+    process's heap). A second, smaller run (``--compare-rows``, default N/10; 0: none) gives a memory ratio in one
+    process; ``make bench`` runs each size in a fresh process instead (an earlier, larger run leaves the heap
+    grown). The LAST line is one JSON object {"rows", "peak_rss_mb", "rows_per_s"}.
 
 bench ray
     - scaling: the scene_clips stage (real scene detection on synthetic 360p videos) with 1 Ray CPU, then with
@@ -173,11 +175,13 @@ def bench_scale(rows: int, compare_rows: int | None = None, *, batch: int = 4096
         ensure_ray()
         echo(f"ray: {ray.cluster_resources().get('CPU', 0):.0f} CPUs; stand-in captioner (fixed caption, no model, "
              f"no frame decoding); batch {batch}, {actors} actors")
+        # The stage runs first: the baseline builds its N rows in this process's heap, and Python keeps most of
+        # that memory, which would count in the stage's peak RSS if it ran before.
+        small = run_scale(compare_rows, work, batch=batch, actors=actors) if compare_rows else None
+        big = run_scale(rows, work, batch=batch, actors=actors)
         base_s = baseline_direct_write(rows, work)
         echo(f"baseline: {rows} rows written directly by this process with write_deltalake: {base_s:.2f}s "
              f"({rows / base_s:,.0f} rows/s)")
-        small = run_scale(compare_rows, work, batch=batch, actors=actors) if compare_rows else None
-        big = run_scale(rows, work, batch=batch, actors=actors)
         for r in filter(None, (small, big)):
             echo(f"stage: {r.rows} rows in {r.seconds:.2f}s = {r.rows_per_s:,.0f} rows/s; peak RSS {r.peak_rss_mb:.0f} MB "
                  f"(start {r.start_rss_mb:.0f} MB); phases {r.phases}; {r.units}")
