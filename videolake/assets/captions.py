@@ -25,6 +25,20 @@ from videolake.resources.captioner import CaptionerResource
 GROUP = "videolake"
 
 
+def gpu_step(partitions_def: dg.PartitionsDefinition | None) -> dict:
+    """What every GPU step's asset shares: the daily partitions and backfill policy, the gpu pool, the retry."""
+    return dict(
+        partitions_def=partitions_def or daily_partitions(),
+        backfill_policy=backfill_policy(),
+        # Retrying recomputes the range; the overwrite makes it idempotent. Model errors per clip are already rows
+        # with status=failed, so only infrastructure failures (a lost actor or node) reach this.
+        retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
+        group_name=GROUP,
+        owners=["team:ml-data"],
+        pool="gpu",
+    )
+
+
 def build_clip_captions(captioner: CaptionerResource,
                         partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetsDefinition:
     """clip_captions for ``captioner`` over ``partitions_def`` (default: ``daily_partitions()``, read now)."""
@@ -34,16 +48,9 @@ def build_clip_captions(captioner: CaptionerResource,
 
     @dg.asset(
         name="clip_captions",
-        partitions_def=partitions_def or daily_partitions(),
-        backfill_policy=backfill_policy(),
-        # Retrying re-captions the whole range; the overwrite makes it idempotent. Model errors per clip are
-        # already rows with status=failed, so only infrastructure failures (a lost actor or node) reach this.
-        retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
-        group_name=GROUP,
-        owners=["team:ml-data"],
+        **gpu_step(partitions_def),
         kinds={"deltalake", "ray", "vllm"},
         deps=upstream_of("clip_captions"),
-        pool="gpu",
         code_version=version,
         description="One caption row per passed clip (status ok with the caption, or failed with the error), "
         "from a vision-language model on vLLM in a Ray actor pool; model, prompt version and token counts recorded.",

@@ -13,18 +13,18 @@ QualityConfig.semantic_eps from it, as NeMo Curator advises.
 import dagster as dg
 from dagster_ray import RayResource
 
+from videolake.assets.captions import gpu_step
 from videolake.assets.cpu_assets import stage_progress, stage_result
 from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema
 from videolake.assets.ui_metadata import tag_run
-from videolake.assets.partitions import backfill_policy, daily_partitions, partition_keys
+from videolake.assets.partitions import partition_keys
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_EMBEDDINGS, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.embedder import EmbedderResource
 from videolake.resources.ray_on_demand import connect_on_demand
 
-GROUP = "videolake"
 
 
 def build_clip_embeddings(embedder: EmbedderResource,
@@ -36,14 +36,9 @@ def build_clip_embeddings(embedder: EmbedderResource,
 
     @dg.asset(
         name="clip_embeddings",
-        partitions_def=partitions_def or daily_partitions(),
-        backfill_policy=backfill_policy(),
-        retry_policy=dg.RetryPolicy(max_retries=1, delay=10),
-        group_name=GROUP,
-        owners=["team:ml-data"],
+        **gpu_step(partitions_def),
         kinds={"deltalake", "ray", "pytorch"},
         deps=upstream_of("clip_embeddings"),
-        pool="gpu",
         code_version=version,
         description="One L2-normalised embedding per scene clip (frames mean-pooled by the configured model), or a "
         "failed row with its reason; filtered_clips groups clips whose cosine similarity is >= 1 - semantic_eps.",
