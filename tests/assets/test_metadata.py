@@ -78,7 +78,7 @@ def test_raw_videos_metadata_plots_a_short_list_and_keeps_the_rest_as_json():
     assert table_figures(md["details"]) == {
         "dagster/partition_row_count": 4, "videos_ok": 3, "videos_rejected": 1, "reject_rate": 0.25,
         "copies_of_earlier_days": 0, "rejections_by_reason": {"not_a_video": 1}, "bytes": 3006, "frames": 300}
-    assert table_figures(md["step"]) == {"videos_per_s": 1.33, "seconds": 3.0, "delta_version": 7, "partitions": 2}
+    assert table_figures(md["step"]) == {"videos_per_s": 1.33, "seconds": 3.0, "delta_version": 7, "days_written": 2}
     units = {r.data["figure"]: (r.data["unit"], r.data["meaning"]) for r in md["details"].records}
     assert units["reject_rate"] == ("share 0-1", "videos_rejected / rows")
     assert all(unit_meaning[1] != "(undocumented)" for unit_meaning in units.values()), units
@@ -167,7 +167,7 @@ def test_range_step_scopes_counts_and_preview_to_each_partition_and_tags_its_run
         assert {p: table_figures(md["details"])["rejections_by_reason"] for p, md in mats.items()} == {
             D: {}, E: {"not_a_video": 1}}
         assert {p: table_figures(md["step"]) for p, md in mats.items()} == dict.fromkeys(
-            [D, E], {"videos_per_s": 2.0, "seconds": 2.0, "delta_version": 1, "partitions": 2})
+            [D, E], {"videos_per_s": 2.0, "seconds": 2.0, "delta_version": 1, "days_written": 2})
         assert [r.data["source_uri"] for r in mats[E]["preview"].records] == [f"s3://b/p/landing/{E}/v2.mp4",
                                                                        f"s3://b/p/landing/{E}/x.mp4"]
         run = instance.get_run_by_id(result.run_id)

@@ -82,7 +82,7 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     # every step
     "seconds": ("s", "wall seconds of the step's work"),
     "delta_version": ("version", "the Delta table version this step committed"),
-    "partitions": ("days", "partitions the step wrote"),
+    "days_written": ("days", "partitions the step wrote"),
 }
 
 UNDOCUMENTED = ("", "(undocumented)")

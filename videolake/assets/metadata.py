@@ -188,7 +188,7 @@ def asset_metadata(
     """
     counts = dict(counts)
     step = {**dict(extra or {}), **throughput(table_name, {**counts, **dict(extra or {})}, seconds)}
-    step.update(seconds=seconds, delta_version=write.version, partitions=len(keys))
+    step.update(seconds=seconds, delta_version=write.version, days_written=len(keys))
     md = {
         # counts of the range; add_partition_metadata replaces them (and ``details``) with each partition's own
         **figures_metadata(table_name, counts, "details"),
