@@ -67,12 +67,19 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     overrides = gate_overrides(resources["captioner"])
     checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
     release = build_release_defs(overrides=overrides)
+    jobs, sensors = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs], []
+    if (profile_name or profile()) == "prod":  # RayClusters on Kubernetes: reap any that outlived its run
+        from videolake.assets.ray_reaper import reaper_definitions
+
+        reaper_jobs, sensors, reaper_resources = reaper_definitions()
+        jobs += reaper_jobs
+        resources = {**resources, **reaper_resources}
     return dg.Definitions(
         assets=[*assets, *release.assets],
         asset_checks=[*checks, *build_landing_checks(partitions)],
-        jobs=[build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs],
+        jobs=jobs,
         schedules=[daily_schedule],
-        sensors=[landing_sensor, run_failure_alert, gate_failure_alert, *release.sensors],
+        sensors=[landing_sensor, run_failure_alert, gate_failure_alert, *release.sensors, *sensors],
         resources=resources,
     )
 

@@ -121,6 +121,19 @@ class FakeKubernetesApi(k8s.ApiClient):
     def add_cluster(self, body: dict) -> None:
         self.store.put("rayclusters", body["metadata"]["name"], body)
 
+    def add_run_pod(self, pod: str, job: str, uid: str) -> None:
+        """A run pod owned by the Job ``job`` (uid ``uid``), as the K8sRunLauncher's Job controller makes it."""
+        self.store.put("pods", pod, {"job": job, "uid": uid})
+
+    def delete_job(self, uid: str) -> list[str]:
+        """A FAKE of Kubernetes' garbage collector when the Job ``uid`` is deleted (its TTL after the run pod ended):
+        every RayCluster whose ownerReferences name that uid is deleted. Returns their names."""
+        gone = [c["metadata"]["name"] for c in self.store.items("rayclusters")
+                if any(r.get("uid") == uid for r in c["metadata"].get("ownerReferences", []))]
+        for name in gone:
+            self.store.delete("rayclusters", name)
+        return gone
+
     # ------------------------------------------------------------------ the API
     def call_api(self, *args, **kwargs):
         arguments = _CALL_API.bind(self, *args, **kwargs).arguments  # TypeError where the real client raises one
@@ -148,9 +161,13 @@ class FakeKubernetesApi(k8s.ApiClient):
             return self._lease(method, lease.group(1), body, call)
         pod = re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)(/log)?", path)
         if pod and method == "GET":
+            call["kind"], call["name"] = "pods", pod.group(1)
             if pod.group(2):
                 return "ray.exceptions: the worker could not start (fake log)\n"
-            return k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=pod.group(1)),
+            owner = self.store.get("pods", pod.group(1))  # a run pod added by add_run_pod, with its Job
+            refs = [k8s.V1OwnerReference(api_version="batch/v1", kind="Job", name=owner["job"], uid=owner["uid"],
+                                         controller=True, block_owner_deletion=True)] if owner else None
+            return k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=pod.group(1), owner_references=refs),
                              spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=HEAD_CONTAINER)]))
         raise AssertionError(f"unexpected Kubernetes API call {method} {path}")
 

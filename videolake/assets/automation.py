@@ -7,6 +7,7 @@ import dagster as dg
 
 from videolake.assets.landing import day_prefix, folder_uri, landing_folder_exists
 from videolake.assets.partitions import daily_partitions
+from videolake.assets.ray_reaper import MAX_RUNTIME_TAG, max_run_seconds
 from videolake.resources import ObjectStoreResource
 
 PIPELINE_JOB = "videolake_daily"
@@ -24,7 +25,8 @@ def build_pipeline_job(gpu: bool):
         name=PIPELINE_JOB,
         selection=dg.AssetSelection.groups("videolake"),
         description="The whole pipeline for a daily partition: ingest, split, filter, caption, shard, with their gates.",
-        run_tags={GPU_TAG: "true"} if gpu else {},
+        # run monitoring fails a run that takes longer (and the reaper's age limit is set above it: ray_reaper.py)
+        run_tags={**({GPU_TAG: "true"} if gpu else {}), MAX_RUNTIME_TAG: str(max_run_seconds())},
     )
 
 

@@ -36,6 +36,7 @@ dg.EnvVar, resolved by Dagster at run time, never stored in code or config.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -131,12 +132,73 @@ def cpu_cluster_config():
     return cpu_stage_cluster_config(image=image, namespace=namespace, worker_groups=groups)
 
 
+# The run's Kubernetes Job deletes its RayClusters with it (ownerReferences), this long after the run pod ended
+# (k8s/values.yaml, runK8sConfig.jobSpecConfig.ttlSecondsAfterFinished).
+IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"  # set by Kubernetes in every pod
+
+
+def run_job_owner(api_client, namespace: str, log=None) -> dict | None:
+    """The ownerReference of the Kubernetes Job that runs this process (the run pod's owner), or None outside a pod.
+
+    Why: a step deletes its RayCluster when it ends, but a run pod that dies (OOM, eviction, node loss) runs no
+    cleanup. Owned by the run's Job, the RayCluster is deleted by Kubernetes' garbage collector when the Job is (its
+    TTL after the pod ended), whatever happened to the pod."""
+    from kubernetes import client as k8s
+    from kubernetes.client.exceptions import ApiException
+
+    pod_name = os.environ.get("HOSTNAME")
+    if not os.environ.get(IN_CLUSTER_ENV) or not pod_name:
+        if log:
+            log.warning("not running in a Kubernetes pod: the RayCluster has no owner (the reaper sensor deletes it "
+                        "if this step dies)")
+        return None
+    try:
+        pod = k8s.CoreV1Api(api_client).read_namespaced_pod(pod_name, namespace)
+    except ApiException as exc:
+        if log:
+            log.warning(f"cannot read this pod {namespace}/{pod_name} ({exc.status}): the RayCluster has no owner")
+        return None
+    for ref in pod.metadata.owner_references or []:
+        if ref.kind == "Job":
+            return {"apiVersion": ref.api_version or "batch/v1", "kind": "Job", "name": ref.name, "uid": ref.uid,
+                    "controller": False, "blockOwnerDeletion": False}
+    if log:
+        log.warning(f"pod {pod_name} is not owned by a Job: the RayCluster has no owner")
+    return None
+
+
+@functools.cache
+def _owned_cluster_class():
+    """Defined on first use: dagster_ray.kuberay imports the kubernetes client (the code location loads without it)."""
+    from dagster_ray.kuberay import KubeRayCluster
+
+    class OwnedKubeRayCluster(KubeRayCluster):
+        """dagster-ray's KubeRayCluster whose RayCluster names the run's Job as its owner (``run_job_owner``)."""
+
+        def create(self, context):
+            owner = run_job_owner(self.client.api_client, self.namespace, context.log)
+            if owner is None:
+                return super().create(context)
+            client, post = self.client, self.client.create
+
+            def create_owned(body, namespace):
+                body.setdefault("metadata", {})["ownerReferences"] = [owner]
+                return post(body=body, namespace=namespace)
+
+            client.create = create_owned  # the manifest is built inside create(); its POST is where it can be owned
+            try:
+                return super().create(context)
+            finally:
+                del client.create
+
+    return OwnedKubeRayCluster
+
+
 def kuberay_cluster_resource(cfg, **overrides):
     """dagster-ray's KubeRayCluster for one step with the RayCluster of ``cfg``: created at step start, deleted at
-    its end whatever happened, no cluster sharing. ``overrides`` (tests: a fake API client, no Ray connect) go to
+    its end whatever happened, owned by the run's Job (deleted with it if the run pod dies), no cluster sharing. ``overrides`` (tests: a fake API client, no Ray connect) go to
     the resource as given."""
     from dagster_ray import Lifecycle
-    from dagster_ray.kuberay import KubeRayCluster
     from dagster_ray.kuberay.configs import RayClusterConfig, RayClusterSpec
 
     from videolake.platform.kuberay_spec import dagster_ray_spec_kwargs
@@ -151,7 +213,7 @@ def kuberay_cluster_resource(cfg, **overrides):
         "env_vars": {"VIDEOLAKE_PROFILE": "prod"},
         **overrides,
     }
-    return KubeRayCluster(**kwargs)
+    return _owned_cluster_class()(**kwargs)
 
 
 def caption_ray_resource(cfg=None, **overrides):

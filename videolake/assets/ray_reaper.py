@@ -1,0 +1,47 @@
+"""The prod profile's reaper of RayClusters that outlived their step (dagster-ray's ``cleanup_expired_kuberay_clusters``).
+
+A step deletes its cluster when it ends, and a run pod that dies takes its clusters with its Job (ownerReferences,
+resources/prod.py). What is left: a cluster created outside a run pod, or whose owner could not be read. The reaper
+deletes a cluster without an owner once it is older than DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS, which is therefore
+set above the longest a run may take: every run of the code location carries ``dagster/max_runtime`` (run
+monitoring fails a run that exceeds it), and the expiration is that plus an hour, so a legitimate step's cluster is
+never reaped while its run may still be going.
+"""
+
+import os
+
+import dagster as dg
+
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+DEFAULT_MAX_RUNTIME_S = 12 * 3600  # the longest a run may take (VIDEOLAKE_MAX_RUN_SECONDS)
+EXPIRATION_ENV = "DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS"
+
+
+def max_run_seconds() -> int:
+    raw = os.environ.get("VIDEOLAKE_MAX_RUN_SECONDS", "").strip()
+    return int(raw) if raw else DEFAULT_MAX_RUNTIME_S
+
+
+def expiration_seconds() -> int:
+    """The reaper's age limit: the longest run plus an hour."""
+    return max_run_seconds() + 3600
+
+
+def reaper_definitions() -> tuple[list, list, dict]:
+    """(jobs, sensors, resources) of the reaper, running by default."""
+    from dagster_ray.kuberay.client import RayClusterClient
+    from dagster_ray.kuberay.jobs import delete_kuberay_clusters
+    from dagster_ray.kuberay.resources.raycluster import KubeRayClusterClientResource
+    from dagster_ray.kuberay.sensors import cleanup_expired_kuberay_clusters
+
+    os.environ.setdefault(EXPIRATION_ENV, str(expiration_seconds()))  # the sensor reads it when it evaluates
+
+    @dg.sensor(name="videolake_raycluster_reaper", job=delete_kuberay_clusters, minimum_interval_seconds=5 * 60,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Deletes RayClusters without an owner that are older than the longest run plus an hour "
+               "(dagster-ray's cleanup_expired_kuberay_clusters).")
+    def raycluster_reaper(context: dg.SensorEvaluationContext,
+                          raycluster_client: dg.ResourceParam[RayClusterClient]):  # noqa: UP037 (Dagster reads it)
+        yield from cleanup_expired_kuberay_clusters(context, raycluster_client=raycluster_client)
+
+    return [delete_kuberay_clusters], [raycluster_reaper], {"raycluster_client": KubeRayClusterClientResource()}
