@@ -42,6 +42,40 @@ def gate_overrides(captioner) -> dict | None:
     return policy.gate_overrides() if policy else None
 
 
+def _with_code_reference(asset):
+    """``asset`` with ``dagster/code_references`` naming the function that defines it. Why not
+    ``dg.with_source_code_references``: it takes the file of the outermost function, which for our assets is the
+    ``@step_guard`` wrapper in assets/guard.py; the definition is the function it wraps."""
+    import inspect
+
+    fn = getattr(getattr(getattr(asset, "op", None), "compute_fn", None), "decorated_fn", None)
+    if fn is None:
+        return asset
+    fn = inspect.unwrap(fn)
+    ref = dg.LocalFileCodeReference(file_path=os.path.abspath(inspect.getsourcefile(fn)),
+                                    line_number=inspect.getsourcelines(fn)[1])
+    value = dg.CodeReferencesMetadataValue(code_references=[ref])
+    return asset.map_asset_specs(
+        lambda spec: spec.replace_attributes(metadata={**spec.metadata, "dagster/code_references": value}))
+
+
+def code_references(assets: list) -> list:
+    """Every asset links to the code that defines it (``dagster/code_references``): the local file, or the file in
+    the repository when VIDEOLAKE_GIT_URL names it (e.g. https://github.com/ORG/videolake; branch
+    VIDEOLAKE_GIT_BRANCH, default main), as a deployment built from a clone sets them."""
+    from pathlib import Path
+
+    assets = [_with_code_reference(a) for a in assets]
+    url = os.environ.get("VIDEOLAKE_GIT_URL", "").strip()
+    if url:
+        mapping = dg.AnchorBasedFilePathMapping(local_file_anchor=Path(__file__),
+                                                file_anchor_path_in_repository="videolake/definitions.py")
+        assets = list(dg.link_code_references_to_git(assets, git_url=url.rstrip("/"),
+                                                     git_branch=os.environ.get("VIDEOLAKE_GIT_BRANCH", "main"),
+                                                     file_path_mapping=mapping))
+    return assets
+
+
 def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
@@ -75,7 +109,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         jobs += reaper_jobs
         resources = {**resources, **reaper_resources}
     return dg.Definitions(
-        assets=[*assets, *release.assets],
+        assets=code_references([*assets, *release.assets]),
         asset_checks=[*checks, *build_landing_checks(partitions)],
         jobs=jobs,
         schedules=[daily_schedule],

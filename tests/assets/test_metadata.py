@@ -230,3 +230,19 @@ def test_each_tables_figures_come_from_its_spec_in_declared_order():
     assert list(table_spec("raw_videos").figures_of(raw_rows())) == [
         "dagster/partition_row_count", "videos_ok", "videos_rejected", "reject_rate", "copies_of_earlier_days",
         "rejections_by_reason", "bytes", "frames"]
+
+
+def test_assets_link_to_their_code_in_the_repository(monkeypatch):
+    import dagster as dg
+
+    from videolake.definitions import build_definitions
+
+    monkeypatch.setenv("VIDEOLAKE_GIT_URL", "https://github.com/example/videolake")
+    graph = build_definitions("local").resolve_asset_graph()
+    refs = graph.get(dg.AssetKey("filtered_clips")).metadata["dagster/code_references"].code_references
+    (ref,) = refs
+    assert ref.url.startswith("https://github.com/example/videolake/tree/main/videolake/assets/cpu_assets.py#L"), ref
+    monkeypatch.delenv("VIDEOLAKE_GIT_URL")
+    graph = build_definitions("local").resolve_asset_graph()
+    (ref,) = graph.get(dg.AssetKey("clip_captions")).metadata["dagster/code_references"].code_references
+    assert ref.file_path.endswith("videolake/assets/captions.py") and ref.line_number > 1, ref
