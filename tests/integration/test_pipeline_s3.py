@@ -304,6 +304,18 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
     assert mats["clip_captions"]["dagster/partition_row_count"].value == len(passed)
     assert str(mats["raw_videos"]["dagster/uri"].value) == f"s3://{seaweed.bucket}/{prefix}/tables/raw_videos"
     assert mats["raw_videos"]["dagster/table_name"].value == "videolake.raw_videos"
+    # the day's contact sheet: frames read from the bucket, the first ok captions listed by clip id
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    sheet = mats["clip_captions"]["contact_sheet"].value
+    image = Image.open(io.BytesIO(base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)\)", sheet).group(1))))
+    assert image.format == "JPEG" and image.size[0] == 3 * 200 + 4 * 4
+    listed = re.findall(r"^- `([0-9a-f_]+)`: ", sheet, re.M)
+    assert listed and set(listed) <= set(passed), listed
     # the whole table's rows (every day written so far), beside the day's
     assert mats["clip_captions"]["dagster/row_count"].value == resources["lake"].get_lake().row_count("clip_captions", None)
 

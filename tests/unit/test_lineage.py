@@ -119,3 +119,23 @@ def test_the_command_prints_the_chain_and_writes_the_clips_contact_sheet(world, 
     missing = subprocess.run([sys.executable, "-m", "videolake.cli", "lineage", "0" * 64], capture_output=True,
                              text=True, env=env, cwd=tmp_path, timeout=300)
     assert missing.returncode == 1 and "no video in raw_videos" in missing.stdout
+
+
+def test_a_days_contact_sheet_shows_its_captioned_clips(world):
+    """The clip_captions asset's per-partition contact sheet (platform/captioning/contact_sheet.py)."""
+    import io
+
+    from PIL import Image
+
+    from videolake.platform.captioning.contact_sheet import TILE_WIDTH, contact_sheet_jpeg, day_samples
+    from videolake.platform.objectstore.local import LocalObjectStore
+
+    samples = day_samples(world["lake"], DAY)
+    assert [(s["clip_id"], s["caption"], s["start_frame"], s["end_frame"], s["fps"]) for s in samples] == [
+        (world["clips"][0], "A test card.", 0, 25, 25.0)]  # the one ok caption of the day
+    assert day_samples(world["lake"], LATER) == []
+    store = LocalObjectStore(str(world["data"] / "store"))
+    sheet = Image.open(io.BytesIO(contact_sheet_jpeg(store, samples)))
+    assert sheet.format == "JPEG" and sheet.size[0] == 3 * TILE_WIDTH + 4 * 4  # three columns
+    gone = [{**samples[0], "source_uri": samples[0]["source_uri"] + ".missing"}]
+    assert contact_sheet_jpeg(store, gone) is None  # a clip without a frame is left out, never an error

@@ -25,6 +25,23 @@ from videolake.resources.captioner import CaptionerResource
 GROUP = "videolake"
 
 
+def add_contact_sheets(context: dg.AssetExecutionContext, keys: list[str], lake, store) -> None:
+    """Each partition's materialization shows a contact sheet: a few of its clips (middle frame) with their
+    captions, as an image in markdown, and the clips' ids below it to follow them (``videolake lineage ID``)."""
+    import base64
+
+    from videolake.platform.captioning.contact_sheet import contact_sheet_jpeg, day_samples
+
+    for key in keys:
+        samples = day_samples(lake, key)
+        sheet = contact_sheet_jpeg(store, samples) if samples else None
+        if sheet is None:
+            continue
+        ids = "\n".join(f"- `{s['clip_id']}`: {s['caption']}" for s in samples)
+        text = f"![contact sheet of {key}](data:image/jpeg;base64,{base64.b64encode(sheet).decode()})\n\n{ids}"
+        context.add_asset_metadata({"contact_sheet": dg.MetadataValue.md(text)}, partition_key=key)
+
+
 def gpu_step(partitions_def: dg.PartitionsDefinition | None) -> dict:
     """What every GPU step's asset shares: the daily partitions and backfill policy, the gpu pool, the retry."""
     return dict(
@@ -76,6 +93,7 @@ def build_clip_captions(captioner: CaptionerResource,
         for figures in run.per_partition.values():
             figures.pop("useful_s", None)
         add_partition_figures(context, "clip_captions", run.per_partition, keys, lk)
+        add_contact_sheets(context, keys, lk, object_store.get_store())
         extra = {
             **caption_figures(run.metrics),
             # across every attempt of this range: model load, idle and lost work count against it
