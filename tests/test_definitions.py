@@ -30,7 +30,8 @@ def test_definitions_load_with_the_expected_graph():
     assert ("scene_clips", "clips_ordered_non_overlapping") in checks
     assert defs.resolve_job_def("videolake_daily") is not None
     assert [s.name for s in defs.schedules] == ["videolake_daily_schedule"]
-    assert [s.name for s in defs.sensors] == ["landing_sensor", "release_sync_sensor"]
+    assert [s.name for s in defs.sensors] == ["landing_sensor", "videolake_run_failure_alert",
+                                              "videolake_gate_failure_alert", "release_sync_sensor"]
     daily = {k.to_user_string() for k in defs.resolve_job_def("videolake_daily").asset_layer.executable_asset_keys}
     assert daily == tables  # releases are made on purpose, never by the daily job
     captions = next(a for a in defs.assets if a.key.to_user_string() == "clip_captions")

@@ -179,11 +179,11 @@ def test_run_units_reports_k_of_n_with_n_its_unit_count(fake_ray):
 
 
 def test_the_cpu_assets_write_the_stage_lines_to_the_step_log():
-    from videolake.assets.cpu_assets import _progress
+    from videolake.assets.cpu_assets import stage_progress
 
     logged: list[str] = []
     context = types.SimpleNamespace(log=types.SimpleNamespace(info=logged.append))
-    report = _progress(context, "scored")
+    report = stage_progress(context, "scored")
     report.plan(3)
     report.finish(3, reused=3)
     assert [parse_line(s) is not None for s in logged] == [True, True]
