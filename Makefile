@@ -17,9 +17,10 @@ demo: setup
 test: setup
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
 
-# pyflakes plus the layering rules in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy
-# module imported at module level.
+# The formatter's check, then ruff's rules (pyflakes, pycodestyle, isort, bugbear, pyupgrade) and the layering rules
+# in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy module imported at module level.
 lint: setup
+	$(VENV)/bin/ruff format --check videolake tests
 	$(VENV)/bin/ruff check videolake tests
 
 setup: system-deps $(STAMP)

@@ -16,7 +16,9 @@ def test_definitions_load_with_the_expected_graph():
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     tables = {"raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards"}
     assert keys == {*tables, "dataset_release"}
-    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    parents = {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()
+    }
     assert parents == {
         "raw_videos": set(),
         "scene_clips": {"raw_videos"},
@@ -30,8 +32,12 @@ def test_definitions_load_with_the_expected_graph():
     assert ("scene_clips", "clips_ordered_non_overlapping") in checks
     assert defs.resolve_job_def("videolake_daily") is not None
     assert [s.name for s in defs.schedules] == ["videolake_daily_schedule"]
-    assert [s.name for s in defs.sensors] == ["landing_sensor", "videolake_run_failure_alert",
-                                              "videolake_gate_failure_alert", "release_sync_sensor"]
+    assert [s.name for s in defs.sensors] == [
+        "landing_sensor",
+        "videolake_run_failure_alert",
+        "videolake_gate_failure_alert",
+        "release_sync_sensor",
+    ]
     daily = {k.to_user_string() for k in defs.resolve_job_def("videolake_daily").asset_layer.executable_asset_keys}
     assert daily == tables  # releases are made on purpose, never by the daily job
     captions = next(a for a in defs.assets if a.key.to_user_string() == "clip_captions")
@@ -39,8 +45,9 @@ def test_definitions_load_with_the_expected_graph():
 
 
 def test_code_location_imports_no_heavy_module():
-    code = ("import sys, videolake.definitions as d; d.defs(); print(','.join(m for m in %r if m in sys.modules))"
-            % (HEAVY,))
+    code = (
+        f"import sys, videolake.definitions as d; d.defs(); print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -50,29 +57,39 @@ def test_settings_are_read_when_dagster_loads_the_location_not_at_import(tmp_pat
 
     env = {**os.environ, "VIDEOLAKE_PROFILE": "bogus", "DAGSTER_HOME": str(tmp_path)}
     env.pop("VIDEOLAKE_PARTITIONS_START", None)
-    code = ("import os, videolake.definitions as d\nprint('imported')\n"
-            "try:\n    d.defs()\nexcept ValueError as exc:\n    print(exc)\n"
-            # the first partition day too is read when the location loads: set after the import, it is used by
-            # every asset, check and the job
-            "os.environ.update(VIDEOLAKE_PROFILE='local', VIDEOLAKE_PARTITIONS_START='2025-06-15')\n"
-            "defs = d.defs()\n"
-            "graph = defs.resolve_asset_graph()\n"
-            "starts = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.get_all_asset_keys()\n"
-            "          if k.to_user_string() != 'dataset_release'}\n"  # one partition per release name
-
-            "checks = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.asset_check_keys}\n"
-            "job = defs.resolve_job_def('videolake_daily').partitions_def.start.date().isoformat()\n"
-            "print(sorted(starts), sorted(checks), job, len(graph.asset_check_keys))\n")
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
-                         timeout=120)
-    assert out.stdout.splitlines()[:2] == ["imported", "unknown VIDEOLAKE_PROFILE 'bogus': use 'local' or 'prod'"], out.stderr[-2000:]
+    code = (
+        "import os, videolake.definitions as d\nprint('imported')\n"
+        "try:\n    d.defs()\nexcept ValueError as exc:\n    print(exc)\n"
+        # the first partition day too is read when the location loads: set after the import, it is used by
+        # every asset, check and the job
+        "os.environ.update(VIDEOLAKE_PROFILE='local', VIDEOLAKE_PARTITIONS_START='2025-06-15')\n"
+        "defs = d.defs()\n"
+        "graph = defs.resolve_asset_graph()\n"
+        "starts = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.get_all_asset_keys()\n"
+        "          if k.to_user_string() != 'dataset_release'}\n"  # one partition per release name
+        "checks = {graph.get(k).partitions_def.start.date().isoformat() for k in graph.asset_check_keys}\n"
+        "job = defs.resolve_job_def('videolake_daily').partitions_def.start.date().isoformat()\n"
+        "print(sorted(starts), sorted(checks), job, len(graph.asset_check_keys))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.stdout.splitlines()[:2] == ["imported", "unknown VIDEOLAKE_PROFILE 'bogus': use 'local' or 'prod'"], (
+        out.stderr[-2000:]
+    )
     assert len(out.stdout.splitlines()) == 3, out.stderr[-3000:]
     assert out.stdout.splitlines()[2].startswith("['2025-06-15'] ['2025-06-15'] 2025-06-15 "), out.stdout
     assert int(out.stdout.splitlines()[2].rsplit(" ", 1)[1]) > 20  # every gate and the landing check
     # Dagster's own loader finds the @dg.definitions function and builds it (what the webserver and daemon do)
     env["VIDEOLAKE_PROFILE"] = "local"
-    out = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-m", "videolake.definitions"],
-                         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "videolake.definitions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Validation successful for code location videolake.definitions" in out.stdout + out.stderr
 

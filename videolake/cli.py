@@ -17,11 +17,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scenes": ("videolake.commands.scenes", "print the scene cuts of one video as JSON"),
     "bench": ("videolake.commands.bench", "benchmarks: cpu stage vs ffmpeg decode, caption stage vs raw vLLM"),
     "check": ("videolake.commands.check", "re-run the quality gates of a partition against the stored tables"),
-    "doctor": ("videolake.commands.doctor", "preflight: ffmpeg, packages, storage, model, Dagster instance, stale runs"),
+    "doctor": (
+        "videolake.commands.doctor",
+        "preflight: ffmpeg, packages, storage, model, Dagster instance, stale runs",
+    ),
     "release": ("videolake.commands.release", "dataset releases of the gated days: create, verify, list"),
     "vacuum": ("videolake.commands.release:vacuum", "Delta vacuum of every table, keeping the files releases pin"),
-    "lineage": ("videolake.commands.lineage", "the chain of a sample key, clip_id, video_id or source object through "
-                "every table, with versions, and the clip's frames"),
+    "lineage": (
+        "videolake.commands.lineage",
+        "the chain of a sample key, clip_id, video_id or source object through "
+        "every table, with versions, and the clip's frames",
+    ),
 }
 
 

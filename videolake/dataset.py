@@ -46,8 +46,9 @@ import json
 import logging
 import os
 import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -104,8 +105,9 @@ def _s3_filesystem(storage_options: Mapping[str, str] | None):
     per process (a forked DataLoader worker builds its own: the AWS SDK does not survive a fork)."""
     from videolake.platform.lake_files import LakeFiles
 
-    opts = _s3_options_from_env() if storage_options is None else {k.upper(): str(v)
-                                                                     for k, v in storage_options.items()}
+    opts = (
+        _s3_options_from_env() if storage_options is None else {k.upper(): str(v) for k, v in storage_options.items()}
+    )
     key = (os.getpid(), tuple(sorted(opts.items())))
     if key not in _FS_CACHE:
         _FS_CACHE[key] = LakeFiles(root="s3://videolake", storage_options=opts).fs
@@ -139,8 +141,10 @@ def read_release(uri: str, storage_options: Mapping[str, str] | None = None) -> 
     if fs.get_file_info(manifest_path).type != pafs.FileType.File:
         if not _is_s3(uri) and fs.get_file_info(folder).type != pafs.FileType.Directory:
             raise FileNotFoundError(f"no release at {uri}: the folder does not exist")
-        raise FileNotFoundError(f"no release at {uri}: {MANIFEST} not found (a release folder is "
-                                f".../releases/<NAME>, holding the manifest the release step writes)")
+        raise FileNotFoundError(
+            f"no release at {uri}: {MANIFEST} not found (a release folder is "
+            f".../releases/<NAME>, holding the manifest the release step writes)"
+        )
     with fs.open_input_stream(manifest_path) as fh:
         raw = fh.read()
     try:
@@ -151,9 +155,16 @@ def read_release(uri: str, storage_options: Mapping[str, str] | None = None) -> 
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise ValueError(f"{_join(uri, MANIFEST)} is not a {RELEASE_FORMAT} manifest (format: {got!r})")
     try:
-        shards = tuple(Shard(uri=str(s["uri"]), samples=int(s["samples"]), bucket=str(s["bucket"]),
-                             bytes=int(s.get("bytes", 0)), sha256=str(s.get("sha256", "")))
-                       for s in manifest["shards"])
+        shards = tuple(
+            Shard(
+                uri=str(s["uri"]),
+                samples=int(s["samples"]),
+                bucket=str(s["bucket"]),
+                bytes=int(s.get("bytes", 0)),
+                sha256=str(s.get("sha256", "")),
+            )
+            for s in manifest["shards"]
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{_join(uri, MANIFEST)}: a shard entry lacks uri/samples/bucket: {exc!r}") from exc
     return Release(uri=uri, name=str(manifest.get("name", "")), shards=shards, manifest=manifest)
@@ -183,8 +194,9 @@ def _deal(shards: Sequence[Shard], n: int) -> list[list[Shard]]:
     return out
 
 
-def plan_shards(shards: Sequence[Shard], *, rank: int, world_size: int, num_workers: int,
-                shuffle_seed: int | None, epoch: int) -> list[list[Shard]]:
+def plan_shards(
+    shards: Sequence[Shard], *, rank: int, world_size: int, num_workers: int, shuffle_seed: int | None, epoch: int
+) -> list[list[Shard]]:
     """The shards of each DataLoader worker of ``rank`` in ``epoch``, in reading order. Over all ranks and
     workers every shard appears exactly once; a rank's shards do not depend on ``num_workers``."""
     order = list(shards)
@@ -298,9 +310,15 @@ def _decode_sample(raw: dict, num_frames: int, worker: int) -> dict:
         frames = decode_frames(raw["mp4"], num_frames, meta.get("num_frames"))
     except Exception as exc:
         raise ValueError(f"sample {raw['__key__']!r} of {raw['__url__']}: {exc}") from exc
-    return {"frames": torch.from_numpy(frames), "caption": raw["txt"].decode("utf-8"), "meta": meta,
-            "__key__": raw["__key__"], "__url__": raw["__url__"], "__bucket__": raw["__bucket__"],
-            "__worker__": worker}
+    return {
+        "frames": torch.from_numpy(frames),
+        "caption": raw["txt"].decode("utf-8"),
+        "meta": meta,
+        "__key__": raw["__key__"],
+        "__url__": raw["__url__"],
+        "__bucket__": raw["__bucket__"],
+        "__worker__": worker,
+    }
 
 
 def _collate(samples: list[dict], worker: int) -> dict:
@@ -311,10 +329,15 @@ def _collate(samples: list[dict], worker: int) -> dict:
 
     frames = [s["frames"] for s in samples]
     same = all(f.shape == frames[0].shape for f in frames)
-    return {"frames": torch.stack(frames) if same else frames,
-            "caption": [s["caption"] for s in samples], "meta": [s["meta"] for s in samples],
-            "__key__": [s["__key__"] for s in samples], "__url__": [s["__url__"] for s in samples],
-            "__bucket__": samples[0]["__bucket__"], "__worker__": worker}
+    return {
+        "frames": torch.stack(frames) if same else frames,
+        "caption": [s["caption"] for s in samples],
+        "meta": [s["meta"] for s in samples],
+        "__key__": [s["__key__"] for s in samples],
+        "__url__": [s["__url__"] for s in samples],
+        "__bucket__": samples[0]["__bucket__"],
+        "__worker__": worker,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ the dataset
@@ -331,10 +354,20 @@ def _worker() -> tuple[int, int, bool]:
 class _ReleaseDatasetBase:
     """The dataset's logic; ``ReleaseDataset`` adds torch's ``IterableDataset`` (see the module docstring)."""
 
-    def __init__(self, release: Release, *, rank: int = 0, world_size: int = 1, num_frames: int = 8,
-                 shuffle_seed: int | None = 0, buckets: Sequence[str] | None = None, batch_size: int | None = None,
-                 storage_options: Mapping[str, str] | None = None, epoch: int = 0,
-                 shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER) -> None:
+    def __init__(
+        self,
+        release: Release,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        num_frames: int = 8,
+        shuffle_seed: int | None = 0,
+        buckets: Sequence[str] | None = None,
+        batch_size: int | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        epoch: int = 0,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    ) -> None:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size): rank={rank}, world_size={world_size}")
         if num_frames < 1:
@@ -348,8 +381,10 @@ class _ReleaseDatasetBase:
             buckets = sorted(set(buckets))
             unknown = [b for b in buckets if b not in release.buckets]
             if unknown:
-                raise ValueError(f"bucket(s) {unknown} not in release {release.name!r} ({release.uri}); its "
-                                 f"buckets: {release.buckets}")
+                raise ValueError(
+                    f"bucket(s) {unknown} not in release {release.name!r} ({release.uri}); its "
+                    f"buckets: {release.buckets}"
+                )
             shards = tuple(s for s in shards if s.bucket in buckets)
         self.release = release
         self.shards = shards
@@ -365,8 +400,10 @@ class _ReleaseDatasetBase:
         self._live: list[int] | None = None  # the position of the latest iteration in this process
 
     def __repr__(self) -> str:  # never shows storage_options (they may hold secrets)
-        return (f"ReleaseDataset({self.release.uri!r}, rank={self.rank}, world_size={self.world_size}, "
-                f"epoch={self._epoch}, shards={len(self.shards)}, batch_size={self.batch_size})")
+        return (
+            f"ReleaseDataset({self.release.uri!r}, rank={self.rank}, world_size={self.world_size}, "
+            f"epoch={self._epoch}, shards={len(self.shards)}, batch_size={self.batch_size})"
+        )
 
     # -- epoch and plan --------------------------------------------------------------------------------------
 
@@ -382,8 +419,14 @@ class _ReleaseDatasetBase:
 
     def plan(self, num_workers: int = 1) -> list[list[Shard]]:
         """This rank's shards per worker in the current epoch, in reading order."""
-        return plan_shards(self.shards, rank=self.rank, world_size=self.world_size, num_workers=num_workers,
-                           shuffle_seed=self.shuffle_seed, epoch=self._epoch)
+        return plan_shards(
+            self.shards,
+            rank=self.rank,
+            world_size=self.world_size,
+            num_workers=num_workers,
+            shuffle_seed=self.shuffle_seed,
+            epoch=self._epoch,
+        )
 
     @property
     def num_samples(self) -> int:
@@ -417,8 +460,10 @@ class _ReleaseDatasetBase:
         worker, num_workers, in_worker = _worker()
         start = self._start
         if start is not None and len(start) != num_workers:
-            raise ValueError(f"the loaded position was taken with {len(start)} DataLoader worker(s); this "
-                             f"DataLoader has {num_workers}: resume with the same num_workers")
+            raise ValueError(
+                f"the loaded position was taken with {len(start)} DataLoader worker(s); this "
+                f"DataLoader has {num_workers}: resume with the same num_workers"
+            )
         live = list(start) if start is not None else [0] * num_workers
         if not in_worker:
             self._live = live  # only an iteration in the calling process can report its position
@@ -441,13 +486,25 @@ class _ReleaseDatasetBase:
     def _identity(self) -> dict[str, Any]:
         """What fixes each worker's stream of items, besides epoch and num_workers."""
         digest = hashlib.sha256("\n".join(f"{s.uri} {s.samples}" for s in self.shards).encode()).hexdigest()
-        return {"release": self.release.name, "shards_sha256": digest, "rank": self.rank,
-                "world_size": self.world_size, "shuffle_seed": self.shuffle_seed,
-                "shuffle_buffer": self.shuffle_buffer, "batch_size": self.batch_size, "buckets": self.buckets}
+        return {
+            "release": self.release.name,
+            "shards_sha256": digest,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "shuffle_seed": self.shuffle_seed,
+            "shuffle_buffer": self.shuffle_buffer,
+            "batch_size": self.batch_size,
+            "buckets": self.buckets,
+        }
 
     def _state(self, epoch: int, taken: list[int]) -> dict[str, Any]:
-        return {"format": STATE_FORMAT, **self._identity(), "epoch": epoch, "num_workers": len(taken),
-                "taken": list(taken)}
+        return {
+            "format": STATE_FORMAT,
+            **self._identity(),
+            "epoch": epoch,
+            "num_workers": len(taken),
+            "taken": list(taken),
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """The position of this process's own iteration (the dataset iterated directly, or by a DataLoader with
@@ -461,8 +518,10 @@ class _ReleaseDatasetBase:
             raise ValueError(f"not a {STATE_FORMAT} state: format {state.get('format')!r}")
         for key, value in self._identity().items():
             if state.get(key) != value:
-                raise ValueError(f"the state was saved with {key}={state.get(key)!r}, this dataset has "
-                                 f"{key}={value!r}: a position only resumes the same stream")
+                raise ValueError(
+                    f"the state was saved with {key}={state.get(key)!r}, this dataset has "
+                    f"{key}={value!r}: a position only resumes the same stream"
+                )
         taken = state.get("taken")
         if not isinstance(taken, list) or len(taken) != state.get("num_workers") or not taken:
             raise ValueError(f"malformed state: taken={taken!r}, num_workers={state.get('num_workers')!r}")
@@ -476,7 +535,7 @@ class _ReleaseDatasetBase:
         self._start = [int(n) for n in state["taken"]]
         self._live = None
 
-    def loader(self, num_workers: int = 0, **dataloader_kwargs: Any) -> "ReleaseLoader":
+    def loader(self, num_workers: int = 0, **dataloader_kwargs: Any) -> ReleaseLoader:
         """A DataLoader over this dataset that tracks the training loop's position (see ReleaseLoader)."""
         return ReleaseLoader(self, num_workers=num_workers, **dataloader_kwargs)
 
@@ -485,8 +544,11 @@ class _ReleaseDatasetBase:
 def _release_dataset_class() -> type:
     from torch.utils.data import IterableDataset
 
-    cls = type("ReleaseDataset", (_ReleaseDatasetBase, IterableDataset), {"__module__": __name__,
-                                                                          "__doc__": _ReleaseDatasetBase.__doc__})
+    cls = type(
+        "ReleaseDataset",
+        (_ReleaseDatasetBase, IterableDataset),
+        {"__module__": __name__, "__doc__": _ReleaseDatasetBase.__doc__},
+    )
     cls.__qualname__ = "ReleaseDataset"
     return cls
 
@@ -497,10 +559,19 @@ def __getattr__(name: str) -> Any:  # ReleaseDataset is built on first use: torc
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_release(uri: str, *, rank: int = 0, world_size: int = 1, num_frames: int = 8, shuffle_seed: int | None = 0,
-                 buckets: Sequence[str] | None = None, batch_size: int | None = None,
-                 storage_options: Mapping[str, str] | None = None, epoch: int = 0,
-                 shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER):
+def open_release(
+    uri: str,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    num_frames: int = 8,
+    shuffle_seed: int | None = 0,
+    buckets: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    epoch: int = 0,
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+):
     """The release at ``uri`` (a folder ``.../releases/<NAME>``: local path, file:// or s3:// URI) as a PyTorch
     ``IterableDataset`` for ``rank`` of ``world_size``.
 
@@ -513,9 +584,18 @@ def open_release(uri: str, *, rank: int = 0, world_size: int = 1, num_frames: in
     (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...) or, when None, the AWS_* environment variables.
     """
     release = read_release(uri, storage_options)
-    return _release_dataset_class()(release, rank=rank, world_size=world_size, num_frames=num_frames,
-                                    shuffle_seed=shuffle_seed, buckets=buckets, batch_size=batch_size,
-                                    storage_options=storage_options, epoch=epoch, shuffle_buffer=shuffle_buffer)
+    return _release_dataset_class()(
+        release,
+        rank=rank,
+        world_size=world_size,
+        num_frames=num_frames,
+        shuffle_seed=shuffle_seed,
+        buckets=buckets,
+        batch_size=batch_size,
+        storage_options=storage_options,
+        epoch=epoch,
+        shuffle_buffer=shuffle_buffer,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the loader
@@ -544,8 +624,9 @@ class ReleaseLoader:
         self._epoch = dataset.epoch
         self._taken = list(dataset._start) if dataset._start is not None else [0] * self._workers
         if len(self._taken) != self._workers:
-            raise ValueError(f"the dataset's loaded position has {len(self._taken)} worker(s), the loader "
-                             f"{self._workers}")
+            raise ValueError(
+                f"the dataset's loaded position has {len(self._taken)} worker(s), the loader {self._workers}"
+            )
 
     @property
     def epoch(self) -> int:
@@ -576,7 +657,9 @@ class ReleaseLoader:
         """Continue at ``state``'s position (same dataset settings and num_workers, else ValueError)."""
         self.dataset._check_state(state)
         if int(state["num_workers"]) != self._workers:
-            raise ValueError(f"the state was saved with {state['num_workers']} DataLoader worker(s), this loader "
-                             f"has {self._workers}: resume with the same num_workers")
+            raise ValueError(
+                f"the state was saved with {state['num_workers']} DataLoader worker(s), this loader "
+                f"has {self._workers}: resume with the same num_workers"
+            )
         self._epoch = int(state["epoch"])
         self._taken = [int(n) for n in state["taken"]]

@@ -52,11 +52,13 @@ def _with_code_reference(asset):
     if fn is None:
         return asset
     fn = inspect.unwrap(fn)
-    ref = dg.LocalFileCodeReference(file_path=os.path.abspath(inspect.getsourcefile(fn)),
-                                    line_number=inspect.getsourcelines(fn)[1])
+    ref = dg.LocalFileCodeReference(
+        file_path=os.path.abspath(inspect.getsourcefile(fn)), line_number=inspect.getsourcelines(fn)[1]
+    )
     value = dg.CodeReferencesMetadataValue(code_references=[ref])
     return asset.map_asset_specs(
-        lambda spec: spec.replace_attributes(metadata={**spec.metadata, "dagster/code_references": value}))
+        lambda spec: spec.replace_attributes(metadata={**spec.metadata, "dagster/code_references": value})
+    )
 
 
 def code_references(assets: list) -> list:
@@ -68,11 +70,17 @@ def code_references(assets: list) -> list:
     assets = [_with_code_reference(a) for a in assets]
     url = os.environ.get("VIDEOLAKE_GIT_URL", "").strip()
     if url:
-        mapping = dg.AnchorBasedFilePathMapping(local_file_anchor=Path(__file__),
-                                                file_anchor_path_in_repository="videolake/definitions.py")
-        assets = list(dg.link_code_references_to_git(assets, git_url=url.rstrip("/"),
-                                                     git_branch=os.environ.get("VIDEOLAKE_GIT_BRANCH", "main"),
-                                                     file_path_mapping=mapping))
+        mapping = dg.AnchorBasedFilePathMapping(
+            local_file_anchor=Path(__file__), file_anchor_path_in_repository="videolake/definitions.py"
+        )
+        assets = list(
+            dg.link_code_references_to_git(
+                assets,
+                git_url=url.rstrip("/"),
+                git_branch=os.environ.get("VIDEOLAKE_GIT_BRANCH", "main"),
+                file_path_mapping=mapping,
+            )
+        )
     return assets
 
 
@@ -80,11 +88,10 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
     from videolake.assets.captions import build_clip_captions
     from videolake.assets.checks import GATED_TABLES, build_all_gate_checks
-    from videolake.assets.freshness import freshness_policy, with_freshness
     from videolake.assets.cpu_assets import build_cpu_assets
+    from videolake.assets.freshness import freshness_policy, with_freshness
     from videolake.assets.landing import build_landing_checks
     from videolake.assets.partitions import daily_partitions
-
     from videolake.assets.releases import build_release_defs
 
     resources = resources_for(profile_name or profile())
@@ -96,8 +103,10 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         optional.append(build_clip_embeddings(resources["embedder"], partitions))
     present = tuple(a.key.to_user_string() for a in optional)
     # every daily table's newest partition is due by VIDEOLAKE_DUE_HOUR (assets/freshness.py)
-    assets = with_freshness([*build_cpu_assets(partitions, present), *optional,
-                             build_clip_captions(resources["captioner"], partitions)], freshness_policy())
+    assets = with_freshness(
+        [*build_cpu_assets(partitions, present), *optional, build_clip_captions(resources["captioner"], partitions)],
+        freshness_policy(),
+    )
     overrides = gate_overrides(resources["captioner"])
     checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
     release = build_release_defs(overrides=overrides)

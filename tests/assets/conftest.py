@@ -56,8 +56,15 @@ def landing(tmp_path_factory) -> dict:
         truths[DAY1][path.name] = truth
     # Day 2: one video, and the same bytes landed twice under another name (one row, duplicate_uris records it).
     path, truth = render(
-        VideoSpec(name="day2", width=320, height=240, fps="25", codec="h264",
-                  segments=(Segment("gradients", 40), Segment("color:blue", 40)), transitions=(Transition("cut"),)),
+        VideoSpec(
+            name="day2",
+            width=320,
+            height=240,
+            fps="25",
+            codec="h264",
+            segments=(Segment("gradients", 40), Segment("color:blue", 40)),
+            transitions=(Transition("cut"),),
+        ),
         work,
     )
     shutil.copy(path, day2 / path.name)

@@ -20,6 +20,8 @@ def land(root: Path, day: str, files: dict[str, Path]) -> None:
 
 def local_resources(root: Path, lake: Path) -> dict:
     """The CPU assets' resources over a local store at ``root`` and a lake at ``lake``."""
-    return {"object_store": ObjectStoreResource(kind="local", root=str(root)),
-            "lake": LakeResource(root=str(lake)),
-            "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False})}
+    return {
+        "object_store": ObjectStoreResource(kind="local", root=str(root)),
+        "lake": LakeResource(root=str(lake)),
+        "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False}),
+    }

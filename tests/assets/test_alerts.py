@@ -49,8 +49,9 @@ def counted() -> None:
 
 @dg.asset_check(asset=counted, blocking=False)
 def reject_rate() -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
-                               description="reject rate 0.8 > max 0.5")
+    return dg.AssetCheckResult(
+        passed=False, severity=dg.AssetCheckSeverity.WARN, description="reject rate 0.8 > max 0.5"
+    )
 
 
 def test_the_url_is_read_from_the_environment_at_run_time(monkeypatch):
@@ -71,14 +72,20 @@ def test_a_failed_run_posts_its_job_partition_step_and_error(receiver):
     assert not result.success
     run = instance.get_run_by_id(result.run_id)
     failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
-    context = dg.build_run_status_sensor_context(sensor_name="videolake_run_failure_alert", dagster_instance=instance,
-                                                 dagster_run=run, dagster_event=failure,
-                                                 resources={"alert_webhook": AlertWebhookResource(url=url)})
+    context = dg.build_run_status_sensor_context(
+        sensor_name="videolake_run_failure_alert",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=failure,
+        resources={"alert_webhook": AlertWebhookResource(url=url)},
+    )
     run_failure_alert(context.for_run_failure())
     assert len(got) == 1
     text = got[0]["text"]
-    assert text == (f":red_circle: videolake run {result.run_id} of __ephemeral_asset_job__ failed (partitions "
-                    "2026-03-04; failed steps: breaks): RuntimeError: the landing bucket is gone"), text
+    assert text == (
+        f":red_circle: videolake run {result.run_id} of __ephemeral_asset_job__ failed (partitions "
+        "2026-03-04; failed steps: breaks): RuntimeError: the landing bucket is gone"
+    ), text
 
 
 def test_a_failed_gate_posts_once_and_only_after_the_first_tick(receiver):
@@ -93,8 +100,10 @@ def test_a_failed_gate_posts_once_and_only_after_the_first_tick(receiver):
     assert dg.materialize([counted, reject_rate], partition_key="2026-03-04", instance=instance).success
     second = dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
     gate_failure_alert(second)
-    assert [m["text"] for m in got] == [":warning: videolake gate counted.reject_rate warned for partition 2026-03-04 "
-                                        "(warning): reject rate 0.8 > max 0.5"]
+    assert [m["text"] for m in got] == [
+        ":warning: videolake gate counted.reject_rate warned for partition 2026-03-04 "
+        "(warning): reject rate 0.8 > max 0.5"
+    ]
     third = dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
     gate_failure_alert(third)  # nothing new: nothing posted again
     assert len(got) == 1
@@ -111,10 +120,18 @@ def test_every_daily_asset_is_due_by_the_configured_hour(monkeypatch):
     for hour, cron in (("", "0 6 * * *"), ("9", "0 9 * * *")):
         monkeypatch.setenv("VIDEOLAKE_DUE_HOUR", hour)
         graph = build_definitions("local").resolve_asset_graph()
-        daily = [k for k in graph.get_all_asset_keys()
-                 if isinstance(graph.get(k).partitions_def, dg.TimeWindowPartitionsDefinition)]
-        assert {k.to_user_string() for k in daily} >= {"raw_videos", "scene_clips", "filtered_clips",
-                                                        "clip_captions", "training_shards"}
+        daily = [
+            k
+            for k in graph.get_all_asset_keys()
+            if isinstance(graph.get(k).partitions_def, dg.TimeWindowPartitionsDefinition)
+        ]
+        assert {k.to_user_string() for k in daily} >= {
+            "raw_videos",
+            "scene_clips",
+            "filtered_clips",
+            "clip_captions",
+            "training_shards",
+        }
         for key in daily:
             policy = graph.get(key).freshness_policy
             assert (policy.deadline_cron, policy.timezone) == (cron, "UTC"), key

@@ -12,7 +12,8 @@ import datetime as dt
 import dagster as dg
 import pytest
 
-from videolake.assets.checks import GATED_TABLES as ALL_GATED, build_all_gate_checks
+from videolake.assets.checks import GATED_TABLES as ALL_GATED
+from videolake.assets.checks import build_all_gate_checks
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import LENIENT_CAPTION_CONTENT, gate_names
 from videolake.platform.lake import PartitionRange, rows_to_table
@@ -20,7 +21,7 @@ from videolake.platform.schemas import TABLES, clip_id
 from videolake.resources import LakeResource
 
 D, E = "2026-01-05", "2026-01-06"
-NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 
 
 def partition_rows(
@@ -35,32 +36,82 @@ def partition_rows(
     tag = day[-2:]
     vids = [f"a{tag}", f"b{tag}"]
     raw = [
-        dict(video_id=v, source_uri=f"s3://in/{v}.mp4", size_bytes=1000, width=64, height=48, fps=25.0, duration_s=4.0,
-             num_frames=100, status="ok", ingested_at=NOW, partition_date=date)
+        dict(
+            video_id=v,
+            source_uri=f"s3://in/{v}.mp4",
+            size_bytes=1000,
+            width=64,
+            height=48,
+            fps=25.0,
+            duration_s=4.0,
+            num_frames=100,
+            status="ok",
+            ingested_at=NOW,
+            partition_date=date,
+        )
         for v in vids
     ] + [
-        dict(video_id=f"{c}{tag}", source_uri=f"s3://in/{c}{tag}.mp4", size_bytes=3, status="rejected",
-             reject_reason="not_a_video" if c != "c" else "undecodable", ingested_at=NOW, partition_date=date)
+        dict(
+            video_id=f"{c}{tag}",
+            source_uri=f"s3://in/{c}{tag}.mp4",
+            size_bytes=3,
+            status="rejected",
+            reject_reason="not_a_video" if c != "c" else "undecodable",
+            ingested_at=NOW,
+            partition_date=date,
+        )
         for c in ["c", *"jklmnop"[:junk]]
     ]
     clips = []
     for v in vids:
         cuts = [(0, 50), (40, 70), (70, 100)] if (overlap and v == vids[0]) else [(0, 30), (30, 70), (70, 100)]
         for i, (s, e) in enumerate(cuts):
-            clips.append(dict(clip_id=clip_id(v, s, e), video_id=v, source_uri=f"s3://in/{v}.mp4", clip_index=i, start_frame=s,
-                              end_frame=e, start_s=s / 25, end_s=e / 25, duration_s=(e - s) / 25, detector="luma",
-                              detector_params="{}", partition_date=date))
+            clips.append(
+                dict(
+                    clip_id=clip_id(v, s, e),
+                    video_id=v,
+                    source_uri=f"s3://in/{v}.mp4",
+                    clip_index=i,
+                    start_frame=s,
+                    end_frame=e,
+                    start_s=s / 25,
+                    end_s=e / 25,
+                    duration_s=(e - s) / 25,
+                    detector="luma",
+                    detector_params="{}",
+                    partition_date=date,
+                )
+            )
     scores = [
-        dict(clip_id=c["clip_id"], video_id=c["video_id"], duration_s=c["duration_s"], motion=10.0, sharpness=50.0,
-             brightness=100.0, black_ratio=0.0, frozen_ratio=0.0, text_area=0.0, passed=i != 0,
-             reject_reason=None if i != 0 else "black", partition_date=date)
+        dict(
+            clip_id=c["clip_id"],
+            video_id=c["video_id"],
+            duration_s=c["duration_s"],
+            motion=10.0,
+            sharpness=50.0,
+            brightness=100.0,
+            black_ratio=0.0,
+            frozen_ratio=0.0,
+            text_area=0.0,
+            passed=i != 0,
+            reject_reason=None if i != 0 else "black",
+            partition_date=date,
+        )
         for i, c in enumerate(clips)
     ]
     words = ["red car on a road", "two kids play ball", "a chef cuts onions", "waves on the beach", "a cyclist in town"]
     captions = [
-        dict(clip_id=s["clip_id"], video_id=s["video_id"], source_uri="s3://in/x.mp4", status="ok",
-             caption=("zq zq zq zq zq zq" if repetitive_caption and k == 0 else f"A video of {words[k]}."),
-             model="tiny-qwen", prompt_version="v1-describe", captioned_at=NOW, partition_date=date)
+        dict(
+            clip_id=s["clip_id"],
+            video_id=s["video_id"],
+            source_uri="s3://in/x.mp4",
+            status="ok",
+            caption=("zq zq zq zq zq zq" if repetitive_caption and k == 0 else f"A video of {words[k]}."),
+            model="tiny-qwen",
+            prompt_version="v1-describe",
+            captioned_at=NOW,
+            partition_date=date,
+        )
         for k, s in enumerate(x for x in scores if x["passed"])
     ]
     return {"raw_videos": raw, "scene_clips": clips, "filtered_clips": scores, "clip_captions": captions}
@@ -72,7 +123,13 @@ GATED_TABLES = ALL_GATED[:4]
 
 
 def stand_in(table: str, data: dict[str, dict[str, list[dict]]], deps: list[str]) -> dg.AssetsDefinition:
-    @dg.asset(name=table, partitions_def=daily_partitions(), deps=deps, backfill_policy=dg.BackfillPolicy.single_run(), group_name="videolake")
+    @dg.asset(
+        name=table,
+        partitions_def=daily_partitions(),
+        deps=deps,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name="videolake",
+    )
     def _asset(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
         keys = list(context.partition_keys)
         rows = [r for k in keys for r in data[k][table]]
@@ -92,7 +149,11 @@ def run(tmp_path, instance, data, *, partition: str | None = None, rng: tuple[st
     """materialize() the whole pipeline for one partition, or for a range in ONE run (a single-run backfill step)."""
     tags = {"dagster/asset_partition_range_start": rng[0], "dagster/asset_partition_range_end": rng[1]} if rng else None
     return dg.materialize(
-        pipeline(data, overrides), partition_key=partition, tags=tags, instance=instance, raise_on_error=False,
+        pipeline(data, overrides),
+        partition_key=partition,
+        tags=tags,
+        instance=instance,
+        raise_on_error=False,
         resources={"lake": LakeResource(root=str(tmp_path / "lake"))},
     )
 
@@ -124,8 +185,15 @@ def check_status(instance, table: str, gate: str) -> dict[str, list[str]]:
 def recorded(result) -> set:
     """Everything a user reads of each evaluation, without run-specific ids."""
     return {
-        (t, g, p, e.passed, e.severity.value, e.description,
-         tuple(sorted((k, repr(v.value)) for k, v in e.metadata.items())))
+        (
+            t,
+            g,
+            p,
+            e.passed,
+            e.severity.value,
+            e.description,
+            tuple(sorted((k, repr(v.value)) for k, v in e.metadata.items())),
+        )
         for (t, g, p), e in evaluations(result).items()
     }
 
@@ -183,7 +251,10 @@ def test_overlapping_clips_fail_the_check_skip_downstream_and_fail_the_run(tmp_p
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert [e.step_key for e in failures] == ["scene_clips_gates"]
     logs = [e.message for e in instance.all_logs(result.run_id) if e.step_key == "scene_clips_gates"]
-    assert any("This run stops here: filtered_clips, clip_captions, training_shards and their gates are not run" in m for m in logs)
+    assert any(
+        "This run stops here: filtered_clips, clip_captions, training_shards and their gates are not run" in m
+        for m in logs
+    )
 
 
 def test_check_reads_only_its_own_partition(tmp_path, instance):
@@ -215,7 +286,10 @@ def test_single_run_backfill_records_each_partition_like_one_day_runs(tmp_path):
         assert (failed.metadata["reject_rate"].value, failed.metadata["rows"].value) == (0.667, 6)
         assert failed.metadata["rejected"].value == 4
         assert failed.metadata["thresholds"].value == "max_reject_rate: 0.5, min_rows_for_rate: 5"
-        assert failed.description == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5 (e.g. c06, j06, k06, l06)"
+        assert (
+            failed.description
+            == "raw_videos.reject_rate failed: reject rate 0.6667 > max 0.5 (e.g. c06, j06, k06, l06)"
+        )
         assert failed.metadata["failing_ids"].value == "c06, j06, k06, l06"  # the rejected videos
         assert evals[("raw_videos", "reject_rate", D)].metadata["reject_rate"].value == 0.333
 
@@ -258,4 +332,3 @@ def test_thresholds_come_from_the_gates_file_at_run_time(tmp_path, instance, mon
     assert materialized(result) == sorted(GATED_TABLES)
     ev = evaluations(result)[("scene_clips", "clips_ordered_non_overlapping", E)]
     assert (ev.passed, ev.severity) == (False, dg.AssetCheckSeverity.WARN)
-

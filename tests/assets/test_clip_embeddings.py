@@ -12,24 +12,34 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_ray import LocalRay
+from landing_days import land, local_resources
 
 from videolake.assets.checks import build_gate_checks
-from videolake.assets.metadata import table_figures
 from videolake.assets.cpu_assets import build_cpu_assets
 from videolake.assets.embeddings import build_clip_embeddings
+from videolake.assets.metadata import table_figures
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.lake import PartitionRange
 from videolake.platform.synth import Segment, VideoSpec, render
 from videolake.resources.embedder import EmbedderResource
 
-from landing_days import land, local_resources
-
 DAY = "2026-06-11"
 # Lenient quality rules and no near-duplicate fingerprint: only the semantic rule decides here.
-LENIENT = {"min_clip_s": 0.1, "max_black_ratio": 1.0, "min_brightness": 0.0, "max_brightness": 255.0,
-           "max_frozen_ratio": 1.0, "min_motion": 0.0, "max_motion": 255.0, "min_sharpness": 0.0,
-           "max_text_area": 1.0, "min_width": 16, "min_height": 16, "dup_max_distance": -1,
-           "semantic_eps": 1e-6}
+LENIENT = {
+    "min_clip_s": 0.1,
+    "max_black_ratio": 1.0,
+    "min_brightness": 0.0,
+    "max_brightness": 255.0,
+    "max_frozen_ratio": 1.0,
+    "min_motion": 0.0,
+    "max_motion": 255.0,
+    "min_sharpness": 0.0,
+    "max_text_area": 1.0,
+    "min_width": 16,
+    "min_height": 16,
+    "dup_max_distance": -1,
+    "semantic_eps": 1e-6,
+}
 RUN_CONFIG = {"ops": {"filtered_clips": {"config": {"thresholds": LENIENT}}}}
 
 
@@ -45,12 +55,21 @@ def videos(tmp_path_factory) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("semantic-src")
     out = {}
     for name, source in (("x", "mandelbrot"), ("y", "testsrc2")):
-        out[name], _ = render(VideoSpec(name=name, width=320, height=240, fps="25", codec="h264",
-                                        segments=(Segment(source, 40),), transitions=()), work)
+        out[name], _ = render(
+            VideoSpec(
+                name=name,
+                width=320,
+                height=240,
+                fps="25",
+                codec="h264",
+                segments=(Segment(source, 40),),
+                transitions=(),
+            ),
+            work,
+        )
     # The same pictures in another container: other bytes (not an exact copy), equal decoded frames.
     out["x_remux"] = work / "x_remux.mkv"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(out["x"]), "-c", "copy", str(out["x_remux"])],
-                   check=True)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(out["x"]), "-c", "copy", str(out["x_remux"])], check=True)
     return out
 
 
@@ -72,7 +91,9 @@ def test_with_a_model_filtered_clips_reads_the_embeddings(monkeypatch, tiny_clip
     monkeypatch.setenv("VIDEOLAKE_EMBED_MODEL", tiny_clip)
     graph = build_definitions("local").resolve_asset_graph()
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("filtered_clips")).parent_keys} == {
-        "scene_clips", "clip_embeddings"}
+        "scene_clips",
+        "clip_embeddings",
+    }
     assert {k.to_user_string() for k in graph.get(dg.AssetKey("clip_embeddings")).parent_keys} == {"scene_clips"}
     checks = {k.name for k in graph.asset_check_keys if k.asset_key.to_user_string() == "clip_embeddings"}
     assert checks == set(gate_names("clip_embeddings"))
@@ -87,12 +108,20 @@ def test_clips_with_equal_embeddings_are_semantic_duplicates(videos, tiny_clip, 
     embeddings = build_clip_embeddings(embedder, partitions)
     # ray_cluster and caption_ray both call ray.init in one process: the second joins the first
     ray_init = {"num_cpus": 2, "include_dashboard": False, "ignore_reinit_error": True}
-    res = {**local_resources(root, tmp_path / "lake"), "embedder": embedder,
-           "ray_cluster": LocalRay(ray_init_options=dict(ray_init)),
-           "caption_ray": LocalRay(ray_init_options=dict(ray_init))}
+    res = {
+        **local_resources(root, tmp_path / "lake"),
+        "embedder": embedder,
+        "ray_cluster": LocalRay(ray_init_options=dict(ray_init)),
+        "caption_ray": LocalRay(ray_init_options=dict(ray_init)),
+    }
     instance = dg.DagsterInstance.ephemeral()
-    result = dg.materialize([raw, scenes, embeddings, filtered, build_gate_checks("clip_embeddings", None, partitions)],
-                            partition_key=DAY, resources=res, instance=instance, run_config=RUN_CONFIG)
+    result = dg.materialize(
+        [raw, scenes, embeddings, filtered, build_gate_checks("clip_embeddings", None, partitions)],
+        partition_key=DAY,
+        resources=res,
+        instance=instance,
+        run_config=RUN_CONFIG,
+    )
     assert result.success
 
     lake = res["lake"].get_lake()
@@ -111,8 +140,12 @@ def test_clips_with_equal_embeddings_are_semantic_duplicates(videos, tiny_clip, 
     pair = sorted(cid for cid, name in clips.items() if name.startswith("x"))
     kept, dropped = (clips[pair[0]], clips[pair[1]])
     assert (rows[kept]["passed"], rows[kept]["duplicate_group"], rows[kept]["duplicate_kind"]) == (True, pair[0], None)
-    assert (rows[dropped]["passed"], rows[dropped]["duplicate_group"], rows[dropped]["duplicate_kind"],
-            rows[dropped]["reject_reason"]) == (False, pair[0], "semantic", "duplicate")
+    assert (
+        rows[dropped]["passed"],
+        rows[dropped]["duplicate_group"],
+        rows[dropped]["duplicate_kind"],
+        rows[dropped]["reject_reason"],
+    ) == (False, pair[0], "semantic", "duplicate")
     assert (rows["y.mp4"]["passed"], rows["y.mp4"]["duplicate_group"]) == (True, None)
 
     # every gate of the embeddings passed; the step reports the similarity distribution to choose eps from

@@ -26,8 +26,9 @@ def _raised(outer_factory, inner: BaseException, suppress: bool = False) -> Base
 def _client_error(code: str, status: int):
     from botocore.exceptions import ClientError
 
-    return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
-                       "ListObjectsV2")
+    return ClientError(
+        {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "ListObjectsV2"
+    )
 
 
 def _transient_cases():
@@ -49,7 +50,8 @@ def _transient_cases():
         "s3 5xx": _client_error("InternalError", 500),
         "object store retries exhausted": _raised(
             lambda e: ObjectStoreError(f"S3 bucket 'b' still failing after 9 tries over 120s: {e}"),
-            EndpointConnectionError(endpoint_url="http://127.0.0.1:1")),
+            EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
+        ),
         "delta commit conflict": CommitFailedError("Transaction failed: version already exists"),
         "delta storage outage": OSError("Generic S3 error: Error after 10 retries in 12.3s, max_retries:10"),
         "connection reset": ConnectionResetError(104, "Connection reset by peer"),
@@ -66,7 +68,9 @@ def _deterministic_cases():
     return {
         "bad credentials (cause suppressed)": _raised(
             lambda e: ObjectStoreError("S3 rejected the credentials (SignatureDoesNotMatch)"),
-            _client_error("SignatureDoesNotMatch", 403), suppress=True),
+            _client_error("SignatureDoesNotMatch", 403),
+            suppress=True,
+        ),
         "access denied": _client_error("AccessDenied", 403),
         "missing bucket": _client_error("NoSuchBucket", 404),
         "schema mismatch": SchemaMismatchError("Cannot cast schema, number of fields does not match"),
@@ -75,7 +79,8 @@ def _deterministic_cases():
         "a bug in user code inside a ray task": rex.RayTaskError("fn", "tb", TypeError("unsupported operand")),
         "no landing folder": NoLandingDataError("no landing data for 2026-03-05"),
         "deterministic wrapper of a transient cause": _raised(
-            lambda e: DeterministicError("the model path does not exist"), ConnectionResetError()),
+            lambda e: DeterministicError("the model path does not exist"), ConnectionResetError()
+        ),
         "plain OSError (disk full)": OSError(28, "No space left on device"),
     }
 
@@ -91,8 +96,11 @@ def test_deterministic_errors(name):
 
 
 def test_deterministic_failure_bypasses_retries_with_the_first_line_and_the_hint():
-    failure = deterministic_failure(NoLandingDataError("no landing data for 2026-03-05: gone\nsecond line",
-                                                       hint="land the videos first"))
+    failure = deterministic_failure(
+        NoLandingDataError("no landing data for 2026-03-05: gone\nsecond line", hint="land the videos first")
+    )
     assert isinstance(failure, dg.Failure) and failure.allow_retries is False
-    assert failure.description == ("NoLandingDataError: no landing data for 2026-03-05: gone (deterministic: not "
-                                   "retried)\nWhat to do: land the videos first")
+    assert failure.description == (
+        "NoLandingDataError: no landing data for 2026-03-05: gone (deterministic: not "
+        "retried)\nWhat to do: land the videos first"
+    )

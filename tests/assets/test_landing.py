@@ -24,12 +24,16 @@ def test_empty_landing_folder_materializes_zero_rows_with_a_warning(landing, tmp
     empty_day = "2026-03-04"
     (landing["root"] / "landing" / empty_day).mkdir(exist_ok=True)
     lake = LakeResource(root=str(tmp_path / "lake"))
-    resources = {"object_store": ObjectStoreResource(kind="local", root=str(landing["root"])), "lake": lake,
-                 "ray_cluster": LocalRay(ray_init_options=dict(RAY))}
+    resources = {
+        "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
+        "lake": lake,
+        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+    }
     instance = dg.DagsterInstance.ephemeral()
 
-    empty = dg.materialize([cpu_assets.raw_videos, landing_not_empty], partition_key=empty_day, resources=resources,
-                           instance=instance)
+    empty = dg.materialize(
+        [cpu_assets.raw_videos, landing_not_empty], partition_key=empty_day, resources=resources, instance=instance
+    )
     assert empty.success  # a WARN check does not fail the run
     check = _check(empty)
     assert (check.passed, check.severity) == (False, dg.AssetCheckSeverity.WARN)
@@ -40,8 +44,9 @@ def test_empty_landing_folder_materializes_zero_rows_with_a_warning(landing, tmp
     assert lake.get_lake().version("raw_videos") == 1
     assert [e.partition for e in empty.get_asset_materialization_events()] == [empty_day]
 
-    full = dg.materialize([cpu_assets.raw_videos, landing_not_empty], partition_key="2026-03-02", resources=resources,
-                          instance=instance)
+    full = dg.materialize(
+        [cpu_assets.raw_videos, landing_not_empty], partition_key="2026-03-02", resources=resources, instance=instance
+    )
     check = _check(full)
     assert check.passed and check.description == "every day has data (1 raw_videos rows)"
     assert check.metadata["landing_objects_by_day"].value == {"2026-03-02": 2}  # one video landed twice

@@ -25,9 +25,11 @@ ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_cli
 
 def _resources(landing, tmp_path) -> dict:
     ray_init = {"num_cpus": 1, "include_dashboard": False, "log_to_driver": False}
-    return {"object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
-            "lake": LakeResource(root=str(tmp_path / "lake")),
-            "ray_cluster": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False))}
+    return {
+        "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
+        "lake": LakeResource(root=str(tmp_path / "lake")),
+        "ray_cluster": LocalRay(ray_init_options=ray_init, lifecycle=Lifecycle(connect=False)),
+    }
 
 
 def test_empty_day_never_starts_ray_and_a_day_with_videos_joins_through_the_resource(landing, tmp_path):
@@ -60,18 +62,26 @@ def test_empty_day_never_starts_ray_and_a_day_with_videos_joins_through_the_reso
 
 
 def _connects(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    return [e.step_key for e in instance.all_logs(run_id)
-            if "the stage has work: connecting to LocalRay" in (e.user_message or "")]
+    return [
+        e.step_key
+        for e in instance.all_logs(run_id)
+        if "the stage has work: connecting to LocalRay" in (e.user_message or "")
+    ]
 
 
 def test_lake_row_count_reads_the_delta_log(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
     day = PartitionRange.of(["2026-03-02"])
     assert lake.row_count("filtered_clips", day) == 0  # no table yet
-    rows = [{**_required(FILTERED_CLIPS), "clip_id": f"c{i}", "partition_date": dt.date(2026, 3, 2 + i % 2)}
-            for i in range(5)]
-    lake.write_partitions("filtered_clips", conform(pa.Table.from_pylist(rows), FILTERED_CLIPS),
-                          PartitionRange.of(["2026-03-02", "2026-03-03"]))
+    rows = [
+        {**_required(FILTERED_CLIPS), "clip_id": f"c{i}", "partition_date": dt.date(2026, 3, 2 + i % 2)}
+        for i in range(5)
+    ]
+    lake.write_partitions(
+        "filtered_clips",
+        conform(pa.Table.from_pylist(rows), FILTERED_CLIPS),
+        PartitionRange.of(["2026-03-02", "2026-03-03"]),
+    )
     assert lake.row_count("filtered_clips", day) == 3
     assert lake.row_count("filtered_clips", PartitionRange.of(["2026-03-03"])) == 2
     assert lake.row_count("filtered_clips", PartitionRange.of(["2026-03-02", "2026-03-03"])) == 5
@@ -80,8 +90,13 @@ def test_lake_row_count_reads_the_delta_log(tmp_path):
 
 def _required(schema: pa.Schema) -> dict:
     """A value for every non-nullable column (the row count is what the test is about)."""
-    zero = {pa.types.is_string: "x", pa.types.is_boolean: False, pa.types.is_integer: 0, pa.types.is_floating: 0.0,
-            pa.types.is_timestamp: dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)}
+    zero = {
+        pa.types.is_string: "x",
+        pa.types.is_boolean: False,
+        pa.types.is_integer: 0,
+        pa.types.is_floating: 0.0,
+        pa.types.is_timestamp: dt.datetime(2026, 3, 2, tzinfo=dt.UTC),
+    }
     out = {}
     for f in schema:
         if not f.nullable:
@@ -94,12 +109,10 @@ def test_caption_stage_over_a_day_without_clips_runs_without_ray(tmp_path):
     lake = Lake(str(tmp_path / "lake"))
     day = PartitionRange.of(["2026-03-02"])
     lake.ensure_table("filtered_clips")
-    config = CaptionerConfig(model="standin", backend="standin", model_name="standin-fixed-caption",
-                             input_mode="none")
+    config = CaptionerConfig(model="standin", backend="standin", model_name="standin-fixed-caption", input_mode="none")
     prepared = []
     run = caption_partitions(lake, day, config, prepare=lambda: prepared.append(1))
     assert not ray.is_initialized()
     assert prepared == []  # no model is staged for nothing
     assert run.write.rows == 0 and lake.version("clip_captions") == 1
-    assert run.progress.as_metadata() == {"units_total": 0, "units_reused": 0, "units_computed": 0,
-                                         "units_retried": 0}
+    assert run.progress.as_metadata() == {"units_total": 0, "units_reused": 0, "units_computed": 0, "units_retried": 0}

@@ -148,8 +148,9 @@ class FlakyLakeResource(LakeResource):
 
     def get_lake(self) -> Lake:
         lake = super().get_lake()
-        return _FlakyLake(lake.root, lake.storage_options, marker_dir=self.marker_dir,
-                          plan=tuple(sorted(self.plan.items())))
+        return _FlakyLake(
+            lake.root, lake.storage_options, marker_dir=self.marker_dir, plan=tuple(sorted(self.plan.items()))
+        )
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -173,20 +174,28 @@ def _attempts(result, step: str) -> dict[str, int]:
 def clean_run(landing, tmp_path) -> Lake:
     """The reference: the same partition materialized without failures into its own lake."""
     lake = LakeResource(root=str(tmp_path / "clean-lake"))
-    resources = {"object_store": ObjectStoreResource(kind="local", root=str(landing["root"])), "lake": lake,
-                 "ray_cluster": LocalRay(ray_init_options=dict(RAY))}
-    assert dg.materialize(ASSETS, partition_key=DAY, resources=resources,
-                          instance=dg.DagsterInstance.ephemeral()).success
+    resources = {
+        "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
+        "lake": lake,
+        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+    }
+    assert dg.materialize(
+        ASSETS, partition_key=DAY, resources=resources, instance=dg.DagsterInstance.ephemeral()
+    ).success
     return lake.get_lake()
 
 
 # ----------------------------------------------------------------------------------- test
 def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landing, tmp_path, clean_run):
     list_marker = tmp_path / "list-failed-once"
-    lake_resource = FlakyLakeResource(root=str(tmp_path / "lake"), marker_dir=str(tmp_path), plan={
-        "scene_clips": "after_commit:connection_reset",  # the commit succeeded, its acknowledgement was lost
-        "filtered_clips": "before_commit:ray_worker_crashed",  # a Ray worker died under the step
-    })
+    lake_resource = FlakyLakeResource(
+        root=str(tmp_path / "lake"),
+        marker_dir=str(tmp_path),
+        plan={
+            "scene_clips": "after_commit:connection_reset",  # the commit succeeded, its acknowledgement was lost
+            "filtered_clips": "before_commit:ray_worker_crashed",  # a Ray worker died under the step
+        },
+    )
     resources = {
         "object_store": FlakyObjectStoreResource(kind="local", root=str(landing["root"]), fail_marker=str(list_marker)),
         "lake": lake_resource,
@@ -197,9 +206,12 @@ def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landin
     assert result.success
     # every failure really happened, once each, and each failing step ran exactly twice inside this one run
     assert list_marker.read_text() == f"list landing/{DAY}/"
-    assert (tmp_path / "scene_clips-failed-once").read_text() == \
-        "connection_reset after the commit of scene_clips version 1"
-    assert (tmp_path / "filtered_clips-failed-once").read_text() == "ray_worker_crashed before the commit of filtered_clips"
+    assert (
+        tmp_path / "scene_clips-failed-once"
+    ).read_text() == "connection_reset after the commit of scene_clips version 1"
+    assert (
+        tmp_path / "filtered_clips-failed-once"
+    ).read_text() == "ray_worker_crashed before the commit of filtered_clips"
     once_retried = {"STEP_START": 1, "STEP_UP_FOR_RETRY": 1, "STEP_RESTARTED": 1, "STEP_SUCCESS": 1, "STEP_FAILURE": 0}
     for step in ("raw_videos", "scene_clips", "filtered_clips"):
         assert _attempts(result, step) == once_retried, step
@@ -248,8 +260,11 @@ def _schema_mismatched_lake(root: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    write_deltalake(str(root / "raw_videos"), pa.table({"partition_date": [dt.date(2026, 3, 1)], "vid": ["x"]}),
-                    partition_by=["partition_date"])
+    write_deltalake(
+        str(root / "raw_videos"),
+        pa.table({"partition_date": [dt.date(2026, 3, 1)], "vid": ["x"]}),
+        partition_by=["partition_date"],
+    )
 
 
 @pytest.mark.parametrize("case", ["listing_error", "schema_mismatch", "no_landing_folder"])
@@ -262,30 +277,41 @@ def test_deterministic_failures_fail_after_exactly_one_attempt(landing, tmp_path
     if case == "schema_mismatch":
         _schema_mismatched_lake(tmp_path / "lake")
     day = "2026-03-05" if case == "no_landing_folder" else DAY  # tests/assets/conftest.py lands nothing there
-    resources = {"object_store": store, "lake": LakeResource(root=str(tmp_path / "lake")),
-                 "ray_cluster": LocalRay(ray_init_options=dict(RAY))}
-    result = dg.materialize(ASSETS, partition_key=day, resources=resources, instance=dg.DagsterInstance.ephemeral(),
-                            raise_on_error=False)
+    resources = {
+        "object_store": store,
+        "lake": LakeResource(root=str(tmp_path / "lake")),
+        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+    }
+    result = dg.materialize(
+        ASSETS, partition_key=day, resources=resources, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False
+    )
 
     assert not result.success
-    assert _attempts(result, "raw_videos") == {"STEP_START": 1, "STEP_UP_FOR_RETRY": 0, "STEP_RESTARTED": 0,
-                                               "STEP_SUCCESS": 0, "STEP_FAILURE": 1}
+    assert _attempts(result, "raw_videos") == {
+        "STEP_START": 1,
+        "STEP_UP_FOR_RETRY": 0,
+        "STEP_RESTARTED": 0,
+        "STEP_SUCCESS": 0,
+        "STEP_FAILURE": 1,
+    }
     assert _attempts(result, "scene_clips")["STEP_START"] == 0  # nothing downstream ran
     description = _failure_description(result, "raw_videos")
     root = landing["root"].resolve().as_uri()
     expected_first_line = {
         "listing_error": f"ValueError: key 'landing/{DAY}/../../etc' escapes the store root (injected once) "
-                         "(deterministic: not retried)",
+        "(deterministic: not retried)",
         "no_landing_folder": "NoLandingDataError: no landing data for 2026-03-05: the folder "
-                             f"{root}/landing/2026-03-05/ does not exist (deterministic: not retried)",
+        f"{root}/landing/2026-03-05/ does not exist (deterministic: not retried)",
     }
     if case == "schema_mismatch":
         assert description.startswith("SchemaMismatchError: ") and "(deterministic: not retried)" in description
     else:
         assert description.splitlines()[0] == expected_first_line[case]
     if case == "no_landing_folder":
-        assert description.splitlines()[1] == (f"What to do: land the day's videos under {root}/landing/2026-03-05/ "
-                                               "(or pick a date that has them), then run it again")
+        assert description.splitlines()[1] == (
+            f"What to do: land the day's videos under {root}/landing/2026-03-05/ "
+            "(or pick a date that has them), then run it again"
+        )
         assert not (tmp_path / "lake" / "raw_videos").exists()  # the partition stays missing
     if case == "listing_error":
         assert marker.read_text() == f"list landing/{DAY}/"  # a retry would have listed fine: none was made

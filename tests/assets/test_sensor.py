@@ -60,16 +60,20 @@ def _schedule_tick(store_root, tick: dt.datetime):
 
 
 def test_schedule_requests_yesterday_only_when_its_landing_folder_exists(tmp_path):
-    tick = dt.datetime(2026, 3, 3, 0, 30, tzinfo=dt.timezone.utc)
+    tick = dt.datetime(2026, 3, 3, 0, 30, tzinfo=dt.UTC)
     missing = _schedule_tick(tmp_path, tick)
     assert isinstance(missing, dg.SkipReason)
-    assert missing.skip_message == (f"no landing data for 2026-03-02: {(tmp_path / 'landing').resolve().as_uri()}"
-                                    "/2026-03-02/ does not exist")
+    assert missing.skip_message == (
+        f"no landing data for 2026-03-02: {(tmp_path / 'landing').resolve().as_uri()}/2026-03-02/ does not exist"
+    )
 
     (tmp_path / "landing" / "2026-03-02").mkdir(parents=True)  # empty: requested (0 rows and a warning check)
     empty = _schedule_tick(tmp_path, tick)
-    assert (empty.partition_key, empty.run_key, empty.tags["videolake/trigger"]) == ("2026-03-02", "2026-03-02",
-                                                                                     "schedule")
+    assert (empty.partition_key, empty.run_key, empty.tags["videolake/trigger"]) == (
+        "2026-03-02",
+        "2026-03-02",
+        "schedule",
+    )
 
 
 def test_schedule_skips_days_before_the_first_partition(tmp_path):
@@ -77,11 +81,12 @@ def test_schedule_skips_days_before_the_first_partition(tmp_path):
 
     before = daily_partitions().start.date() - dt.timedelta(days=1)
     (tmp_path / "landing" / before.isoformat()).mkdir(parents=True)
-    tick = dt.datetime.combine(before + dt.timedelta(days=1), dt.time(0, 30), tzinfo=dt.timezone.utc)
+    tick = dt.datetime.combine(before + dt.timedelta(days=1), dt.time(0, 30), tzinfo=dt.UTC)
     result = _schedule_tick(tmp_path, tick)
     assert isinstance(result, dg.SkipReason)
-    assert result.skip_message == (f"{before} is not a partition of videolake_daily "
-                                   f"(first: {daily_partitions().start:%Y-%m-%d})")
+    assert result.skip_message == (
+        f"{before} is not a partition of videolake_daily (first: {daily_partitions().start:%Y-%m-%d})"
+    )
 
 
 def test_sensor_never_requests_a_day_without_objects(tmp_path):

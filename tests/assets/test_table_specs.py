@@ -14,12 +14,19 @@ from videolake.platform.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, T
 
 
 def test_every_per_table_mapping_covers_exactly_the_specs():
-    assert TABLE_NAMES == ("raw_videos", "scene_clips", "clip_embeddings", "filtered_clips", "clip_captions",
-                           "training_shards")
+    assert TABLE_NAMES == (
+        "raw_videos",
+        "scene_clips",
+        "clip_embeddings",
+        "filtered_clips",
+        "clip_captions",
+        "training_shards",
+    )
     assert list(TABLES) == list(PRIMARY_KEYS) == list(TABLE_NAMES)
     # an optional table (clip_embeddings: only with an embedding model) is gated when its asset exists
     assert GATED_TABLES + OPTIONAL_TABLES == tuple(t for t in TABLE_NAMES if t != "clip_embeddings") + (
-        "clip_embeddings",)
+        "clip_embeddings",
+    )
     for mapping in (TABLE_CONFIGS, GATE_DOCS, PREVIEW_COLUMNS, PLOTTED):
         assert set(mapping) == set(TABLE_NAMES), mapping
     assert set(COLUMN_SOURCES) == {t.name for t in TABLE_SPECS if t.upstream is not None}

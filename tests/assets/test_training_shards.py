@@ -32,7 +32,7 @@ SHARDS = [cpu_assets.training_shards, build_gate_checks("training_shards")]
 
 
 def _path(uri: str) -> Path:
-    return Path(unquote(uri[len("file://"):]))
+    return Path(unquote(uri[len("file://") :]))
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,17 @@ def day(landing, tmp_path_factory):
     instance = dg.DagsterInstance.ephemeral()
     assets = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]
     # Lenient filters: more of the day's clips (short, dark, still ones too) become samples.
-    lenient = {"min_clip_s": 0.1, "max_black_ratio": 1.0, "min_brightness": 0.0, "max_frozen_ratio": 1.0,
-               "min_motion": 0.0, "max_motion": 255.0, "min_sharpness": 0.0, "max_text_area": 1.0,
-               "dup_max_distance": -1}
+    lenient = {
+        "min_clip_s": 0.1,
+        "max_black_ratio": 1.0,
+        "min_brightness": 0.0,
+        "max_frozen_ratio": 1.0,
+        "min_motion": 0.0,
+        "max_motion": 255.0,
+        "min_sharpness": 0.0,
+        "max_text_area": 1.0,
+        "dup_max_distance": -1,
+    }
     config = {"ops": {"filtered_clips": {"config": {"thresholds": lenient}}}}
     assert dg.materialize(assets, partition_key=DAY, resources=res, instance=instance, run_config=config).success
     lake = res["lake"].get_lake()
@@ -59,20 +67,37 @@ def day(landing, tmp_path_factory):
     for i, cid in enumerate(passed):
         c = clips[cid]
         failed = i == 0
-        rows.append({"clip_id": cid, "video_id": c["video_id"], "source_uri": c["source_uri"],
-                     "status": "failed" if failed else "ok", "caption": None if failed else f"clip {i}: a scene, ünïcode",
-                     "error": "timeout" if failed else None, "model": "tiny", "model_revision": "r1",
-                     "prompt_version": "v1-describe", "num_frames": 8, "captioned_at": dt.datetime.now(dt.timezone.utc),
-                     "partition_date": dt.date.fromisoformat(DAY)})
+        rows.append(
+            {
+                "clip_id": cid,
+                "video_id": c["video_id"],
+                "source_uri": c["source_uri"],
+                "status": "failed" if failed else "ok",
+                "caption": None if failed else f"clip {i}: a scene, ünïcode",
+                "error": "timeout" if failed else None,
+                "model": "tiny",
+                "model_revision": "r1",
+                "prompt_version": "v1-describe",
+                "num_frames": 8,
+                "captioned_at": dt.datetime.now(dt.UTC),
+                "partition_date": dt.date.fromisoformat(DAY),
+            }
+        )
     lake.write_partitions("clip_captions", rows_to_table(rows, CLIP_CAPTIONS), RNG)
-    return {"res": res, "instance": instance, "lake": lake, "clips": clips,
-            "captions": {r["clip_id"]: r for r in rows if r["status"] == "ok"}}
+    return {
+        "res": res,
+        "instance": instance,
+        "lake": lake,
+        "clips": clips,
+        "captions": {r["clip_id"]: r for r in rows if r["status"] == "ok"},
+    }
 
 
 def _materialize(day, config: dict | None = None) -> dg.ExecuteInProcessResult:
     run_config = {"ops": {"training_shards": {"config": config}}} if config else None
-    result = dg.materialize(SHARDS, partition_key=DAY, resources=day["res"], instance=day["instance"],
-                            run_config=run_config)
+    result = dg.materialize(
+        SHARDS, partition_key=DAY, resources=day["res"], instance=day["instance"], run_config=run_config
+    )
     assert result.success
     return result
 
@@ -111,17 +136,43 @@ def test_one_sample_per_ok_caption_with_exact_frames_and_captions(day, first, ff
             meta = json.loads((out / f"{key}.json").read_text())
             assert meta["caption"] == caption["caption"] == (out / f"{key}.txt").read_text()
             assert (meta["clip_id"], meta["video_id"], meta["source_uri"], meta["partition_date"]) == (
-                key, clip["video_id"], clip["source_uri"], DAY)
+                key,
+                clip["video_id"],
+                clip["source_uri"],
+                DAY,
+            )
             assert (meta["model"], meta["model_revision"], meta["prompt_version"]) == ("tiny", "r1", "v1-describe")
             n = clip["end_frame"] - clip["start_frame"]
-            probe = json.loads(subprocess.run(
-                [ffmpeg.replace("ffmpeg", "ffprobe"), "-v", "error", "-count_frames", "-select_streams", "v:0",
-                 "-show_entries", "stream=nb_read_frames,width,height", "-of", "json", str(out / f"{key}.mp4")],
-                check=True, capture_output=True, text=True).stdout)["streams"][0]
+            probe = json.loads(
+                subprocess.run(
+                    [
+                        ffmpeg.replace("ffmpeg", "ffprobe"),
+                        "-v",
+                        "error",
+                        "-count_frames",
+                        "-select_streams",
+                        "v:0",
+                        "-show_entries",
+                        "stream=nb_read_frames,width,height",
+                        "-of",
+                        "json",
+                        str(out / f"{key}.mp4"),
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            )["streams"][0]
             assert int(probe["nb_read_frames"]) == n == meta["num_frames"]
             assert (probe["width"], probe["height"]) == (320, 240) == (meta["width"], meta["height"])
-            assert set(meta["scores"]) >= {"motion", "sharpness", "brightness", "black_ratio", "frozen_ratio",
-                                           "text_area"}
+            assert set(meta["scores"]) >= {
+                "motion",
+                "sharpness",
+                "brightness",
+                "black_ratio",
+                "frozen_ratio",
+                "text_area",
+            }
     by_clip = {r["clip_id"]: r for r in rows}
     for uri, keys in seen.items():
         assert all(by_clip[k]["shard_uri"] == uri and by_clip[k]["shard_samples"] == len(keys) for k in keys)

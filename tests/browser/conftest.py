@@ -39,7 +39,7 @@ CHROMIUM_ARGS = [
 ]
 # Sample dates: three and two days ago (UTC). Recent on purpose: the asset page plots metadata by partition for the
 # newest partitions of the definition only, so old sample dates would leave the plots empty.
-_TODAY = dt.datetime.now(dt.timezone.utc).date()
+_TODAY = dt.datetime.now(dt.UTC).date()
 DAY1, DAY2 = (_TODAY - dt.timedelta(days=3)).isoformat(), (_TODAY - dt.timedelta(days=2)).isoformat()
 # The gate backfill's days: on GATE_PASS 2 of 5 landed files are not videos (reject rate 0.4, passes the 0.5 gate),
 # on GATE_FAIL 4 of 5 (0.8: raw_videos' blocking reject_rate gate fails).
@@ -65,18 +65,35 @@ def _sample_specs():
     from videolake.platform.synth import Segment, Transition, VideoSpec
 
     def two_shots(name: str, a: str, b: str, frames: int, fps: str) -> VideoSpec:
-        return VideoSpec(name=name, width=320, height=240, fps=fps, codec="h264",
-                         segments=(Segment(a, frames), Segment(b, frames)), transitions=(Transition("cut"),))
+        return VideoSpec(
+            name=name,
+            width=320,
+            height=240,
+            fps=fps,
+            codec="h264",
+            segments=(Segment(a, frames), Segment(b, frames)),
+            transitions=(Transition("cut"),),
+        )
 
     # Two short 240p videos per day with one hard cut each (shots of 1.5-1.6 s, above the 1 s minimum clip), and one
     # special per day: a text file named .mp4 (rejected at ingest) and an all-black video (filtered as black). The
     # second day's moving shot (pan) is footage the first day does not have: lavfi's mandelbrot and sierpinski are
     # the same pictures on every render, so they would be near-duplicates of the first day's clips.
     return {
-        DAY1: ([two_shots("d1_testsrc_mandel", "testsrc2", "mandelbrot", 45, "30"),
-                two_shots("d1_sierp_testsrc", "sierpinski", "testsrc2", 40, "25")], "not_video"),
-        DAY2: ([two_shots("d2_gradients_white", "gradients", "color:white", 40, "25"),
-                two_shots("d2_pan_gradients", "pan", "gradients", 45, "30")], "black"),
+        DAY1: (
+            [
+                two_shots("d1_testsrc_mandel", "testsrc2", "mandelbrot", 45, "30"),
+                two_shots("d1_sierp_testsrc", "sierpinski", "testsrc2", 40, "25"),
+            ],
+            "not_video",
+        ),
+        DAY2: (
+            [
+                two_shots("d2_gradients_white", "gradients", "color:white", 40, "25"),
+                two_shots("d2_pan_gradients", "pan", "gradients", 45, "30"),
+            ],
+            "black",
+        ),
     }
 
 
@@ -108,20 +125,49 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
     # backfill. PDQ does not match a picture with its 180-degree rotation. Plus text files named .mp4, each with
     # different bytes.
     rendered = sorted((data_dir / "store" / "landing" / DAY1).glob("d1_*.mp4")) + sorted(
-        (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4"))
+        (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4")
+    )
     gate_rejected = {}
     for day, n_ok, n_junk in ((GATE_PASS, 3, 2), (GATE_FAIL, 1, 4)):
         folder = data_dir / "store" / "landing" / day
         folder.mkdir(parents=True)
         for path in rendered[:n_ok]:
-            subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-vf", "hflip,vflip", "-c:v", "libx264", "-crf",
-                            "20", "-pix_fmt", "yuv420p", "-threads", "1", "-fflags", "+bitexact", "-flags:v", "+bitexact",
-                            str(folder / path.name)], check=True)
+            subprocess.run(
+                [
+                    "ffmpeg",
+                    "-v",
+                    "error",
+                    "-i",
+                    str(path),
+                    "-vf",
+                    "hflip,vflip",
+                    "-c:v",
+                    "libx264",
+                    "-crf",
+                    "20",
+                    "-pix_fmt",
+                    "yuv420p",
+                    "-threads",
+                    "1",
+                    "-fflags",
+                    "+bitexact",
+                    "-flags:v",
+                    "+bitexact",
+                    str(folder / path.name),
+                ],
+                check=True,
+            )
         for i in range(n_junk):
             (folder / f"not_a_video_{i}.mp4").write_text(f"not a video, file {i} of {day}\n")
         gate_rejected[day] = (n_junk, n_ok + n_junk)
-    return SampleData(data_dir=Path(data_dir), days=(DAY1, DAY2), files=files, expected_clips=clips,
-                      expected_videos=videos, gate_rejected=gate_rejected)
+    return SampleData(
+        data_dir=Path(data_dir),
+        days=(DAY1, DAY2),
+        files=files,
+        expected_clips=clips,
+        expected_videos=videos,
+        gate_rejected=gate_rejected,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -224,21 +270,23 @@ class DagsterUI:
 
 def server_env(home: Path, data_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "DAGSTER_HOME": str(home),
-        "VIDEOLAKE_DATA_DIR": str(data_dir),
-        "VIDEOLAKE_PROFILE": "local",
-        "VIDEOLAKE_PARTITIONS_START": PARTITIONS_START,
-        "VIDEOLAKE_RAY_CPUS": "2",
-        "GX_ANALYTICS_ENABLED": "false",
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "DAGSTER_DISABLE_TELEMETRY": "true",
-        "TOKENIZERS_PARALLELISM": "false",
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    })
+    env.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "VIDEOLAKE_DATA_DIR": str(data_dir),
+            "VIDEOLAKE_PROFILE": "local",
+            "VIDEOLAKE_PARTITIONS_START": PARTITIONS_START,
+            "VIDEOLAKE_RAY_CPUS": "2",
+            "GX_ANALYTICS_ENABLED": "false",
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "DAGSTER_DISABLE_TELEMETRY": "true",
+            "TOKENIZERS_PARALLELISM": "false",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
+    )
     env.pop("RAY_ADDRESS", None)  # never attach to another session's Ray cluster
     env.pop("VIDEOLAKE_GATES_FILE", None)
     return env
@@ -250,8 +298,12 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
 
     deadline = time.monotonic() + timeout_s
     info_ok = False
-    query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
-                                 "locationOrLoadError { __typename } } } } }"}).encode()
+    query = json.dumps(
+        {
+            "query": "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus "
+            "locationOrLoadError { __typename } } } } }"
+        }
+    ).encode()
     last = ""
     while time.monotonic() < deadline:
         if ui.proc.poll() is not None:
@@ -261,8 +313,9 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
                 with urllib.request.urlopen(f"{ui.url}/server_info", timeout=5) as r:
                     info_ok = r.status == 200
             if info_ok:
-                req = urllib.request.Request(f"{ui.url}/graphql", data=query,
-                                             headers={"Content-Type": "application/json"})
+                req = urllib.request.Request(
+                    f"{ui.url}/graphql", data=query, headers={"Content-Type": "application/json"}
+                )
                 with urllib.request.urlopen(req, timeout=10) as r:
                     body = json.loads(r.read())
                 entries = body["data"]["workspaceOrError"]["locationEntries"]
@@ -291,13 +344,23 @@ def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
     log_path = ARTIFACTS / "dagster-dev.log"
     log = open(log_path, "wb")
     # As `make ui` starts it: `dg dev` reads [tool.dg] of pyproject.toml (code location "videolake").
-    cmd = [str(Path(sys.executable).parent / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port),
-           "--live-data-poll-rate", "1000"]
+    cmd = [
+        str(Path(sys.executable).parent / "dg"),
+        "dev",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--live-data-poll-rate",
+        "1000",
+    ]
     env = {**server_env(home, data_dir), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    ui = DagsterUI(url=f"http://127.0.0.1:{port}", home=Path(home), data_dir=Path(data_dir),
-                   log_path=log_path, proc=proc)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    ui = DagsterUI(
+        url=f"http://127.0.0.1:{port}", home=Path(home), data_dir=Path(data_dir), log_path=log_path, proc=proc
+    )
     try:
         wait_for_server(ui)
     except BaseException:

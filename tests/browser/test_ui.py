@@ -26,8 +26,12 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"  
 pytestmark = pytest.mark.timeout(2700)
 
 ASSETS = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
-EDGES = {("raw_videos", "scene_clips"), ("scene_clips", "filtered_clips"), ("filtered_clips", "clip_captions"),
-         ("clip_captions", "training_shards")}
+EDGES = {
+    ("raw_videos", "scene_clips"),
+    ("scene_clips", "filtered_clips"),
+    ("filtered_clips", "clip_captions"),
+    ("clip_captions", "training_shards"),
+}
 # Every table feeds the dataset_release asset (group "releases"), drawn on the group's page as a link node.
 RELEASE_NODE = "dataset_release"
 RELEASE_EDGES = {(asset, RELEASE_NODE) for asset in ASSETS}
@@ -208,7 +212,7 @@ def check_partition_detail(page, day: str) -> dict:
     )
     pane.get_by_text(day).first.wait_for()
     lines = [ln.strip() for ln in pane.inner_text().splitlines() if ln.strip()]
-    status = next(ln for ln in lines[lines.index(day):] if ln != day)  # the status tag after the heading
+    status = next(ln for ln in lines[lines.index(day) :] if ln != day)  # the status tag after the heading
     description = lines[lines.index("Description") + 1] if "Description" in lines else None
     metadata: dict[str, str] = {}
     for row in pane.locator("table tr").all():
@@ -319,7 +323,9 @@ def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -
     return backfill_id
 
 
-def wait_for_backfill(page, ui, backfill_id: str, timeout_s: float = BACKFILL_TIMEOUT_S, prefix: str = "") -> tuple[str, str]:
+def wait_for_backfill(
+    page, ui, backfill_id: str, timeout_s: float = BACKFILL_TIMEOUT_S, prefix: str = ""
+) -> tuple[str, str]:
     """Poll the backfill's page (as a user would, reloading) until its Status leaves the running states."""
     deadline = time.monotonic() + timeout_s
     status, text = "", ""
@@ -505,8 +511,14 @@ def test_every_gate_passed_for_both_partitions(page, dagster_ui, backfill, sampl
     # One gate in detail: the single-run step recorded it for each day, each with that day's measured values.
     day1, day2 = sample_data.days
     open_check_partitions(page, dagster_ui, "scene_clips", "clips_ordered_non_overlapping")
-    assert partition_counts(page) == {"Missing": None, "Passed": 2, "Failed": 0, "Execution Failed": 0, "Skipped": 0,
-                                      "In Progress": 0}
+    assert partition_counts(page) == {
+        "Missing": None,
+        "Passed": 2,
+        "Failed": 0,
+        "Execution Failed": 0,
+        "Skipped": 0,
+        "In Progress": 0,
+    }
     for day in (day1, day2):
         pane = check_partition_detail(page, day)
         assert pane["status"] == "Passed", pane
@@ -558,8 +570,10 @@ def test_caption_preview_fits_the_screen_and_links_back_to_clip_and_source(page,
         assert cell.evaluate(FULLY_VISIBLE), (cell.bounding_box(), cell.inner_text())
     # Whole ids, as the table holds them: a clip is <video id>_<start>_<end>, its video that id, its source the
     # landed object, so a person can copy any of them to follow the row back.
-    rows = [[c.strip().replace("\n", "") for c in row.locator("td").all_inner_texts()]
-            for row in preview.locator("table tbody tr").all()]
+    rows = [
+        [c.strip().replace("\n", "") for c in row.locator("td").all_inner_texts()]
+        for row in preview.locator("table tbody tr").all()
+    ]
     for row in rows:
         assert re.fullmatch(r"[0-9a-f]{64}_\d{8}_\d{8}", row[2]), row
         assert row[3] == row[2].split("_")[0], row
@@ -586,13 +600,18 @@ def junk_ids(day: str, n: int) -> set[str]:
 def test_gate_backfill_fails_on_the_bad_day_alone(gate_backfill, dagster_ui, sample_data):
     assert gate_backfill.status == "Failed", gate_backfill.page_text[-3000:]
     details = failure_details(dagster_ui, gate_backfill.id)
-    assert "step raw_videos_gates failed: dagster._core.errors.DagsterAssetCheckFailedError: 1 blocking asset check failed with ERROR severity:\nraw_videos: reject_rate" in details, details
+    assert (
+        "step raw_videos_gates failed: dagster._core.errors.DagsterAssetCheckFailedError: 1 blocking asset check failed with ERROR severity:\nraw_videos: reject_rate"
+        in details
+    ), details
     failed_steps = [ln for ln in details.splitlines() if ln.startswith("  step ")]
     assert len(failed_steps) == 1, details  # no other step failed: the bad day's downstream steps never started
     # the good day went through every asset; the bad day stopped at raw_videos
     ok_day, bad_day = sample_data.gate_days
     for asset in ASSETS:
-        m = re.search(rf"\n{asset}\n(?:{asset}\n)?(\d+)% completed\n(\d+)\n(\d+)\n(\d+)\n(\d+)", gate_backfill.page_text)
+        m = re.search(
+            rf"\n{asset}\n(?:{asset}\n)?(\d+)% completed\n(\d+)\n(\d+)\n(\d+)\n(\d+)", gate_backfill.page_text
+        )
         assert m, f"{asset} missing from the backfill page"
         targeted, in_progress, succeeded, failed = map(int, m.groups()[1:])
         assert (targeted, in_progress, succeeded) == (2, 0, 1 if asset != "raw_videos" else 2), (asset, m.groups())
@@ -602,7 +621,10 @@ def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_b
     open_group(page, dagster_ui)
     g, n = len(gate_names("raw_videos")), check_count("raw_videos")
     # every gate but reject_rate passed; the non-blocking landing-day check may pass or warn
-    assert graph_check_summary(page, "raw_videos") in {(f"{g - 1} / {n} Passed", "close"), (f"{g} / {n} Passed", "close")}
+    assert graph_check_summary(page, "raw_videos") in {
+        (f"{g - 1} / {n} Passed", "close"),
+        (f"{g} / {n} Passed", "close"),
+    }
     shot(page, "g07-graph-failed-gate")
     # Downstream nodes: a gate counts as failed when any day failed; every downstream gate of the bad day was planned
     # in its failed run and never ran ("Execution failed"), though the good day's passed (Partitions tab, below).
@@ -629,12 +651,19 @@ def test_check_partitions_tab_shows_each_day(page, dagster_ui, gate_backfill, sa
     open_check_partitions(page, dagster_ui, "raw_videos", "reject_rate")
     counts = partition_counts(page)
     assert {k: v for k, v in counts.items() if k != "Missing"} == {
-        "Passed": 3, "Failed": 1, "Execution Failed": 0, "Skipped": 0, "In Progress": 0}, counts
+        "Passed": 3,
+        "Failed": 1,
+        "Execution Failed": 0,
+        "Skipped": 0,
+        "In Progress": 0,
+    }, counts
     bad = check_partition_detail(page, bad_day)
     shot(page, "g09-check-partition-failed")
     rejected, rows = sample_data.gate_rejected[bad_day]
     assert bad["status"] == "Failed", bad
-    assert bad["description"].startswith(f"raw_videos.reject_rate failed: reject rate {rejected / rows:.4g} > max 0.5 (e.g. "), bad
+    assert bad["description"].startswith(
+        f"raw_videos.reject_rate failed: reject rate {rejected / rows:.4g} > max 0.5 (e.g. "
+    ), bad
     assert set(bad["metadata"]["failing_ids"].split(", ")) == junk_ids(bad_day, rejected), bad  # the rejected files
     assert bad["metadata"]["reject_rate"] == f"{rejected / rows:g}" and bad["metadata"]["rows"] == str(rows), bad
     assert bad["metadata"]["rejected"] == str(rejected), bad
@@ -655,7 +684,12 @@ def test_downstream_gates_ran_for_the_good_day_and_never_for_the_bad_one(page, d
         open_check_partitions(page, dagster_ui, asset, gate)
         counts = partition_counts(page)
         assert {k: v for k, v in counts.items() if k != "Missing"} == {
-            "Passed": 3, "Failed": 0, "Execution Failed": 1, "Skipped": 0, "In Progress": 0}, (asset, counts)
+            "Passed": 3,
+            "Failed": 0,
+            "Execution Failed": 1,
+            "Skipped": 0,
+            "In Progress": 0,
+        }, (asset, counts)
         ok_day, bad_day = sample_data.gate_days
         assert check_partition_detail(page, ok_day)["status"] == "Passed", (asset, ok_day)
         for day in (bad_day,):
@@ -671,10 +705,14 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     day1, day2 = sample_data.days
 
     def check(asset: str, gate: str) -> dict:
-        return graphql(dagster_ui, """query($k: AssetKeyInput!, $c: String!) { assetNodeOrError(assetKey: $k) {
+        return graphql(
+            dagster_ui,
+            """query($k: AssetKeyInput!, $c: String!) { assetNodeOrError(assetKey: $k) {
               ... on AssetNode { assetCheckOrError(checkName: $c) { ... on AssetCheck { name blocking
                 partitionStatuses { ... on AssetCheckTimePartitionStatuses { ranges { startKey endKey status } } }
-            } } } } }""", {"k": {"path": [asset]}, "c": gate})["data"]["assetNodeOrError"]["assetCheckOrError"]
+            } } } } }""",
+            {"k": {"path": [asset]}, "c": gate},
+        )["data"]["assetNodeOrError"]["assetCheckOrError"]
 
     def statuses(asset: str, gate: str) -> dict[str, str]:
         """{day: status} from the check's partition status ranges (runs of days with one status)."""
@@ -689,15 +727,22 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
         return out
 
     def executions(asset: str, gate: str, day: str) -> list[dict]:
-        return graphql(dagster_ui, """query($k: AssetKeyInput!, $c: String!, $p: String) {
+        return graphql(
+            dagster_ui,
+            """query($k: AssetKeyInput!, $c: String!, $p: String) {
             assetCheckExecutions(assetKey: $k, checkName: $c, partition: $p, limit: 10) { runId status partition
               evaluation { success description partition targetMaterialization { runId }
                 metadataEntries { label ... on FloatMetadataEntry { floatValue } ... on IntMetadataEntry { intValue }
                                   ... on TextMetadataEntry { text } } } } }""",
-                       {"k": {"path": [asset]}, "c": gate, "p": day})["data"]["assetCheckExecutions"]
+            {"k": {"path": [asset]}, "c": gate, "p": day},
+        )["data"]["assetCheckExecutions"]
 
-    assert statuses("raw_videos", "reject_rate") == {day1: "SUCCEEDED", day2: "SUCCEEDED", ok_day: "SUCCEEDED",
-                                                      bad_day: "FAILED"}
+    assert statuses("raw_videos", "reject_rate") == {
+        day1: "SUCCEEDED",
+        day2: "SUCCEEDED",
+        ok_day: "SUCCEEDED",
+        bad_day: "FAILED",
+    }
     assert statuses("raw_videos", "video_id_unique") == dict.fromkeys([day1, day2, ok_day, bad_day], "SUCCEEDED")
     for asset in ASSETS[1:]:
         for gate in gate_names(asset):
@@ -706,7 +751,9 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     [bad] = executions("raw_videos", "reject_rate", bad_day)
     rejected, rows = sample_data.gate_rejected[bad_day]
     assert (bad["status"], bad["partition"], bad["evaluation"]["success"]) == ("FAILED", bad_day, False)
-    md = {m["label"]: m.get("floatValue", m.get("intValue", m.get("text"))) for m in bad["evaluation"]["metadataEntries"]}
+    md = {
+        m["label"]: m.get("floatValue", m.get("intValue", m.get("text"))) for m in bad["evaluation"]["metadataEntries"]
+    }
     assert md["reject_rate"] == round(rejected / rows, 3) and md["rows"] == rows and md["rejected"] == rejected, md
     assert md["thresholds"] == "max_reject_rate: 0.5, min_rows_for_rate: 5", md
     assert set(md["failing_ids"].split(", ")) == junk_ids(bad_day, rejected), md
@@ -715,20 +762,32 @@ def test_graphql_reports_the_same_per_partition_results_and_run_tags(dagster_ui,
     assert (down["status"], down["evaluation"], down["runId"]) == ("EXECUTION_FAILED", None, bad["runId"])
 
     # Run tags a user filters the Runs page by.
-    runs = graphql(dagster_ui, """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill",
-        value: $id}]}) { ... on Runs { results { runId tags { key value } } } } }""", {"id": backfill.id})
+    runs = graphql(
+        dagster_ui,
+        """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill",
+        value: $id}]}) { ... on Runs { results { runId tags { key value } } } } }""",
+        {"id": backfill.id},
+    )
     import dagster as dg
 
     version = _definitions().resolve_asset_graph().get(dg.AssetKey("clip_captions")).code_version
-    tags = {t["videolake/partitions"]: t for t in (
-        {t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])}
+    tags = {
+        t["videolake/partitions"]: t
+        for t in ({t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])
+    }
     assert sorted(tags) == [day1, day2], tags  # one run per day
     for tag in tags.values():  # the local profile captions on CPU actors: not a GPU run
         assert "videolake/gpu" not in tag and tag["videolake/captioner_code_version"] == version, tags
-    runs = graphql(dagster_ui, """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill",
-        value: $id}]}) { ... on Runs { results { tags { key value } } } } }""", {"id": gate_backfill.id})
-    tags = {t["videolake/partitions"]: t for t in (
-        {t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])}
+    runs = graphql(
+        dagster_ui,
+        """query($id: String!) { runsOrError(filter: {tags: [{key: "dagster/backfill",
+        value: $id}]}) { ... on Runs { results { tags { key value } } } } }""",
+        {"id": gate_backfill.id},
+    )
+    tags = {
+        t["videolake/partitions"]: t
+        for t in ({t["key"]: t["value"] for t in r["tags"]} for r in runs["data"]["runsOrError"]["results"])
+    }
     assert sorted(tags) == [ok_day, bad_day], tags
     assert tags[ok_day]["videolake/captioner_code_version"] == version  # the good day captioned
     assert "videolake/captioner_code_version" not in tags[bad_day]  # the bad day stopped before captioning

@@ -52,8 +52,25 @@ def tiny_model_dir(tmp_path_factory) -> str:
 
 def _make_video(ffmpeg: str, path, source: str) -> None:
     subprocess.run(
-        [ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", f"{source}=size=320x240:rate={FPS}",
-         "-frames:v", str(VIDEO_FRAMES), "-pix_fmt", "yuv420p", "-c:v", "libx264", "-g", str(FPS), str(path)],
+        [
+            ffmpeg,
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            f"{source}=size=320x240:rate={FPS}",
+            "-frames:v",
+            str(VIDEO_FRAMES),
+            "-pix_fmt",
+            "yuv420p",
+            "-c:v",
+            "libx264",
+            "-g",
+            str(FPS),
+            str(path),
+        ],
         check=True,
     )
 
@@ -69,8 +86,12 @@ def caption_videos(tmp_path_factory, ffmpeg) -> dict[str, str]:
 
 
 # (clip_id, video, start, end): 4 good clips, one undecodable source, one range beyond the end of its video.
-GOOD_CLIPS = [("va_00000000_00000036", "a", 0, 36), ("va_00000036_00000072", "a", 36, 72),
-              ("vb_00000000_00000030", "b", 0, 30), ("vb_00000030_00000072", "b", 30, 72)]
+GOOD_CLIPS = [
+    ("va_00000000_00000036", "a", 0, 36),
+    ("va_00000036_00000072", "a", 36, 72),
+    ("vb_00000000_00000030", "b", 0, 30),
+    ("vb_00000030_00000072", "b", 30, 72),
+]
 BAD_CLIPS = [("vc_00000000_00000030", "corrupt", 0, 30), ("va_00000060_00000200", "a", 60, 200)]
 
 
@@ -85,16 +106,18 @@ def clip_ids() -> dict[str, list[str]]:
 def clip_partition(caption_videos) -> pa.Table:
     """One day's clip rows, as the caption asset hands them to the engine (scene_clips joined with raw fps)."""
     rows = GOOD_CLIPS + BAD_CLIPS
-    return pa.table({
-        "clip_id": [r[0] for r in rows],
-        "video_id": [f"v{r[1][0]}" for r in rows],
-        "source_uri": [caption_videos[r[1]] for r in rows],
-        "start_frame": pa.array([r[2] for r in rows], pa.int64()),
-        "end_frame": pa.array([r[3] for r in rows], pa.int64()),
-        "fps": [float(FPS)] * len(rows),
-        "clip_uri": pa.nulls(len(rows), pa.string()),
-        "partition_date": pa.array([PARTITION] * len(rows), pa.date32()),
-    })
+    return pa.table(
+        {
+            "clip_id": [r[0] for r in rows],
+            "video_id": [f"v{r[1][0]}" for r in rows],
+            "source_uri": [caption_videos[r[1]] for r in rows],
+            "start_frame": pa.array([r[2] for r in rows], pa.int64()),
+            "end_frame": pa.array([r[3] for r in rows], pa.int64()),
+            "fps": [float(FPS)] * len(rows),
+            "clip_uri": pa.nulls(len(rows), pa.string()),
+            "partition_date": pa.array([PARTITION] * len(rows), pa.date32()),
+        }
+    )
 
 
 @pytest.fixture(scope="session")

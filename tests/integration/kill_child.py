@@ -45,11 +45,19 @@ def main(args: dict) -> None:
             return SlowLocalObjectStore(self.root, self.delay_s)
 
     ray_init = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False, "ignore_reinit_error": True}
-    captioner = CaptionerResource(model=args.get("model", ""), model_name="tiny-test-model", batch_size=1,
-                                  max_tokens=8, max_frames=2, num_actors=1)
+    captioner = CaptionerResource(
+        model=args.get("model", ""),
+        model_name="tiny-test-model",
+        batch_size=1,
+        max_tokens=8,
+        max_frames=2,
+        num_actors=1,
+    )
     assets = {
-        "raw_videos": cpu_assets.raw_videos, "scene_clips": cpu_assets.scene_clips,
-        "filtered_clips": cpu_assets.filtered_clips, "clip_captions": build_clip_captions(captioner),
+        "raw_videos": cpu_assets.raw_videos,
+        "scene_clips": cpu_assets.scene_clips,
+        "filtered_clips": cpu_assets.filtered_clips,
+        "clip_captions": build_clip_captions(captioner),
     }
     resources = {
         "object_store": SlowStoreResource(kind="local", root=args["store"], delay_s=args.get("delay_s", 0.0)),
@@ -63,14 +71,34 @@ def main(args: dict) -> None:
     run_config = {"ops": {"filtered_clips": {"config": {"thresholds": args.get("thresholds", {})}}}}
     if "filtered_clips" not in args["assets"]:
         run_config = {}
-    result = dg.materialize(selected + [a.to_source_asset() for a in upstream], partition_key=args["day"],
-                            resources=resources, instance=dg.DagsterInstance.ephemeral(), run_config=run_config)
+    result = dg.materialize(
+        selected + [a.to_source_asset() for a in upstream],
+        partition_key=args["day"],
+        resources=resources,
+        instance=dg.DagsterInstance.ephemeral(),
+        run_config=run_config,
+    )
     for e in result.get_asset_materialization_events():
         md = e.materialization.metadata
-        print(json.dumps({"asset": e.asset_key.path[-1],
-                          **{k: md[k].value for k in ("units_total", "units_reused", "units_computed", "goodput",
-                                                      "accelerator_s_all_attempts") if k in md}}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "asset": e.asset_key.path[-1],
+                    **{
+                        k: md[k].value
+                        for k in (
+                            "units_total",
+                            "units_reused",
+                            "units_computed",
+                            "goodput",
+                            "accelerator_s_all_attempts",
+                        )
+                        if k in md
+                    },
+                }
+            ),
+            flush=True,
+        )
     sys.exit(0 if result.success else 1)
 
 

@@ -32,8 +32,10 @@ class PostgresNotInstalled(RuntimeError):
 
 def find_pg_bin() -> Path:
     """The directory holding initdb and postgres, newest Debian version first."""
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0)
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+    )
     if candidates:
         return Path(candidates[-1]).parent
     initdb = shutil.which("initdb")
@@ -103,8 +105,10 @@ class LocalPostgres:
         os.chmod(pwfile, 0o600)
         cmd = [
             str(self.bin_dir / "initdb"),
-            "-D", str(self.data_dir),
-            "-U", self.user,
+            "-D",
+            str(self.data_dir),
+            "-U",
+            self.user,
             f"--pwfile={pwfile}",
             "--auth-host=scram-sha-256",
             "--auth-local=trust",
@@ -117,7 +121,7 @@ class LocalPostgres:
         if result.returncode != 0:
             raise RuntimeError(f"initdb failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
 
-    def start(self, timeout_s: float = 60.0) -> "LocalPostgres":
+    def start(self, timeout_s: float = 60.0) -> LocalPostgres:
         if self.process is not None and self.process.poll() is None:
             return self
         if not (self.data_dir / "PG_VERSION").exists():
@@ -125,18 +129,34 @@ class LocalPostgres:
         self._log_file = open(self.log_path, "ab")
         cmd = [
             str(self.bin_dir / "postgres"),
-            "-D", str(self.data_dir),
-            "-p", str(self.port),
-            "-k", str(self.socket_dir),
-            "-c", f"listen_addresses={self.host}",
-            "-c", "fsync=off",
-            "-c", "synchronous_commit=off",
-            "-c", "full_page_writes=off",
-            "-c", "max_connections=50",
-            "-c", "shared_buffers=32MB",
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.socket_dir),
+            "-c",
+            f"listen_addresses={self.host}",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=50",
+            "-c",
+            "shared_buffers=32MB",
         ]
-        self.process = subprocess.Popen(cmd, cwd=self.root, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, **self._user_kwargs())
+        self.process = subprocess.Popen(
+            cmd,
+            cwd=self.root,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            **self._user_kwargs(),
+        )
         try:
             self._wait_ready(timeout_s)
         except BaseException:
@@ -172,7 +192,7 @@ class LocalPostgres:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "LocalPostgres":
+    def __enter__(self) -> LocalPostgres:
         try:
             return self.start()
         except BaseException:

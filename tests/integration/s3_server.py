@@ -80,8 +80,9 @@ def pick_free_ports(count: int, *, with_offset: int = 0, avoid: frozenset[int] |
             held.append(s)  # keep it bound so the OS does not hand it out twice
             port = s.getsockname()[1]
             partner = port + with_offset if with_offset else None
-            if port in taken or (partner is not None and (partner > 65535 or partner in taken
-                                                          or not _port_is_free(partner))):
+            if port in taken or (
+                partner is not None and (partner > 65535 or partner in taken or not _port_is_free(partner))
+            ):
                 continue
             ports.append(port)
             taken.update({port, port + ADMIN_GRPC_OFFSET, port - ADMIN_GRPC_OFFSET})
@@ -178,7 +179,7 @@ class SeaweedS3:
         cmd += [f"-{flag}={port}" for flag, port in self.ports.items()]
         return cmd
 
-    def start(self) -> "SeaweedS3":
+    def start(self) -> SeaweedS3:
         """Start and wait until ready. The first start re-picks ports if another process took one meanwhile; a
         restart keeps them (clients hold the endpoint URL) and waits until they are free again."""
         if self.process is not None and self.process.poll() is None:
@@ -222,7 +223,7 @@ class SeaweedS3:
             self._log_file.close()
             self._log_file = None
 
-    def restart(self) -> "SeaweedS3":
+    def restart(self) -> SeaweedS3:
         self.stop()
         return self.start()
 
@@ -230,7 +231,7 @@ class SeaweedS3:
         self.stop()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
 
-    def __enter__(self) -> "SeaweedS3":
+    def __enter__(self) -> SeaweedS3:
         try:
             return self.start()
         except BaseException:
@@ -274,8 +275,10 @@ class SeaweedS3:
                     this_start = f.read().decode(errors="replace")
                 if "Port allocation failed" in this_start or "address already in use" in this_start:
                     raise _PortClash(this_start[-2000:])
-                raise RuntimeError(f"weed mini exited early (code {self.process and self.process.returncode}); "
-                                   f"log tail:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"weed mini exited early (code {self.process and self.process.returncode}); "
+                    f"log tail:\n{self.log_tail()}"
+                )
             try:
                 urllib.request.urlopen(self.endpoint_url, timeout=2).close()
             except urllib.error.HTTPError:
@@ -297,8 +300,9 @@ class SeaweedS3:
                 return
             last_error = RuntimeError(f"master knows {known} of {expected_volumes} volumes")
             time.sleep(0.2)
-        raise RuntimeError(f"SeaweedFS S3 not ready after {self.ready_timeout_s:.0f}s ({last_error!r}); "
-                           f"log tail:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"SeaweedFS S3 not ready after {self.ready_timeout_s:.0f}s ({last_error!r}); log tail:\n{self.log_tail()}"
+        )
 
     def _master_volume_count(self) -> int | None:
         try:

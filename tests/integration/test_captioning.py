@@ -102,7 +102,8 @@ def test_rerun_from_an_object_store_gives_the_same_rows_and_caches_the_model(
         name = uri.rsplit("/", 1)[1]
         uris[uri] = store.put_file(f"landing/{name}", uri.removeprefix("file://"))
     clips = clip_partition.set_column(
-        clip_partition.schema.get_field_index("source_uri"), "source_uri",
+        clip_partition.schema.get_field_index("source_uri"),
+        "source_uri",
         pa.array([uris[u] for u in clip_partition.column("source_uri").to_pylist()]),
     )
     cache = tmp_path / "node-cache"
@@ -136,9 +137,21 @@ def test_code_version_changes_with_prompt_and_sampling_only():
     assert code_version(base.replace(model="/models/qwen3-vl-8b")) != v
     # ... what only changes speed or placement does not.
     assert code_version(base.replace(batch_size=32, num_actors=4, num_gpus_per_actor=1.0)) == v
-    assert code_version(base.replace(vllm=VllmEngineConfig(max_num_seqs=64, max_model_len=8192, enforce_eager=True,
-                                                           dtype="bfloat16", gpu_memory_utilization=0.5,
-                                                           engine_kwargs={"swap_space": 0}))) == v
+    assert (
+        code_version(
+            base.replace(
+                vllm=VllmEngineConfig(
+                    max_num_seqs=64,
+                    max_model_len=8192,
+                    enforce_eager=True,
+                    dtype="bfloat16",
+                    gpu_memory_utilization=0.5,
+                    engine_kwargs={"swap_space": 0},
+                )
+            )
+        )
+        == v
+    )
     assert code_version(base.replace(vllm=dataclasses.replace(base.vllm, max_num_seqs=64))) == v
     # The registered text given explicitly is the same prompt.
     assert code_version(base.replace(prompt=base.prompt_template().text)) == v
@@ -152,9 +165,14 @@ def test_frames_sampled_at_the_configured_rate_and_size(caption_videos):
     assert clip.frames.shape == (4, 97, 129, 3) and clip.frames.dtype == np.uint8
     assert 97 * 129 <= 112 * 112
     assert clip.frame_indices == [6, 18, 30, 42]
-    assert clip.video_metadata() == {"fps": 24.0, "duration": 2.0, "total_num_frames": 48,
-                                     "frames_indices": [6, 18, 30, 42], "video_backend": "pyav",
-                                     "do_sample_frames": False}
+    assert clip.video_metadata() == {
+        "fps": 24.0,
+        "duration": 2.0,
+        "total_num_frames": 48,
+        "frames_indices": [6, 18, 30, 42],
+        "video_backend": "pyav",
+        "do_sample_frames": False,
+    }
     # An odd count is made even for video input (Qwen-VL pairs frames), capped by max_frames.
     odd = read_frames(path, 0, 36, 24.0, FrameConfig(sample_fps=2.0, min_frames=1, max_frames=8), even=True)
     assert odd.frames.shape[0] == 4  # 1.5 s x 2 fps = 3 -> 4
@@ -263,23 +281,28 @@ def test_tiny_model_build_is_cached(tiny_model_dir):
 def test_metrics_flag_a_slow_actor_and_count_what_the_pool_held():
     # Three actors captioned 4 clips each; C is 4x slower (a straggler); a fourth actor never got a batch.
     actors = ["A"] * 4 + ["B"] * 4 + ["C"] * 4
-    rows = pa.table({
-        "clip_id": [f"c{i}" for i in range(12)],
-        "status": ["ok"] * 11 + ["failed"],
-        "prompt_tokens": [100] * 12,
-        "output_tokens": [10] * 12,
-        "actor_id": actors,
-        "generate_s": [0.25] * 8 + [1.0] * 4,
-        "actor_load_s": [10.0] * 4 + [12.0] * 4 + [20.0] * 4,
-        "actor_started_at": [100.0] * 4 + [101.0] * 4 + [102.0] * 4,
-        "actor_ready_at": [110.0] * 4 + [113.0] * 4 + [122.0] * 4,
-        "batch_finished_at": [120.0] * 4 + [125.0] * 4 + [130.0] * 4,
-    })
+    rows = pa.table(
+        {
+            "clip_id": [f"c{i}" for i in range(12)],
+            "status": ["ok"] * 11 + ["failed"],
+            "prompt_tokens": [100] * 12,
+            "output_tokens": [10] * 12,
+            "actor_id": actors,
+            "generate_s": [0.25] * 8 + [1.0] * 4,
+            "actor_load_s": [10.0] * 4 + [12.0] * 4 + [20.0] * 4,
+            "actor_started_at": [100.0] * 4 + [101.0] * 4 + [102.0] * 4,
+            "actor_ready_at": [110.0] * 4 + [113.0] * 4 + [122.0] * 4,
+            "batch_finished_at": [120.0] * 4 + [125.0] * 4 + [130.0] * 4,
+        }
+    )
     m = compute_metrics(rows, wall_s=40.0, num_gpus_per_actor=1.0, num_actors=4, ended_at=132.0)
     assert (m.captions, m.failed, m.actors, m.idle_actors) == (11, 1, 4, 1)
     assert m.captions_per_s == 12 / 40 and m.prompt_tokens_per_s == 1200 / 40 and m.output_tokens_per_s == 120 / 40
     assert [(a.actor_id, a.captions_per_s, a.straggler) for a in m.per_actor] == [
-        ("A", 4.0, False), ("B", 4.0, False), ("C", 1.0, True)]
+        ("A", 4.0, False),
+        ("B", 4.0, False),
+        ("C", 1.0, True),
+    ]
     assert m.stragglers == 1 and m.model_load_s_max == 20.0 and m.model_load_s_mean == 14.0
     assert m.accelerator == "gpu" and m.accelerator_s == 4 * (132.0 - 100.0)
     assert m.goodput == 6.0 / 128.0
@@ -309,9 +332,10 @@ def test_clip_rows_missing_columns_are_rejected(clip_partition):
 def test_min_tokens_keeps_the_tiny_model_from_stopping_at_once(ray_local, tiny_model_dir, clip_partition, clip_ids):
     """The test model's policy (min_tokens 8) through the whole stage, on a batch where every clip decodes: every
     row ok with at least 8 tokens, failure_class null (a batch without one failure still commits)."""
-    config = _config(tiny_model_dir, sampling=SamplingConfig(temperature=0.7, top_p=0.95, max_tokens=16,
-                                                             min_tokens=8))
-    good = clip_partition.filter(pa.array([c in clip_ids["good"] for c in clip_partition.column("clip_id").to_pylist()]))
+    config = _config(tiny_model_dir, sampling=SamplingConfig(temperature=0.7, top_p=0.95, max_tokens=16, min_tokens=8))
+    good = clip_partition.filter(
+        pa.array([c in clip_ids["good"] for c in clip_partition.column("clip_id").to_pylist()])
+    )
     table, _ = caption_clips(good, config)
     rows = table.to_pylist()
     assert [r["clip_id"] for r in rows] == clip_ids["good"]

@@ -32,10 +32,26 @@ pytestmark = pytest.mark.slow
 DAY = "2026-05-01"
 HERE = Path(__file__).parent
 # Lenient filter thresholds: most synthetic clips pass, so captioning has enough units to kill in the middle.
-THRESHOLDS = {"max_frozen_ratio": 1.0, "min_motion": 0.0, "min_sharpness": 0.0, "max_text_area": 1.0,
-              "min_brightness": 0.0, "max_brightness": 255.0}
-SOURCES = ["testsrc2", "mandelbrot", "smptehdbars", "rgbtestsrc", "color:red", "color:blue", "gradients",
-           "sierpinski", "color:lime", "color:orange"]
+THRESHOLDS = {
+    "max_frozen_ratio": 1.0,
+    "min_motion": 0.0,
+    "min_sharpness": 0.0,
+    "max_text_area": 1.0,
+    "min_brightness": 0.0,
+    "max_brightness": 255.0,
+}
+SOURCES = [
+    "testsrc2",
+    "mandelbrot",
+    "smptehdbars",
+    "rgbtestsrc",
+    "color:red",
+    "color:blue",
+    "gradients",
+    "sierpinski",
+    "color:lime",
+    "color:orange",
+]
 KILL_TIMEOUT_S = 600
 
 
@@ -48,9 +64,15 @@ def store(tmp_path_factory):
     folder.mkdir(parents=True)
     work = tmp_path_factory.mktemp("synth")
     for i in range(8):
-        spec = VideoSpec(name=f"v{i}", width=320, height=240, fps="30", codec="h264",
-                         segments=(Segment(SOURCES[i], 40), Segment(SOURCES[(i + 3) % len(SOURCES)], 40)),
-                         transitions=(Transition("cut"),))
+        spec = VideoSpec(
+            name=f"v{i}",
+            width=320,
+            height=240,
+            fps="30",
+            codec="h264",
+            segments=(Segment(SOURCES[i], 40), Segment(SOURCES[(i + 3) % len(SOURCES)], 40)),
+            transitions=(Transition("cut"),),
+        )
         path, _ = render(spec, work, truth_dir=work)
         path.replace(folder / path.name)
     return root
@@ -58,8 +80,14 @@ def store(tmp_path_factory):
 
 def _child(args: dict) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(HERE / "kill_child.py"), json.dumps(args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "kill_child.py"), json.dumps(args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _run(args: dict) -> list[dict]:
@@ -107,8 +135,16 @@ def _no_orphans(lake_root: Path, table: str) -> None:
 def clean(store, tmp_path_factory, tiny_model_dir):
     """The uninterrupted run: every asset of the day, on its own lake."""
     lake = tmp_path_factory.mktemp("clean-lake")
-    _run({"store": str(store), "lake": str(lake), "day": DAY, "model": tiny_model_dir, "thresholds": THRESHOLDS,
-          "assets": ["raw_videos", "scene_clips", "filtered_clips", "clip_captions"]})
+    _run(
+        {
+            "store": str(store),
+            "lake": str(lake),
+            "day": DAY,
+            "model": tiny_model_dir,
+            "thresholds": THRESHOLDS,
+            "assets": ["raw_videos", "scene_clips", "filtered_clips", "clip_captions"],
+        }
+    )
     return lake
 
 

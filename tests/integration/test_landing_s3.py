@@ -14,11 +14,11 @@ import uuid
 
 import pytest
 
-from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore.s3 import S3ObjectStore
 from videolake.platform.probe import ProbeConfig
 from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.stages.ingest import ingest_one, list_landing
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,14 @@ SPECIAL = "a b #1 %41 é 漢字 +&=?.mp4"
 
 @pytest.fixture
 def store(seaweed) -> S3ObjectStore:
-    return S3ObjectStore(seaweed.bucket, f"odd-{uuid.uuid4().hex[:8]}", endpoint_url=seaweed.endpoint_url,
-                         region=seaweed.region, access_key_id=seaweed.access_key, secret_access_key=seaweed.secret_key)
+    return S3ObjectStore(
+        seaweed.bucket,
+        f"odd-{uuid.uuid4().hex[:8]}",
+        endpoint_url=seaweed.endpoint_url,
+        region=seaweed.region,
+        access_key_id=seaweed.access_key,
+        secret_access_key=seaweed.secret_key,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +44,29 @@ def videos(ffmpeg, tmp_path_factory) -> list[bytes]:
     out = []
     for i, src in enumerate(("testsrc2", "mandelbrot", "smptehdbars", "rgbtestsrc")):
         p = d / f"v{i}.mp4"
-        subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", f"{src}=size=160x120:rate=24",
-                        "-frames:v", "36", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(p)],
-                       check=True)
+        subprocess.run(
+            [
+                ffmpeg,
+                "-nostdin",
+                "-v",
+                "error",
+                "-y",
+                "-f",
+                "lavfi",
+                "-i",
+                f"{src}=size=160x120:rate=24",
+                "-frames:v",
+                "36",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-pix_fmt",
+                "yuv420p",
+                str(p),
+            ],
+            check=True,
+        )
         out.append(p.read_bytes())
     return out
 
@@ -76,7 +102,7 @@ def test_bucket_oddities_become_rows_and_the_rest_of_the_day_is_ingested(store, 
     for o in entries:
         row = ingest_one(o, store=store, probe_config=ProbeConfig())
         assert store.key_from_uri(row["source_uri"]) == o.key
-        rows[o.key[len(day):]] = row
+        rows[o.key[len(day) :]] = row
     assert {k: r["reject_reason"] or "ok" for k, r in rows.items()} == {
         "plain.mp4": "ok",
         SPECIAL: "ok",
@@ -112,9 +138,8 @@ def test_special_character_keys_round_trip(store, tmp_path):
 def test_rows_of_a_bucket_day_are_storable(store, videos, tmp_path):
     _put(store, f"landing/{DAY}/{SPECIAL}", videos[1])
     _put(store, f"landing/{DAY}/x.mp4/", b"")
-    rows = [ingest_one(o, store=store, probe_config=ProbeConfig())
-            for o in list_landing(store, "landing", [DAY])[DAY]]
-    now = dt.datetime(2024, 3, 2, tzinfo=dt.timezone.utc)
+    rows = [ingest_one(o, store=store, probe_config=ProbeConfig()) for o in list_landing(store, "landing", [DAY])[DAY]]
+    now = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)
     table = rows_to_table([{**r, "partition_date": dt.date(2024, 3, 1), "ingested_at": now} for r in rows], RAW_VIDEOS)
     lake = Lake(str(tmp_path / "lake"))
     assert lake.write_partitions("raw_videos", table, PartitionRange.of([DAY])).rows == 2

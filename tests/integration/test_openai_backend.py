@@ -59,12 +59,37 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
     """``python -m vllm.entrypoints.openai.api_server`` on CPU; yields its /v1 base URL once /health answers."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", tiny_model_dir,
-           "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY,
-           "--enforce-eager", "--max-model-len", "4096", "--max-num-seqs", "8",
-           "--limit-mm-per-prompt", json.dumps({"image": 4, "video": 0}), "--uvicorn-log-level", "warning"]
+    env = dict(
+        os.environ,
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        tiny_model_dir,
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--api-key",
+        API_KEY,
+        "--enforce-eager",
+        "--max-model-len",
+        "4096",
+        "--max-num-seqs",
+        "8",
+        "--limit-mm-per-prompt",
+        json.dumps({"image": 4, "video": 0}),
+        "--uvicorn-log-level",
+        "warning",
+    ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
@@ -101,9 +126,12 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _forward(self, body: bytes | None) -> None:
-        req = urllib.request.Request(self.server.upstream + self.path, data=body, method=self.command,
-                                     headers={k: v for k, v in self.headers.items() if k.lower() in
-                                              ("authorization", "content-type")})
+        req = urllib.request.Request(
+            self.server.upstream + self.path,
+            data=body,
+            method=self.command,
+            headers={k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")},
+        )
         try:
             with urllib.request.urlopen(req, timeout=120) as r:
                 status, data = r.status, r.read()
@@ -135,10 +163,19 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
 
 
 def _config(tiny_model_dir: str, **endpoint) -> CaptionerConfig:
-    ep = EndpointConfig(base_url_env=BASE_ENV, api_key_env=KEY_ENV, served_model_name=SERVED_NAME,
-                        max_concurrency=2, timeout_s=120, max_retries=3, backoff_s=0.05, **endpoint)
-    return tiny_bench_config(tiny_model_dir, backend="openai", input_mode="images", endpoint=ep,
-                             model_name="tiny-qwen2.5-vl-random")
+    ep = EndpointConfig(
+        base_url_env=BASE_ENV,
+        api_key_env=KEY_ENV,
+        served_model_name=SERVED_NAME,
+        max_concurrency=2,
+        timeout_s=120,
+        max_retries=3,
+        backoff_s=0.05,
+        **endpoint,
+    )
+    return tiny_bench_config(
+        tiny_model_dir, backend="openai", input_mode="images", endpoint=ep, model_name="tiny-qwen2.5-vl-random"
+    )
 
 
 @pytest.fixture
@@ -194,8 +231,9 @@ def _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures: i
         proxy.server_close()
 
 
-def test_wrong_api_key_fails_each_clip_once_with_the_servers_reason(endpoint_env, vllm_server, tiny_model_dir,
-                                                                     clip_partition):
+def test_wrong_api_key_fails_each_clip_once_with_the_servers_reason(
+    endpoint_env, vllm_server, tiny_model_dir, clip_partition
+):
     endpoint_env.setenv(KEY_ENV, "wrong-key")
     batch = _batch(clip_partition.slice(0, 2), _config(tiny_model_dir))
     out, posts = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=0)
@@ -218,8 +256,9 @@ def test_missing_base_url_is_a_setup_error(monkeypatch, tiny_model_dir):
         get_captioner(_config(tiny_model_dir)).setup()
 
 
-def test_openai_backend_in_ray_actors_gets_the_endpoint_env(endpoint_env, ray_local, tiny_model_dir, clip_partition,
-                                                            clip_ids):
+def test_openai_backend_in_ray_actors_gets_the_endpoint_env(
+    endpoint_env, ray_local, tiny_model_dir, clip_partition, clip_ids
+):
     """Through the whole stage: the endpoint variables reach the actors via runtime_env, not the driver's env."""
     table, metrics = caption_clips(clip_partition, _config(tiny_model_dir))
     assert table.column("clip_id").to_pylist() == clip_ids["all"]
@@ -255,7 +294,8 @@ def test_structured_prompt_sends_a_json_schema(endpoint_env, tiny_model_dir, cli
 
 
 def test_a_rerun_captions_again_the_clips_that_failed_transiently_and_reuses_the_rest(
-        endpoint_env, vllm_server, ray_local, tiny_model_dir, clip_partition, clip_ids, tmp_path):
+    endpoint_env, vllm_server, ray_local, tiny_model_dir, clip_partition, clip_ids, tmp_path
+):
     """The whole caption stage twice on one lake: in the first run the endpoint answers 503 to every request (the
     backend's retries run out: transient), in the second it answers. The second run captions exactly the clips
     that failed transiently; the clips that cannot decode (permanent) are reused, not sent again."""
@@ -299,8 +339,9 @@ def test_a_rerun_captions_again_the_clips_that_failed_transiently_and_reuses_the
         proxy.server_close()
 
 
-def test_a_refused_request_is_a_permanent_failure_and_is_not_sent_again(endpoint_env, vllm_server, tiny_model_dir,
-                                                                       clip_partition):
+def test_a_refused_request_is_a_permanent_failure_and_is_not_sent_again(
+    endpoint_env, vllm_server, tiny_model_dir, clip_partition
+):
     endpoint_env.setenv(KEY_ENV, "wrong-key")
     batch = _batch(clip_partition.slice(0, 2), _config(tiny_model_dir))
     out, _ = _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures=0)

@@ -39,35 +39,53 @@ def prefix(seaweed) -> str:
 
 
 def _store(server: SeaweedS3, prefix: str) -> S3ObjectStore:
-    return S3ObjectStore(server.bucket, prefix, endpoint_url=server.endpoint_url, region=server.region,
-                         access_key_id=server.access_key, secret_access_key=server.secret_key)
+    return S3ObjectStore(
+        server.bucket,
+        prefix,
+        endpoint_url=server.endpoint_url,
+        region=server.region,
+        access_key_id=server.access_key,
+        secret_access_key=server.secret_key,
+    )
 
 
 def _resource(server: SeaweedS3, prefix: str) -> ObjectStoreResource:
-    return ObjectStoreResource(kind="s3", bucket=server.bucket, prefix=prefix,
-                               s3=S3Resource(endpoint_url=server.endpoint_url, region=server.region,
-                                             access_key_id=server.access_key, secret_access_key=server.secret_key))
+    return ObjectStoreResource(
+        kind="s3",
+        bucket=server.bucket,
+        prefix=prefix,
+        s3=S3Resource(
+            endpoint_url=server.endpoint_url,
+            region=server.region,
+            access_key_id=server.access_key,
+            secret_access_key=server.secret_key,
+        ),
+    )
 
 
 def test_a_folder_marker_makes_a_day_exist_and_no_object_means_no_folder(seaweed, prefix):
     store = _store(seaweed, prefix)
     assert [landing_folder_exists(store, "landing", d) for d in (MARKER_DAY, EMPTY_DAY, FULL_DAY)] == [
-        True, False, True]
+        True,
+        False,
+        True,
+    ]
 
 
 def test_schedule_on_s3_runs_a_marked_day_and_skips_a_missing_one(seaweed, prefix):
     resources = {"object_store": _resource(seaweed, prefix)}
 
     def tick(day: str):
-        at = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc) + dt.timedelta(days=1, minutes=30)
+        at = dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC) + dt.timedelta(days=1, minutes=30)
         with dg.build_schedule_context(scheduled_execution_time=at, resources=resources) as ctx:
             return daily_schedule(ctx)
 
     assert tick(MARKER_DAY).partition_key == MARKER_DAY
     skipped = tick(EMPTY_DAY)
     assert isinstance(skipped, dg.SkipReason)
-    assert skipped.skip_message == (f"no landing data for {EMPTY_DAY}: s3://{seaweed.bucket}/{prefix}/landing/"
-                                    f"{EMPTY_DAY}/ does not exist")
+    assert skipped.skip_message == (
+        f"no landing data for {EMPTY_DAY}: s3://{seaweed.bucket}/{prefix}/landing/{EMPTY_DAY}/ does not exist"
+    )
 
 
 def test_sensor_on_s3_requests_only_days_that_have_objects(seaweed, prefix):
@@ -80,15 +98,28 @@ def test_sensor_on_s3_requests_only_days_that_have_objects(seaweed, prefix):
 
 def _doctor(server: SeaweedS3, prefix: str, tmp_path, secret: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIDEOLAKE_", "DAGSTER_", "AWS_"))}
-    env.update({
-        "VIDEOLAKE_PROFILE": "prod", "VIDEOLAKE_S3_BUCKET": server.bucket, "VIDEOLAKE_S3_PREFIX": prefix,
-        "VIDEOLAKE_S3_ENDPOINT_URL": server.endpoint_url, "VIDEOLAKE_S3_REGION": server.region,
-        "VIDEOLAKE_RAY_IMAGE": "example/videolake:0", "AWS_ACCESS_KEY_ID": server.access_key,
-        "AWS_SECRET_ACCESS_KEY": secret, "DAGSTER_HOME": str(tmp_path / "home"),
-        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    })
-    return subprocess.run([sys.executable, "-m", "videolake.cli", "doctor", "--only", "object_store", "--only", "lake"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env.update(
+        {
+            "VIDEOLAKE_PROFILE": "prod",
+            "VIDEOLAKE_S3_BUCKET": server.bucket,
+            "VIDEOLAKE_S3_PREFIX": prefix,
+            "VIDEOLAKE_S3_ENDPOINT_URL": server.endpoint_url,
+            "VIDEOLAKE_S3_REGION": server.region,
+            "VIDEOLAKE_RAY_IMAGE": "example/videolake:0",
+            "AWS_ACCESS_KEY_ID": server.access_key,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "DAGSTER_HOME": str(tmp_path / "home"),
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "videolake.cli", "doctor", "--only", "object_store", "--only", "lake"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_doctor_reaches_the_bucket_with_the_configured_credentials(seaweed, prefix, tmp_path):
@@ -106,8 +137,13 @@ def test_doctor_with_a_wrong_secret_says_so_without_printing_it(seaweed, prefix,
     wrong = "wrong-secret-" + uuid.uuid4().hex
     out = _doctor(seaweed, prefix, tmp_path, wrong)
     assert out.returncode == 1
-    rejected = (f"S3 rejected the credentials for bucket '{seaweed.bucket}' at endpoint {seaweed.endpoint_url} "
-                "(SignatureDoesNotMatch) while trying to list the bucket: check the access key id and secret")
-    assert out.stdout.splitlines() == [f"FAIL  object_store  {rejected}", f"FAIL  lake          {rejected}",
-                                       "0 of 2 checks ok; failed: object_store, lake"]
+    rejected = (
+        f"S3 rejected the credentials for bucket '{seaweed.bucket}' at endpoint {seaweed.endpoint_url} "
+        "(SignatureDoesNotMatch) while trying to list the bucket: check the access key id and secret"
+    )
+    assert out.stdout.splitlines() == [
+        f"FAIL  object_store  {rejected}",
+        f"FAIL  lake          {rejected}",
+        "0 of 2 checks ok; failed: object_store, lake",
+    ]
     assert wrong not in out.stdout + out.stderr

@@ -57,9 +57,16 @@ def _landing_specs():
     from videolake.platform.synth import Segment, Transition, VideoSpec
 
     def spec(name, fps, *segments, seed=0):
-        return VideoSpec(name=name, width=320, height=240, fps=fps, codec="h264", seed=seed,
-                         segments=tuple(Segment(s, n) for s, n in segments),
-                         transitions=tuple(Transition("cut") for _ in segments[1:]))
+        return VideoSpec(
+            name=name,
+            width=320,
+            height=240,
+            fps=fps,
+            codec="h264",
+            seed=seed,
+            segments=tuple(Segment(s, n) for s, n in segments),
+            transitions=tuple(Transition("cut") for _ in segments[1:]),
+        )
 
     return [
         (DAY1, "video", spec("cuts3", "30", ("testsrc2", 45), ("color:red", 40), ("mandelbrot", 50))),
@@ -69,8 +76,7 @@ def _landing_specs():
         # Footage the first day does not have (lavfi's testsrc2 and mandelbrot are the same pictures on every render:
         # the later days' clips of them would be near-duplicates of the first day's and none would pass).
         (DAY2, "video", spec("day2_pan_red_grad", "25", ("pan", 45), ("color:red", 40), ("gradients", 50))),
-        (DAY3, "video", spec("day3_sierp_blue_pan", "30", ("sierpinski", 50), ("color:blue", 40), ("pan", 45),
-                             seed=3)),
+        (DAY3, "video", spec("day3_sierp_blue_pan", "30", ("sierpinski", 50), ("color:blue", 40), ("pan", 45), seed=3)),
     ]
 
 
@@ -87,8 +93,8 @@ class Landed:
 
 def _expected_rows(landed: list[Landed], day: str) -> dict[str, set]:
     """What raw_videos and scene_clips must hold for ``day`` (ids), from the ground truth alone."""
-    from videolake.platform.schemas import clip_id
     from videolake.platform.scenes.segments import cuts_to_ranges
+    from videolake.platform.schemas import clip_id
 
     raw, clips = set(), set()
     for obj in (o for o in landed if o.day == day):
@@ -102,19 +108,31 @@ def _expected_rows(landed: list[Landed], day: str) -> dict[str, set]:
 
 
 # ------------------------------------------------------------------------------------------------- resources
-def s3_resources(*, endpoint_url: str, bucket: str, prefix: str, access_key_id, secret_access_key,
-                 lake_resource: type[LakeResource] = LakeResource, ray_start_lock: str | None = None,
-                 **lake_extra) -> dict:
+def s3_resources(
+    *,
+    endpoint_url: str,
+    bucket: str,
+    prefix: str,
+    access_key_id,
+    secret_access_key,
+    lake_resource: type[LakeResource] = LakeResource,
+    ray_start_lock: str | None = None,
+    **lake_extra,
+) -> dict:
     """The prod profile's storage resources pointed at the test server (credentials: plain strings in the test
     process, dg.EnvVar in the child processes, as in prod) and a local Ray for the CPU steps."""
-    s3 = S3Resource(endpoint_url=endpoint_url, region="us-east-1", access_key_id=access_key_id,
-                    secret_access_key=secret_access_key)
+    s3 = S3Resource(
+        endpoint_url=endpoint_url, region="us-east-1", access_key_id=access_key_id, secret_access_key=secret_access_key
+    )
     return {
         "s3": s3,
         "object_store": ObjectStoreResource(kind="s3", bucket=bucket, prefix=prefix, s3=s3),
         "lake": lake_resource(bucket=bucket, prefix=prefix, s3=s3, **lake_extra),
-        "ray_cluster": (SerialStartLocalRay(ray_init_options=dict(RAY_INIT), start_lock=ray_start_lock)
-                        if ray_start_lock else LocalRay(ray_init_options=dict(RAY_INIT))),
+        "ray_cluster": (
+            SerialStartLocalRay(ray_init_options=dict(RAY_INIT), start_lock=ray_start_lock)
+            if ray_start_lock
+            else LocalRay(ray_init_options=dict(RAY_INIT))
+        ),
     }
 
 
@@ -184,8 +202,14 @@ def landed(seaweed, prefix, tmp_path_factory) -> list[Landed]:
     from videolake.platform.synth import render, render_special
 
     work = tmp_path_factory.mktemp("synth")
-    store = S3ObjectStore(seaweed.bucket, prefix, endpoint_url=seaweed.endpoint_url, region=seaweed.region,
-                          access_key_id=seaweed.access_key, secret_access_key=seaweed.secret_key)
+    store = S3ObjectStore(
+        seaweed.bucket,
+        prefix,
+        endpoint_url=seaweed.endpoint_url,
+        region=seaweed.region,
+        access_key_id=seaweed.access_key,
+        secret_access_key=seaweed.secret_key,
+    )
     out = []
     for day, kind, what in _landing_specs():
         path, truth = render(what, work) if kind == "video" else render_special(what, work)
@@ -197,8 +221,13 @@ def landed(seaweed, prefix, tmp_path_factory) -> list[Landed]:
 
 @pytest.fixture(scope="module")
 def resources(seaweed, prefix) -> dict:
-    return s3_resources(endpoint_url=seaweed.endpoint_url, bucket=seaweed.bucket, prefix=prefix,
-                        access_key_id=seaweed.access_key, secret_access_key=seaweed.secret_key)
+    return s3_resources(
+        endpoint_url=seaweed.endpoint_url,
+        bucket=seaweed.bucket,
+        prefix=prefix,
+        access_key_id=seaweed.access_key,
+        secret_access_key=seaweed.secret_key,
+    )
 
 
 def _rows(resources, table: str, days: list[str]) -> list[dict]:
@@ -254,7 +283,9 @@ def _check_cpu_tables(resources, landed: list[Landed], day: str) -> dict[str, li
 
 
 # ------------------------------------------------------------------------------------------------- tests
-def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, prefix, landed, resources, tiny_model_dir):
+def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(
+    seaweed, prefix, landed, resources, tiny_model_dir
+):
     from videolake.assets import cpu_assets
     from videolake.assets.captions import build_clip_captions
     from videolake.assets.checks import build_all_gate_checks
@@ -263,23 +294,34 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
 
     # The CPU settings of the captioning tests (tiny_bench_config). The random-weight model's text is random: at a
     # low temperature it can emit only special tokens for a clip (an empty caption, a `failed` row by design).
-    captioner = CaptionerResource(model=tiny_model_dir, model_name="tiny-qwen2.5-vl-random", enforce_eager=True,
-                                  temperature=0.7, top_p=0.95, max_tokens=16, sample_fps=4.0, max_frames=4,
-                                  max_pixels=112 * 112, num_actors=1)
+    captioner = CaptionerResource(
+        model=tiny_model_dir,
+        model_name="tiny-qwen2.5-vl-random",
+        enforce_eager=True,
+        temperature=0.7,
+        top_p=0.95,
+        max_tokens=16,
+        sample_fps=4.0,
+        max_frames=4,
+        max_pixels=112 * 112,
+        num_actors=1,
+    )
     assets = [*cpu_assets.CPU_ASSETS, build_clip_captions(captioner)]
     checks = build_all_gate_checks(overrides=LENIENT_CAPTION_CONTENT)
     all_resources = {**resources, "caption_ray": LocalRay(ray_init_options=dict(RAY_INIT)), "captioner": captioner}
 
-    result = dg.materialize([*assets, *checks], partition_key=DAY1, resources=all_resources,
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [*assets, *checks], partition_key=DAY1, resources=all_resources, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
 
     # every table lives in the bucket: a Delta log and the partition's data files under tables/<name>/
     keys = _bucket_keys(seaweed, prefix)
     for table in TABLES:
         assert f"{prefix}/tables/{table}/_delta_log/00000000000000000000.json" in keys, table
-        assert any(k.startswith(f"{prefix}/tables/{table}/partition_date={DAY1}/") and k.endswith(".parquet")
-                   for k in keys), table
+        assert any(
+            k.startswith(f"{prefix}/tables/{table}/partition_date={DAY1}/") and k.endswith(".parquet") for k in keys
+        ), table
     assert not any(k.startswith(f"{prefix}/tables/") and "partition_date=" in k and DAY1 not in k for k in keys)
 
     cpu = _check_cpu_tables(resources, landed, DAY1)
@@ -296,9 +338,11 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
     # every gate of the four tables was evaluated once, for this partition; every blocking one passed
     evals = result.get_asset_check_evaluations()
     assert sorted((e.asset_key.path[-1], e.check_name) for e in evals) == sorted(
-        (t, g) for t in TABLES for g in gate_names(t))
-    failed_blocking = [(e.check_name, e.description) for e in evals
-                       if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
+        (t, g) for t in TABLES for g in gate_names(t)
+    )
+    failed_blocking = [
+        (e.check_name, e.description) for e in evals if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
+    ]
     assert failed_blocking == []
     mats = {e.asset_key.path[-1]: e.materialization.metadata for e in result.get_asset_materialization_events()}
     assert mats["clip_captions"]["dagster/partition_row_count"].value == len(passed)
@@ -317,7 +361,9 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
     listed = re.findall(r"^- `([0-9a-f_]+)`: ", sheet, re.M)
     assert listed and set(listed) <= set(passed), listed
     # the whole table's rows (every day written so far), beside the day's
-    assert mats["clip_captions"]["dagster/row_count"].value == resources["lake"].get_lake().row_count("clip_captions", None)
+    assert mats["clip_captions"]["dagster/row_count"].value == resources["lake"].get_lake().row_count(
+        "clip_captions", None
+    )
 
     # The training shards are in the bucket; a release of the day (its gates, as this run judged them, passed),
     # verified and read back through the loader, all over S3.
@@ -334,8 +380,9 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(seaweed, p
     assert release.partitions == [DAY1], release.excluded_partitions
     assert {s["uri"] for s in release.manifest["shards"]} == {r["shard_uri"] for r in samples}
     assert verify_release(store, "s3-test", storage_options=lake.storage_options).ok
-    ds = open_release(store.uri("releases/s3-test"), num_frames=2, shuffle_seed=None,
-                      storage_options=lake.storage_options)
+    ds = open_release(
+        store.uri("releases/s3-test"), num_frames=2, shuffle_seed=None, storage_options=lake.storage_options
+    )
     got = {s["__key__"]: s for s in ds}
     text = {c["clip_id"]: c["caption"] for c in captions}
     assert sorted(got) == passed
@@ -353,11 +400,25 @@ def test_two_partitions_concurrently_into_the_same_tables(seaweed, prefix, lande
     env = {**os.environ, "AWS_ACCESS_KEY_ID": seaweed.access_key, "AWS_SECRET_ACCESS_KEY": seaweed.secret_key}
     procs = {}
     for day in (DAY2, DAY3):
-        args = {"endpoint_url": seaweed.endpoint_url, "bucket": seaweed.bucket, "prefix": prefix, "day": day,
-                "barrier_dir": str(barrier), "ray_start_lock": str(tmp_path / "ray-start.lock")}
+        args = {
+            "endpoint_url": seaweed.endpoint_url,
+            "bucket": seaweed.bucket,
+            "prefix": prefix,
+            "day": day,
+            "barrier_dir": str(barrier),
+            "ray_start_lock": str(tmp_path / "ray-start.lock"),
+        }
         log = open(tmp_path / f"child-{day}.log", "wb")
-        procs[day] = (subprocess.Popen([sys.executable, __file__, json.dumps(args)], stdout=log,
-                                       stderr=subprocess.STDOUT, cwd=Path(__file__).parent, env=env), log)
+        procs[day] = (
+            subprocess.Popen(
+                [sys.executable, __file__, json.dumps(args)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=Path(__file__).parent,
+                env=env,
+            ),
+            log,
+        )
     outcomes = {}
     try:
         for day, (proc, log) in procs.items():
@@ -388,8 +449,10 @@ def test_two_partitions_concurrently_into_the_same_tables(seaweed, prefix, lande
         rows = _rows(resources, table, [DAY1, DAY2, DAY3])
         ids = [tuple(str(r[k]) for k in key) for r in rows]
         assert len(ids) == len(set(ids)), table
-        expected_n = sum(len(_expected_rows(landed, d)["raw_videos" if table == "raw_videos" else "scene_clips"])
-                         for d in (DAY1, DAY2, DAY3))
+        expected_n = sum(
+            len(_expected_rows(landed, d)["raw_videos" if table == "raw_videos" else "scene_clips"])
+            for d in (DAY1, DAY2, DAY3)
+        )
         assert len(rows) == expected_n, table
     # partition DAY1 untouched: the same data files and the same rows in all four tables
     assert {t: _partition_files(resources, t, DAY1) for t in TABLES} == before
@@ -411,19 +474,30 @@ def _child_main(raw_args: str) -> int:
 
     logging.getLogger("videolake.platform.lake_storage").addHandler(_Count(level=logging.WARNING))
     logging.getLogger("videolake.platform.lake_storage").setLevel(logging.WARNING)
-    resources = s3_resources(endpoint_url=args["endpoint_url"], bucket=args["bucket"], prefix=args["prefix"],
-                             access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
-                             secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
-                             lake_resource=BarrierLakeResource, barrier_dir=args["barrier_dir"],
-                             ray_start_lock=args["ray_start_lock"])
-    result = dg.materialize(cpu_assets_and_checks(), partition_key=args["day"], resources=resources,
-                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    resources = s3_resources(
+        endpoint_url=args["endpoint_url"],
+        bucket=args["bucket"],
+        prefix=args["prefix"],
+        access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+        secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+        lake_resource=BarrierLakeResource,
+        barrier_dir=args["barrier_dir"],
+        ray_start_lock=args["ray_start_lock"],
+    )
+    result = dg.materialize(
+        cpu_assets_and_checks(),
+        partition_key=args["day"],
+        resources=resources,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
     evals = result.get_asset_check_evaluations()
     out = {
         "success": result.success,
         "checks": len(evals),
-        "failed_blocking_checks": [e.check_name for e in evals
-                                   if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR],
+        "failed_blocking_checks": [
+            e.check_name for e in evals if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
+        ],
         "commit_conflicts": len(conflicts),
     }
     print("CHILD-RESULT " + json.dumps(out), flush=True)

@@ -5,7 +5,6 @@ pods get them, and a partitioned asset is materialized through it. The run, its 
 gpu pool limit must then be in PostgreSQL, seen both through Dagster's API and with plain SQL.
 """
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -46,8 +45,9 @@ def outside_cluster(instance_yaml: str, tmp_path: Path) -> str:
     with resume builds the launcher when the instance starts, so it must be constructible here."""
     kubeconfig = tmp_path / "kubeconfig-fake"
     kubeconfig.write_text(FAKE_KUBECONFIG)
-    changed = instance_yaml.replace("    load_incluster_config: true\n",
-                                    f"    load_incluster_config: false\n    kubeconfig_file: {kubeconfig}\n")
+    changed = instance_yaml.replace(
+        "    load_incluster_config: true\n", f"    load_incluster_config: false\n    kubeconfig_file: {kubeconfig}\n"
+    )
     assert changed != instance_yaml, "k8s/dagster-postgres.yaml no longer sets load_incluster_config: true"
     return changed
 
@@ -130,8 +130,9 @@ def test_k8s_run_launcher_config_is_valid(monkeypatch):
 
 def test_partition_materialization_is_recorded_in_postgres(prod_instance, postgres, seaweed):
     prod_instance.event_log_storage.set_concurrency_slots("gpu", 1)
-    result = dg.materialize([tiny_captions], instance=prod_instance, partition_key="2024-01-03",
-                            tags={"videolake/gpu": "true"})
+    result = dg.materialize(
+        [tiny_captions], instance=prod_instance, partition_key="2024-01-03", tags={"videolake/gpu": "true"}
+    )
     assert result.success
     run_id = result.run_id
 
@@ -155,8 +156,11 @@ def test_partition_materialization_is_recorded_in_postgres(prod_instance, postgr
             (run_id, "ASSET_MATERIALIZATION"),
         )
         assert cur.fetchall() == [('["tiny_captions"]', "2024-01-03")]
-        cur.execute("SELECT dagster_event_type FROM event_logs WHERE run_id = %s AND dagster_event_type IS NOT NULL "
-                    "ORDER BY id", (run_id,))
+        cur.execute(
+            "SELECT dagster_event_type FROM event_logs WHERE run_id = %s AND dagster_event_type IS NOT NULL "
+            "ORDER BY id",
+            (run_id,),
+        )
         types = [row[0] for row in cur.fetchall()]
         assert types.count("ASSET_MATERIALIZATION") == 1, types
         assert types[-1] == "PIPELINE_SUCCESS", types  # RUN_SUCCESS keeps its legacy name in storage
@@ -164,8 +168,12 @@ def test_partition_materialization_is_recorded_in_postgres(prod_instance, postgr
         assert cur.fetchall() == [(1,)]
 
     # the step's stdout went to S3 through the S3ComputeLogManager
-    keys = [o["Key"] for o in seaweed.client().list_objects_v2(Bucket=seaweed.bucket,
-                                                               Prefix="dagster/compute-logs/").get("Contents", [])]
+    keys = [
+        o["Key"]
+        for o in seaweed.client()
+        .list_objects_v2(Bucket=seaweed.bucket, Prefix="dagster/compute-logs/")
+        .get("Contents", [])
+    ]
     out_keys = [k for k in keys if run_id in k and k.endswith(".out")]
     assert out_keys, keys
     body = seaweed.client().get_object(Bucket=seaweed.bucket, Key=out_keys[0])["Body"].read().decode()
@@ -176,6 +184,8 @@ def test_partition_materialization_is_recorded_in_postgres(prod_instance, postgr
     assert second.success
     assert prod_instance.get_materialized_partitions(dg.AssetKey("tiny_captions")) == {"2024-01-03", "2024-01-17"}
     with postgres.connect(DB) as conn, conn.cursor() as cur:
-        cur.execute("SELECT partition FROM event_logs WHERE dagster_event_type = %s ORDER BY partition",
-                    ("ASSET_MATERIALIZATION",))
+        cur.execute(
+            "SELECT partition FROM event_logs WHERE dagster_event_type = %s ORDER BY partition",
+            ("ASSET_MATERIALIZATION",),
+        )
         assert cur.fetchall() == [("2024-01-03",), ("2024-01-17",)]

@@ -33,8 +33,8 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-DAY = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=2)).isoformat()
-START = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=10)).isoformat()
+DAY = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2)).isoformat()
+START = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=10)).isoformat()
 TABLES = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
 VOLATILE = {"ingested_at", "captioned_at", "latency_s"}  # wall-clock columns: differ between any two runs
 KEYS = {"raw_videos": "video_id", "scene_clips": "clip_id", "filtered_clips": "clip_id", "clip_captions": "clip_id"}
@@ -57,10 +57,24 @@ def _land(store: Path) -> list[str]:
     folder.mkdir(parents=True)
     work = store.parent / "synth"
     specs = [
-        VideoSpec(name="rec_a", width=320, height=240, fps="25", codec="h264",
-                  segments=(Segment("testsrc2", 40), Segment("mandelbrot", 40)), transitions=(Transition("cut"),)),
-        VideoSpec(name="rec_b", width=320, height=240, fps="30", codec="h264",
-                  segments=(Segment("gradients", 45), Segment("sierpinski", 45)), transitions=(Transition("cut"),)),
+        VideoSpec(
+            name="rec_a",
+            width=320,
+            height=240,
+            fps="25",
+            codec="h264",
+            segments=(Segment("testsrc2", 40), Segment("mandelbrot", 40)),
+            transitions=(Transition("cut"),),
+        ),
+        VideoSpec(
+            name="rec_b",
+            width=320,
+            height=240,
+            fps="30",
+            codec="h264",
+            segments=(Segment("gradients", 45), Segment("sierpinski", 45)),
+            transitions=(Transition("cut"),),
+        ),
     ]
     for spec in specs:
         path, _truth = render(spec, work)
@@ -81,13 +95,23 @@ class Deployment:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VIDEOLAKE_", "DAGSTER_", "RAY_ADDRESS"))}
-        env.update({
-            "DAGSTER_HOME": str(self.home), "VIDEOLAKE_DATA_DIR": str(self.data), "VIDEOLAKE_PROFILE": "local",
-            "VIDEOLAKE_PARTITIONS_START": START, "VIDEOLAKE_RAY_CPUS": "2", "GX_ANALYTICS_ENABLED": "false",
-            "RAY_USAGE_STATS_ENABLED": "0", "DAGSTER_DISABLE_TELEMETRY": "true", "TOKENIZERS_PARALLELISM": "false",
-            "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        })
+        env.update(
+            {
+                "DAGSTER_HOME": str(self.home),
+                "VIDEOLAKE_DATA_DIR": str(self.data),
+                "VIDEOLAKE_PROFILE": "local",
+                "VIDEOLAKE_PARTITIONS_START": START,
+                "VIDEOLAKE_RAY_CPUS": "2",
+                "GX_ANALYTICS_ENABLED": "false",
+                "RAY_USAGE_STATS_ENABLED": "0",
+                "DAGSTER_DISABLE_TELEMETRY": "true",
+                "TOKENIZERS_PARALLELISM": "false",
+                "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "HF_HUB_OFFLINE": "1",
+                "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            }
+        )
         return env
 
     def start(self) -> None:
@@ -97,16 +121,28 @@ class Deployment:
             instance.get_runs(limit=1)
         cmd = [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port)]
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=self.env(), stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus "
-                                     "locationOrLoadError { __typename } } } } }"}).encode()
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env=self.env(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        query = json.dumps(
+            {
+                "query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus "
+                "locationOrLoadError { __typename } } } } }"
+            }
+        ).encode()
         deadline = time.monotonic() + SERVER_TIMEOUT_S
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"dagster dev exited:\n{self.tail()}"
             try:
-                req = urllib.request.Request(f"http://127.0.0.1:{self.port}/graphql", data=query,
-                                             headers={"Content-Type": "application/json"})
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{self.port}/graphql", data=query, headers={"Content-Type": "application/json"}
+                )
                 with urllib.request.urlopen(req, timeout=10) as r:
                     entries = json.loads(r.read())["data"]["workspaceOrError"]["locationEntries"]
                 if entries and all(e["loadStatus"] == "LOADED" for e in entries):
@@ -126,8 +162,12 @@ class Deployment:
         from dagster_graphql import DagsterGraphQLClient
 
         client = DagsterGraphQLClient("127.0.0.1", port_number=self.port, timeout=120)
-        return client.submit_job_execution("videolake_daily", repository_location_name="videolake",
-                                           repository_name="__repository__", tags={"dagster/partition": DAY})
+        return client.submit_job_execution(
+            "videolake_daily",
+            repository_location_name="videolake",
+            repository_name="__repository__",
+            tags={"dagster/partition": DAY},
+        )
 
     def stop(self) -> None:
         import psutil
@@ -188,8 +228,11 @@ def _wait(predicate, timeout_s: float, what: str, dep: Deployment, poll_s: float
 
 
 def _events(instance, run_id: str, kind: str | None = None):
-    return [e for e in instance.all_logs(run_id) if e.dagster_event
-            and (kind is None or e.dagster_event.event_type_value == kind)]
+    return [
+        e
+        for e in instance.all_logs(run_id)
+        if e.dagster_event and (kind is None or e.dagster_event.event_type_value == kind)
+    ]
 
 
 def _status(instance, run_id: str):
@@ -282,13 +325,22 @@ def test_killed_run_worker_is_failed_freed_retried_and_leaves_the_clean_rows(dep
         assert step not in done, f"{step} finished before the kill: the fault was not injected mid-step"
         _wait(lambda: not any(_alive(p) for p in step_pids), 60, "the step process to die", deployment)
         marks["step processes gone"] = time.monotonic() - killed
-        _wait(lambda: run_id not in {s.run_id for s in
-                                     instance.event_log_storage.get_concurrency_info("gpu").claimed_slots}
-              and run_id not in instance.event_log_storage.get_concurrency_run_ids(),
-              120, "its pool slots and claims to be freed", deployment)
+        _wait(
+            lambda: (
+                run_id not in {s.run_id for s in instance.event_log_storage.get_concurrency_info("gpu").claimed_slots}
+                and run_id not in instance.event_log_storage.get_concurrency_run_ids()
+            ),
+            120,
+            "its pool slots and claims to be freed",
+            deployment,
+        )
         marks["slots freed"] = time.monotonic() - killed
-        retries = _wait(lambda: instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run_id})), 180,
-                        "the automatic retry", deployment)
+        retries = _wait(
+            lambda: instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": run_id})),
+            180,
+            "the automatic retry",
+            deployment,
+        )
         marks["retry launched"] = time.monotonic() - killed
         (retry,) = retries
         assert retry.tags["dagster/retry_number"] == "1" and retry.tags["dagster/partition"] == DAY
@@ -305,5 +357,8 @@ def test_killed_run_worker_is_failed_freed_retried_and_leaves_the_clean_rows(dep
     assert len(failure) == 1
     assert _snapshot(deployment) == clean_rows  # no row lost, none duplicated, none different
     assert marks["retry succeeded"] <= RECOVERY_BOUND_S
-    print(f"\nkill during {step}: " + ", ".join(f"{k} after {v:.1f}s" for k, v in marks.items())
-          + f"; failure message: {failure[0].splitlines()[0]!r}")
+    print(
+        f"\nkill during {step}: "
+        + ", ".join(f"{k} after {v:.1f}s" for k, v in marks.items())
+        + f"; failure message: {failure[0].splitlines()[0]!r}"
+    )

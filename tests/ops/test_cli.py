@@ -11,15 +11,15 @@ import subprocess
 import sys
 
 import pytest
-
 from cli_helpers import REPO, cli_env, normalized, videolake
 
 DOCTOR_CHECKS = ["ffmpeg", "packages", "definitions", "object_store", "lake", "model", "dagster", "runs"]
 
 
 def _commands() -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "videolake.cli", "--help"], capture_output=True, text=True,
-                         check=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "videolake.cli", "--help"], capture_output=True, text=True, check=True, cwd=REPO
+    )
     section = out.stdout.split("COMMAND\n", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"^    ([a-z]+)\s", section, re.M)
 
@@ -28,8 +28,13 @@ def test_help_lists_every_command_and_each_command_has_help():
     commands = _commands()
     assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor", "release", "vacuum", "lineage"]
     for name in commands:
-        out = subprocess.run([sys.executable, "-m", "videolake.cli", name, "--help"], capture_output=True,
-                             text=True, cwd=REPO, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "videolake.cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert out.returncode == 0, f"videolake {name} --help failed:\n{out.stderr}"
         assert out.stdout.startswith(f"usage: videolake {name}"), out.stdout
 
@@ -83,8 +88,26 @@ def test_demo_on_a_day_without_landing_data_names_the_step_the_error_and_the_fix
 def test_demo_whose_gate_fails_names_the_gate_and_reuses_landed_files(tmp_path, ffmpeg):
     folder = tmp_path / "data" / "store" / "landing" / "2026-03-06"
     folder.mkdir(parents=True)
-    subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=24", "-frames:v",
-                    "48", "-pix_fmt", "yuv420p", "-c:v", "libx264", str(folder / "a.mp4")], check=True)
+    subprocess.run(
+        [
+            ffmpeg,
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=160x120:rate=24",
+            "-frames:v",
+            "48",
+            "-pix_fmt",
+            "yuv420p",
+            "-c:v",
+            "libx264",
+            str(folder / "a.mp4"),
+        ],
+        check=True,
+    )
     (folder / "b.mp4").write_text("not a video")
     gates = tmp_path / "gates.yaml"
     gates.write_text("raw_videos:\n  max_reject_rate: 0.1\n  min_rows_for_rate: 1\n")
@@ -150,16 +173,23 @@ def test_doctor_unreachable_s3_endpoint_is_a_clear_failure_without_the_secret(tm
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     secret = "doctor-test-secret-Zq81"
-    env = cli_env(tmp_path, VIDEOLAKE_PROFILE="prod", VIDEOLAKE_S3_BUCKET="videolake-data",
-                  VIDEOLAKE_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}", VIDEOLAKE_RAY_IMAGE="example/videolake:0",
-                  AWS_ACCESS_KEY_ID="doctor-test-key", AWS_SECRET_ACCESS_KEY=secret)
+    env = cli_env(
+        tmp_path,
+        VIDEOLAKE_PROFILE="prod",
+        VIDEOLAKE_S3_BUCKET="videolake-data",
+        VIDEOLAKE_S3_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+        VIDEOLAKE_RAY_IMAGE="example/videolake:0",
+        AWS_ACCESS_KEY_ID="doctor-test-key",
+        AWS_SECRET_ACCESS_KEY=secret,
+    )
     out = videolake(["doctor", "--only", "object_store", "--only", "lake"], env, tmp_path)
     assert out.returncode == 1
     lines = out.stdout.splitlines()
     assert [line.split()[:2] for line in lines[:2]] == [["FAIL", "object_store"], ["FAIL", "lake"]]
     endpoint = f"http://127.0.0.1:{port}"
-    assert lines[0].startswith(f"FAIL  object_store  S3 bucket 'videolake-data' at endpoint {endpoint} still failing "
-                               "after ")
+    assert lines[0].startswith(
+        f"FAIL  object_store  S3 bucket 'videolake-data' at endpoint {endpoint} still failing after "
+    )
     assert "while trying to list the bucket: EndpointConnectionError: Could not connect to the endpoint URL" in lines[0]
     assert lines[2] == "0 of 2 checks ok; failed: object_store, lake"
     assert secret not in out.stdout + out.stderr

@@ -28,8 +28,9 @@ def _step(step, kind, ts):
     error = SerializableErrorInfo("OSError: lost", [], "OSError")
     data = {"STEP_SUCCESS": StepSuccessData(duration_ms=1.0), "STEP_UP_FOR_RETRY": StepRetryData(error=error)}
     event = DagsterEvent(kind, "videolake_daily", step_key=step, event_specific_data=data.get(kind))
-    return EventLogEntry(None, logging.DEBUG, "", "run-1", ts, step_key=step, job_name="videolake_daily",
-                         dagster_event=event)
+    return EventLogEntry(
+        None, logging.DEBUG, "", "run-1", ts, step_key=step, job_name="videolake_daily", dagster_event=event
+    )
 
 
 ENTRIES = [

@@ -8,7 +8,6 @@ import shutil
 
 import dagster as dg
 import yaml
-
 from cli_helpers import REPO
 
 
@@ -23,8 +22,8 @@ def test_local_instance_monitors_runs_frees_slots_and_retries(tmp_path):
         assert instance.run_retries_enabled and instance.run_retries_max_retries == 2
         assert instance.run_retries_retry_on_asset_or_op_failure is False
         assert instance.event_log_storage.get_concurrency_info("gpu").limit == 1
-        from dagster._daemon.daemon import MonitoringDaemon
         from dagster._daemon.auto_run_reexecution.event_log_consumer import EventLogConsumerDaemon
+        from dagster._daemon.daemon import MonitoringDaemon
 
         required = set(instance.get_required_daemon_types())
         assert {MonitoringDaemon.daemon_type(), EventLogConsumerDaemon.daemon_type()} <= required

@@ -22,7 +22,7 @@ from dagster._core.launcher import WorkerStatus
 
 from videolake.instance.health import WorkerState, check_worker, find_stale_runs, process_alive
 
-TOY = '''
+TOY = """
 import os, sys, time
 import dagster as dg
 
@@ -31,7 +31,7 @@ def holds_gpu():
     time.sleep(600)
 
 dg.materialize([holds_gpu], instance=dg.DagsterInstance.get(), tags={"test": sys.argv[1]})
-'''
+"""
 
 
 @pytest.fixture()
@@ -51,8 +51,9 @@ def _start_holder(tmp_path, name: str) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / f"holder-{name}.log"
     with open(out, "wb") as f:
-        proc = subprocess.Popen([sys.executable, str(tmp_path / "toy.py"), name], env=env, cwd=tmp_path,
-                                stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(tmp_path / "toy.py"), name], env=env, cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT
+        )
     deadline = time.monotonic() + 180
     with dg.DagsterInstance.get() as instance:
         while time.monotonic() < deadline:
@@ -106,15 +107,21 @@ def test_killed_run_is_detected_failed_and_its_slot_freed_by_the_doctor(home, tm
     ]
     fixed = videolake(["doctor", "--only", "runs", "--fix"], env, tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert fixed.stdout.splitlines() == ["ok    runs          fixed 1 stale run(s); pool slots held: none",
-                                         "1 of 1 checks ok"]
+    assert fixed.stdout.splitlines() == [
+        "ok    runs          fixed 1 stale run(s); pool slots held: none",
+        "1 of 1 checks ok",
+    ]
     with dg.DagsterInstance.get() as instance:
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
         assert instance.event_log_storage.get_concurrency_info("gpu").claimed_slots == []
-        messages = [e.message for e in instance.all_logs(run_id) if e.dagster_event
-                    and e.dagster_event.event_type_value == "PIPELINE_FAILURE"]
-        assert messages == [f"Marked failed by videolake: run worker pid {proc.pid} is gone (killed or crashed "
-                            "without reporting)."]
+        messages = [
+            e.message
+            for e in instance.all_logs(run_id)
+            if e.dagster_event and e.dagster_event.event_type_value == "PIPELINE_FAILURE"
+        ]
+        assert messages == [
+            f"Marked failed by videolake: run worker pid {proc.pid} is gone (killed or crashed without reporting)."
+        ]
 
 
 def test_demo_cleans_up_a_killed_run_before_its_own(home, tmp_path):
@@ -125,8 +132,10 @@ def test_demo_cleans_up_a_killed_run_before_its_own(home, tmp_path):
     lines: list[str] = []
     with dg.DagsterInstance.get() as instance:
         report_stale_runs(instance, write=lines.append)
-        assert lines == [f"cleaned up stale run {run_id} (__ephemeral_asset_job__): run worker pid {proc.pid} is gone "
-                         "(killed or crashed without reporting): marked FAILED, freed pool slots gpu:holds_gpu"]
+        assert lines == [
+            f"cleaned up stale run {run_id} (__ephemeral_asset_job__): run worker pid {proc.pid} is gone "
+            "(killed or crashed without reporting): marked FAILED, freed pool slots gpu:holds_gpu"
+        ]
         assert instance.event_log_storage.get_concurrency_info("gpu").claimed_slots == []
         # the next run takes the slot at once
         lines.clear()
@@ -156,9 +165,14 @@ def test_the_daemon_fails_a_killed_run_and_frees_its_slot(home, tmp_path):
     settings = yaml.safe_load((REPO / "dagster.yaml").read_text())["run_monitoring"]
     poll, free_after = settings["poll_interval_seconds"], settings["free_slots_after_run_end_seconds"]
     log = open(tmp_path / "daemon.log", "wb")
-    daemon = subprocess.Popen([str(Path(sys.executable).parent / "dagster-daemon"), "run", "--empty-workspace"],
-                              env={**os.environ, "DAGSTER_HOME": str(home)}, cwd=tmp_path, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "--empty-workspace"],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         proc, run_id = _start_holder(tmp_path, "daemon")
         daemon_log = lambda: (tmp_path / "daemon.log").read_text(errors="replace")  # noqa: E731
@@ -172,16 +186,23 @@ def test_the_daemon_fails_a_killed_run_and_frees_its_slot(home, tmp_path):
             failed_after = time.monotonic() - killed_at
             _wait(lambda: not instance.event_log_storage.get_concurrency_info("gpu").claimed_slots, 120, "the slot")
             freed_after = time.monotonic() - killed_at
-            (message,) = [e.message for e in instance.all_logs(run_id) if e.dagster_event
-                          and e.dagster_event.event_type_value == "PIPELINE_FAILURE"]
-        assert message == (f"Detected run worker status FAILED: 'run worker pid {proc.pid} is gone (killed or crashed "
-                           f"without reporting)'. Marking run {run_id} as failed.")
+            (message,) = [
+                e.message
+                for e in instance.all_logs(run_id)
+                if e.dagster_event and e.dagster_event.event_type_value == "PIPELINE_FAILURE"
+            ]
+        assert message == (
+            f"Detected run worker status FAILED: 'run worker pid {proc.pid} is gone (killed or crashed "
+            f"without reporting)'. Marking run {run_id} as failed."
+        )
         # bounded by the configuration: one monitoring poll to fail it, then free_slots_after_run_end_seconds and
         # the next poll to free the slot (plus slack for a loaded machine)
         assert failed_after <= poll + 15, failed_after
         assert freed_after <= 2 * poll + free_after + 15, freed_after
-        print(f"\nkilled run failed after {failed_after:.1f}s, its gpu slot freed after {freed_after:.1f}s "
-              f"(poll {poll}s, free_slots_after_run_end_seconds {free_after}s)")
+        print(
+            f"\nkilled run failed after {failed_after:.1f}s, its gpu slot freed after {freed_after:.1f}s "
+            f"(poll {poll}s, free_slots_after_run_end_seconds {free_after}s)"
+        )
     finally:
         from procs_stop import stop_group
 

@@ -17,7 +17,8 @@ from videolake.resources.captioner import CaptionerResource
 def test_resource_defaults_are_the_engine_defaults():
     # on CPU actors the graph capture is skipped; every other field is the engine's own default
     assert CaptionerResource(model="/models/m").to_config() == CaptionerConfig(
-        model="/models/m", vllm=VllmEngineConfig(enforce_eager=True))
+        model="/models/m", vllm=VllmEngineConfig(enforce_eager=True)
+    )
 
 
 def test_gpu_actors_capture_graphs_unless_told_otherwise():
@@ -42,18 +43,44 @@ NOT_ON_RESOURCE = {
     "sampling": set(),
     "frames": set(),
     "vllm": {"dtype", "gpu_memory_utilization", "engine_kwargs"},
-    "endpoint": {"served_model_name", "max_concurrency", "timeout_s", "max_retries", "backoff_s", "image_format",
-                 "forward_env"},
+    "endpoint": {
+        "served_model_name",
+        "max_concurrency",
+        "timeout_s",
+        "max_retries",
+        "backoff_s",
+        "image_format",
+        "forward_env",
+    },
 }
 # A non-default value for EVERY resource field. A resource field added without one here fails the test below.
 NON_DEFAULT = {
-    "backend": "openai", "model": "/models/other", "model_name": "other-name", "model_revision": "r9",
-    "prompt_version": "v1-json", "prompt": "Say what happens.",
-    "temperature": 0.55, "top_p": 0.5, "max_tokens": 99, "min_tokens": 5, "seed": 7,
-    "sample_fps": 2.5, "min_frames": 3, "max_frames": 5, "max_pixels": 200 * 200,
-    "input_mode": "images", "batch_size": 9, "num_actors": 3, "num_gpus_per_actor": 0.5, "num_cpus_per_actor": 1.5,
-    "max_model_len": 8192, "max_num_seqs": 5, "enforce_eager": True,  # GPU actors: unset would mean False
-    "model_cache_dir": "/cache/models", "openai_base_url_env": "MY_BASE_URL", "openai_api_key_env": "MY_API_KEY",
+    "backend": "openai",
+    "model": "/models/other",
+    "model_name": "other-name",
+    "model_revision": "r9",
+    "prompt_version": "v1-json",
+    "prompt": "Say what happens.",
+    "temperature": 0.55,
+    "top_p": 0.5,
+    "max_tokens": 99,
+    "min_tokens": 5,
+    "seed": 7,
+    "sample_fps": 2.5,
+    "min_frames": 3,
+    "max_frames": 5,
+    "max_pixels": 200 * 200,
+    "input_mode": "images",
+    "batch_size": 9,
+    "num_actors": 3,
+    "num_gpus_per_actor": 0.5,
+    "num_cpus_per_actor": 1.5,
+    "max_model_len": 8192,
+    "max_num_seqs": 5,
+    "enforce_eager": True,  # GPU actors: unset would mean False
+    "model_cache_dir": "/cache/models",
+    "openai_base_url_env": "MY_BASE_URL",
+    "openai_api_key_env": "MY_API_KEY",
     "backend_params": {"style": "terse"},
 }
 
@@ -65,7 +92,7 @@ def _target(name: str) -> tuple[str, str]:
         return "", name
     for prefix, section in PREFIXES.items():
         if name.startswith(prefix):
-            return section, name[len(prefix):]
+            return section, name[len(prefix) :]
     hits = [sec for sec, cls in NESTED.items() if name in {f.name for f in dataclasses.fields(cls)}]
     assert len(hits) == 1, f"resource field {name!r} maps to {hits or 'no config field'}"
     return hits[0], name

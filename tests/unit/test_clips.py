@@ -30,15 +30,62 @@ def videos(ffmpeg, tmp_path_factory) -> dict[str, str]:
         "ntsc": d / "ntsc.mp4",
         "vfr": d / "vfr.mkv",
     }
-    _ff(ffmpeg, "-f", "lavfi", "-t", "2", "-i", "testsrc2=size=320x240:rate=30", *H264, "-g", "10", "-bf", "2",
-        str(out["cfr30"]))
-    _ff(ffmpeg, "-f", "lavfi", "-t", "2.002", "-i", "testsrc2=size=320x240:rate=30000/1001", *H264, "-g", "7",
-        "-bf", "2", str(out["ntsc"]))
+    _ff(
+        ffmpeg,
+        "-f",
+        "lavfi",
+        "-t",
+        "2",
+        "-i",
+        "testsrc2=size=320x240:rate=30",
+        *H264,
+        "-g",
+        "10",
+        "-bf",
+        "2",
+        str(out["cfr30"]),
+    )
+    _ff(
+        ffmpeg,
+        "-f",
+        "lavfi",
+        "-t",
+        "2.002",
+        "-i",
+        "testsrc2=size=320x240:rate=30000/1001",
+        *H264,
+        "-g",
+        "7",
+        "-bf",
+        "2",
+        str(out["ntsc"]),
+    )
     # 30 frames at 30 fps, then 15 at 10 fps (45 frames, 2.5 s)
-    _ff(ffmpeg, "-f", "lavfi", "-t", "1", "-i", "testsrc2=size=320x240:rate=30", "-f", "lavfi", "-t", "1.5", "-i",
-        "mandelbrot=size=320x240:rate=10", "-filter_complex",
-        "[0:v]settb=1/90000[a];[1:v]settb=1/90000[b];[a][b]concat=n=2:v=1[v]", "-map", "[v]", "-fps_mode", "vfr",
-        *H264, "-g", "5", str(out["vfr"]))
+    _ff(
+        ffmpeg,
+        "-f",
+        "lavfi",
+        "-t",
+        "1",
+        "-i",
+        "testsrc2=size=320x240:rate=30",
+        "-f",
+        "lavfi",
+        "-t",
+        "1.5",
+        "-i",
+        "mandelbrot=size=320x240:rate=10",
+        "-filter_complex",
+        "[0:v]settb=1/90000[a];[1:v]settb=1/90000[b];[a][b]concat=n=2:v=1[v]",
+        "-map",
+        "[v]",
+        "-fps_mode",
+        "vfr",
+        *H264,
+        "-g",
+        "5",
+        str(out["vfr"]),
+    )
     return {k: str(v) for k, v in out.items()}
 
 

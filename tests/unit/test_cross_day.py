@@ -29,13 +29,19 @@ def row(cid: str, fp: bytes | None, reason: str | None = None) -> dict:
 
 
 def earlier(cid: str, day: dt.date, fp: bytes, group: str | None = None, kept_day: dt.date | None = None) -> dict:
-    return {"clip_id": cid, "partition_date": day, "near_hashes": fp, "duplicate_group": group,
-            "duplicate_kept_date": kept_day}
+    return {
+        "clip_id": cid,
+        "partition_date": day,
+        "near_hashes": fp,
+        "duplicate_group": group,
+        "duplicate_kept_date": kept_day,
+    }
 
 
 def verdicts(rows: list[dict]) -> dict[str, tuple]:
-    return {r["clip_id"]: (r["passed"], r["duplicate_group"], r["duplicate_kept_date"], r["duplicate_kind"])
-            for r in rows}
+    return {
+        r["clip_id"]: (r["passed"], r["duplicate_group"], r["duplicate_kept_date"], r["duplicate_kind"]) for r in rows
+    }
 
 
 def test_a_copy_of_an_earlier_clip_names_the_kept_clip_of_its_group():
@@ -50,8 +56,9 @@ def test_the_kept_clip_is_the_earliest_by_day_then_clip_id():
     # Within the day "a" < "b"; a clip of an earlier day beats both, whatever its id.
     out = assign_day([row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [], CONFIG)
     assert verdicts(out) == {"b": (False, "a", D1, "near"), "a": (True, "a", D1, None)}
-    out = assign_day([row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [earlier("z", D0, fingerprint(3, 8))],
-                     CONFIG)
+    out = assign_day(
+        [row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [earlier("z", D0, fingerprint(3, 8))], CONFIG
+    )
     assert verdicts(out) == {"b": (False, "z", D0, "near"), "a": (False, "z", D0, "near")}
     # A clip of a later day given as a candidate is ignored: it cannot be kept over this day's clips.
     out = assign_day([row("a", fingerprint(3))], D1, [earlier("z", D2, fingerprint(3, 8))], CONFIG)
@@ -59,16 +66,27 @@ def test_the_kept_clip_is_the_earliest_by_day_then_clip_id():
 
 
 def test_semantic_pairs_join_groups_and_are_marked_semantic():
-    out = assign_day([row("a", fingerprint(4)), row("b", fingerprint(5)), row("c", fingerprint(4, 5))], D1, [],
-                     CONFIG, semantic_pairs=[("b", "a")])
-    assert verdicts(out) == {"a": (True, "a", D1, None), "b": (False, "a", D1, "semantic"),
-                             "c": (False, "a", D1, "near")}
+    out = assign_day(
+        [row("a", fingerprint(4)), row("b", fingerprint(5)), row("c", fingerprint(4, 5))],
+        D1,
+        [],
+        CONFIG,
+        semantic_pairs=[("b", "a")],
+    )
+    assert verdicts(out) == {
+        "a": (True, "a", D1, None),
+        "b": (False, "a", D1, "semantic"),
+        "c": (False, "a", D1, "near"),
+    }
 
 
 def test_clips_without_fingerprints_and_other_rules_are_kept_apart():
     out = assign_day([row("a", b""), row("b", None), row("c", fingerprint(6), "blurry;duplicate")], D1, [], CONFIG)
-    assert verdicts(out) == {"a": (True, None, None, None), "b": (True, None, None, None),
-                             "c": (False, None, None, None)}
+    assert verdicts(out) == {
+        "a": (True, None, None, None),
+        "b": (True, None, None, None),
+        "c": (False, None, None, None),
+    }
     assert out[2]["reject_reason"] == "blurry"  # an old duplicate verdict is forgotten, the other rules stay
 
 
@@ -85,8 +103,9 @@ def test_one_shared_key_is_not_a_candidate():
 
 def test_index_rows_hold_every_key_once_per_clip_sorted():
     fp = fingerprint(11)
-    rows = pa.table({"clip_id": ["x", "y"], "near_hashes": [fp, b""],
-                     "partition_date": pa.array([D0, D0], pa.date32())})
+    rows = pa.table(
+        {"clip_id": ["x", "y"], "near_hashes": [fp, b""], "partition_date": pa.array([D0, D0], pa.date32())}
+    )
     idx = index_rows(rows, CONFIG)
     keys = index_keys(np.frombuffer(fp, np.uint8).reshape(-1, 32), CONFIG)
     assert idx.column("band_key").to_pylist() == sorted(keys.tolist())

@@ -51,11 +51,21 @@ def _ff(ffmpeg: str, *args: str) -> None:
 
 def _write_manifest(folder: Path, name: str, shards: list[dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = {"format": D.RELEASE_FORMAT, "name": name, "created_at": "2024-01-02T00:00:00Z",
-                "partitions": [DAY], "excluded_partitions": [], "buckets": None, "tables": {},
-                "shards": sorted(shards, key=lambda s: s["uri"]),
-                "totals": {"samples": sum(s["samples"] for s in shards), "shards": len(shards),
-                           "bytes": sum(s["bytes"] for s in shards)}}
+    manifest = {
+        "format": D.RELEASE_FORMAT,
+        "name": name,
+        "created_at": "2024-01-02T00:00:00Z",
+        "partitions": [DAY],
+        "excluded_partitions": [],
+        "buckets": None,
+        "tables": {},
+        "shards": sorted(shards, key=lambda s: s["uri"]),
+        "totals": {
+            "samples": sum(s["samples"] for s in shards),
+            "shards": len(shards),
+            "bytes": sum(s["bytes"] for s in shards),
+        },
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -67,21 +77,55 @@ def rel(ffmpeg, tmp_path_factory) -> SimpleNamespace:
     by_source: dict[str, list[str]] = {}
     for name, (size, clips) in SOURCES.items():
         src = d / f"{name}.mp4"
-        _ff(ffmpeg, "-f", "lavfi", "-i", f"testsrc2=size={size}:rate=25", "-t", "2", "-c:v", "libx264",
-            "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(src))
+        _ff(
+            ffmpeg,
+            "-f",
+            "lavfi",
+            "-i",
+            f"testsrc2=size={size}:rate=25",
+            "-t",
+            "2",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-pix_fmt",
+            "yuv420p",
+            str(src),
+        )
         video_id = hashlib.sha256(src.read_bytes()).hexdigest()
         for start, end in clips:
             clip_id = f"{video_id}_{start:08d}_{end:08d}"
             enc = encode_clip(str(src), start, end, FPS, CONFIG)
             bucket = bucket_of(enc.width, enc.height, enc.num_frames, CONFIG)
             caption = f"clip {start}-{end} of the {name} test card — ünïcode"
-            meta = {"caption": caption, "clip_id": clip_id, "video_id": video_id, "source_uri": src.as_uri(),
-                    "model": "tiny", "model_revision": "0", "prompt_version": "1", "fps": FPS,
-                    "num_frames": enc.num_frames, "width": enc.width, "height": enc.height,
-                    "duration_s": enc.num_frames / FPS, "start_frame": start, "end_frame": end, "bucket": bucket,
-                    "partition_date": DAY, "scores": {"motion": 0.5, "sharpness": 10.0}}
-            samples[clip_id] = {"mp4": enc.data, "meta": meta, "caption": caption, "bucket": bucket,
-                                "frames": enc.num_frames, "size": (enc.height, enc.width)}
+            meta = {
+                "caption": caption,
+                "clip_id": clip_id,
+                "video_id": video_id,
+                "source_uri": src.as_uri(),
+                "model": "tiny",
+                "model_revision": "0",
+                "prompt_version": "1",
+                "fps": FPS,
+                "num_frames": enc.num_frames,
+                "width": enc.width,
+                "height": enc.height,
+                "duration_s": enc.num_frames / FPS,
+                "start_frame": start,
+                "end_frame": end,
+                "bucket": bucket,
+                "partition_date": DAY,
+                "scores": {"motion": 0.5, "sharpness": 10.0},
+            }
+            samples[clip_id] = {
+                "mp4": enc.data,
+                "meta": meta,
+                "caption": caption,
+                "bucket": bucket,
+                "frames": enc.num_frames,
+                "size": (enc.height, enc.width),
+            }
             by_source.setdefault(name, []).append(clip_id)
     shards, shard_members = [], {}
     index = 0
@@ -92,9 +136,17 @@ def rel(ffmpeg, tmp_path_factory) -> SimpleNamespace:
         assert {samples[i]["bucket"] for i in ids} == {bucket}
         for n in sizes:
             chunk, ids = ids[:n], ids[n:]
-            frags = [sample_fragment(k, {"json": json.dumps(samples[k]["meta"]).encode(),
-                                         "mp4": samples[k]["mp4"], "txt": samples[k]["caption"].encode()})
-                     for k in chunk]
+            frags = [
+                sample_fragment(
+                    k,
+                    {
+                        "json": json.dumps(samples[k]["meta"]).encode(),
+                        "mp4": samples[k]["mp4"],
+                        "txt": samples[k]["caption"].encode(),
+                    },
+                )
+                for k in chunk
+            ]
             buf = io.BytesIO()
             write_shard(frags, buf)
             data = buf.getvalue()
@@ -103,14 +155,28 @@ def rel(ffmpeg, tmp_path_factory) -> SimpleNamespace:
             store.put_bytes(key, data)
             index += 1
             uri = store.uri(key)
-            shards.append({"uri": uri, "sha256": hashlib.sha256(data).hexdigest(), "samples": n, "bytes": len(data),
-                           "bucket": bucket, "partition_date": DAY})
+            shards.append(
+                {
+                    "uri": uri,
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "samples": n,
+                    "bytes": len(data),
+                    "bucket": bucket,
+                    "partition_date": DAY,
+                }
+            )
             shard_members[uri] = chunk
     folder = d / "lake" / "releases" / "r1"
     _write_manifest(folder, "r1", shards)
-    return SimpleNamespace(root=d, uri=str(folder), samples=samples, shards=shards, members=shard_members,
-                           keys=set(samples), manifest_order=[k for s in sorted(shards, key=lambda s: s["uri"])
-                                                              for k in shard_members[s["uri"]]])
+    return SimpleNamespace(
+        root=d,
+        uri=str(folder),
+        samples=samples,
+        shards=shards,
+        members=shard_members,
+        keys=set(samples),
+        manifest_order=[k for s in sorted(shards, key=lambda s: s["uri"]) for k in shard_members[s["uri"]]],
+    )
 
 
 def _keys(items) -> list[str]:
@@ -198,15 +264,19 @@ def test_every_sample_once_across_ranks_and_workers(rel, batch_size):
 def test_plan_deals_every_shard_once_and_balanced(rel):
     shards = open_release(rel.uri).shards
     for seed, epoch, world, workers in [(0, 0, 2, 2), (1, 3, 3, 1), (None, 0, 1, 4), (5, 1, 2, 3)]:
-        dealt = [s.uri for r in range(world)
-                 for w in D.plan_shards(shards, rank=r, world_size=world, num_workers=workers, shuffle_seed=seed,
-                                        epoch=epoch) for s in w]
+        dealt = [
+            s.uri
+            for r in range(world)
+            for w in D.plan_shards(
+                shards, rank=r, world_size=world, num_workers=workers, shuffle_seed=seed, epoch=epoch
+            )
+            for s in w
+        ]
         assert sorted(dealt) == sorted(s.uri for s in shards)
         # a rank's shards do not depend on its workers
         for r in range(world):
             one = D.plan_shards(shards, rank=r, world_size=world, num_workers=1, shuffle_seed=seed, epoch=epoch)
-            many = D.plan_shards(shards, rank=r, world_size=world, num_workers=workers, shuffle_seed=seed,
-                                 epoch=epoch)
+            many = D.plan_shards(shards, rank=r, world_size=world, num_workers=workers, shuffle_seed=seed, epoch=epoch)
             assert sorted(s.uri for s in one[0]) == sorted(s.uri for w in many for s in w)
 
 
@@ -237,8 +307,7 @@ def test_batches_hold_one_bucket(rel):
             assert tuple(b["frames"].shape) == (len(b["__key__"]), *shapes.pop())
         else:
             assert isinstance(b["frames"], list)
-            assert [tuple(f.shape)[0] for f in b["frames"]] == [min(8, rel.samples[k]["frames"])
-                                                                for k in b["__key__"]]
+            assert [tuple(f.shape)[0] for f in b["frames"]] == [min(8, rel.samples[k]["frames"]) for k in b["__key__"]]
         sizes[b["__bucket__"]].append(len(b["__key__"]))
     assert sorted(sizes[LAND]) == [2, 2, 2] and sorted(sizes[PORT]) == [1, 2, 2]
     assert sorted(_keys(batches)) == sorted(rel.keys)
@@ -388,17 +457,35 @@ def test_s3_filesystem_from_options_or_environment(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     monkeypatch.delenv("AWS_REGION", raising=False)
     env = kwargs(D._s3_filesystem(None))
-    assert (env["endpoint_override"], env["scheme"], env["access_key"], env["region"]) == \
-        ("127.0.0.1:8333", "http", "env-key", "eu-west-1")
-    given = kwargs(D._s3_filesystem({"aws_endpoint_url": "https://s3.example.com", "AWS_ACCESS_KEY_ID": "k",
-                                     "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-west-2"}))
-    assert (given["endpoint_override"], given["scheme"], given["access_key"], given["region"]) == \
-        ("s3.example.com", "https", "k", "us-west-2")
+    assert (env["endpoint_override"], env["scheme"], env["access_key"], env["region"]) == (
+        "127.0.0.1:8333",
+        "http",
+        "env-key",
+        "eu-west-1",
+    )
+    given = kwargs(
+        D._s3_filesystem(
+            {
+                "aws_endpoint_url": "https://s3.example.com",
+                "AWS_ACCESS_KEY_ID": "k",
+                "AWS_SECRET_ACCESS_KEY": "s",
+                "AWS_REGION": "us-west-2",
+            }
+        )
+    )
+    assert (given["endpoint_override"], given["scheme"], given["access_key"], given["region"]) == (
+        "s3.example.com",
+        "https",
+        "k",
+        "us-west-2",
+    )
 
 
 def test_import_is_light():
-    code = ("import sys, videolake.dataset; "
-            "print(sorted(m for m in ('torch', 'webdataset', 'av', 'ray', 'dagster') if m in sys.modules))")
+    code = (
+        "import sys, videolake.dataset; "
+        "print(sorted(m for m in ('torch', 'webdataset', 'av', 'ray', 'dagster') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
 

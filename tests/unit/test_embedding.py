@@ -43,8 +43,24 @@ def frames(tmp_path_factory, ffmpeg) -> dict[str, np.ndarray]:
     config = EmbedderConfig(model="unused").frame_config()
     for name in ("testsrc2", "mandelbrot"):
         path = tmp_path_factory.mktemp("videos") / f"{name}.mp4"
-        subprocess.run([ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", f"{name}=size=160x120:rate=10", "-t", "1",
-                        "-pix_fmt", "yuv420p", str(path)], check=True)
+        subprocess.run(
+            [
+                ffmpeg,
+                "-v",
+                "error",
+                "-y",
+                "-f",
+                "lavfi",
+                "-i",
+                f"{name}=size=160x120:rate=10",
+                "-t",
+                "1",
+                "-pix_fmt",
+                "yuv420p",
+                str(path),
+            ],
+            check=True,
+        )
         row = {"source_uri": str(path), "start_frame": 0, "end_frame": 10, "fps": 10.0, "clip_uri": None}
         out[name] = extract_clip(row, config, even=True).frames
     return out
@@ -54,8 +70,11 @@ def _batch(rows: list[tuple[str, np.ndarray, str]]) -> dict[str, np.ndarray]:
     frames = np.empty(len(rows), dtype=object)
     for i, (_, f, _) in enumerate(rows):
         frames[i] = f
-    return {"clip_id": np.array([r[0] for r in rows], dtype=object), "frames": frames,
-            "frame_error": np.array([r[2] for r in rows], dtype=object)}
+    return {
+        "clip_id": np.array([r[0] for r in rows], dtype=object),
+        "frames": frames,
+        "frame_error": np.array([r[2] for r in rows], dtype=object),
+    }
 
 
 def _embed(model_dir, rows, **config) -> dict[str, np.ndarray]:
@@ -110,7 +129,7 @@ def test_embeds_real_frames(tiny_clip, frames):
 
 def test_clip_vector_is_the_normalised_mean_of_its_frame_vectors(tiny_clip, frames):
     a = frames["testsrc2"]
-    out = _embed(tiny_clip, [("clip", a, "")] + [(f"f{i}", a[i:i + 1], "") for i in range(len(a))], device="cpu")
+    out = _embed(tiny_clip, [("clip", a, "")] + [(f"f{i}", a[i : i + 1], "") for i in range(len(a))], device="cpu")
     e = np.stack(list(out["embedding"])).astype(np.float64)
     mean = e[1:].mean(axis=0)
     np.testing.assert_allclose(e[0], mean / np.linalg.norm(mean), atol=1e-5)
@@ -134,8 +153,15 @@ def test_frames_per_clip_samples_evenly(tiny_clip, frames):
 
 def test_failed_rows_are_rows_with_their_reason(tiny_clip, frames):
     a = frames["testsrc2"]
-    out = _embed(tiny_clip, [("ok1", a, ""), ("bad", EMPTY, "ValueError: cannot open video"),
-                             ("nothing", EMPTY, ""), ("ok2", frames["mandelbrot"], "")])
+    out = _embed(
+        tiny_clip,
+        [
+            ("ok1", a, ""),
+            ("bad", EMPTY, "ValueError: cannot open video"),
+            ("nothing", EMPTY, ""),
+            ("ok2", frames["mandelbrot"], ""),
+        ],
+    )
     assert list(out["status"]) == ["ok", "failed", "failed", "ok"]
     assert out["error"][1] == "frame extraction failed: ValueError: cannot open video"
     assert out["error"][2].startswith("no frames:")
@@ -155,8 +181,9 @@ def test_a_model_error_fails_only_its_clip(tiny_clip, frames):
         return real(clips)
 
     embedder.embed = embed
-    out = embedder(_batch([("a", frames["testsrc2"], ""), ("poison", frames["testsrc2"][:1], ""),
-                           ("b", frames["mandelbrot"], "")]))
+    out = embedder(
+        _batch([("a", frames["testsrc2"], ""), ("poison", frames["testsrc2"][:1], ""), ("b", frames["mandelbrot"], "")])
+    )
     assert list(out["status"]) == ["ok", "failed", "ok"]
     assert out["error"][1] == "model error: RuntimeError: poison clip"
     assert list(out["dim"]) == [16, 0, 16]
@@ -183,9 +210,11 @@ def test_config_registry_and_resources(tiny_clip):
 
 
 def test_the_package_imports_no_heavy_modules():
-    code = ("import sys, videolake.platform.embedding, videolake.platform.embedding.semantic, "
-            "videolake.platform.embedding.tiny_model; "
-            "print([m for m in ('torch', 'transformers', 'dagster', 'ray') if m in sys.modules])")
+    code = (
+        "import sys, videolake.platform.embedding, videolake.platform.embedding.semantic, "
+        "videolake.platform.embedding.tiny_model; "
+        "print([m for m in ('torch', 'transformers', 'dagster', 'ray') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
 
@@ -205,6 +234,7 @@ def test_kmeans_is_deterministic_and_finds_separated_blobs():
     c1, l1 = kmeans(x, 3, iterations=20, seed=7)
     c2, l2 = kmeans(x, 3, iterations=20, seed=7)
     assert np.array_equal(l1, l2) and np.array_equal(c1, c2)
+
     # the same partition as the blobs (cluster numbers may differ)
     def parts(labels):
         return {frozenset(np.flatnonzero(labels == k).tolist()) for k in set(labels.tolist())}
@@ -228,7 +258,7 @@ def _planted(d: int = 32, n_far: int = 30, seed: int = 0):
     0.998001 to each other); chain C = {5, 6, 7}: 5-6 and 6-7 at cos 0.995, 5-7 at 0.98005 (grouped only through 6)."""
     q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, d)))
     basis = q.T  # orthonormal rows
-    s999 = math.sqrt(1 - 0.999 ** 2)
+    s999 = math.sqrt(1 - 0.999**2)
     theta = math.acos(0.995)
     x = np.empty((8 + n_far, d))
     x[0] = basis[0]
@@ -258,8 +288,16 @@ def test_semantic_groups_finds_exactly_the_planted_groups_and_keeps_by_rank():
     order[7] = ("2024-01-01", ids[7])  # C: same score, the earliest partition wins over the smaller clip_id
     config = SemanticDedupConfig(n_clusters=3, seed=0)
     got = semantic_groups(ids, x, scores, order, config)
-    assert got == {"c00": "c01", "c01": "c01", "c02": "c04", "c03": "c04", "c04": "c04",
-                   "c05": "c07", "c06": "c07", "c07": "c07"}
+    assert got == {
+        "c00": "c01",
+        "c01": "c01",
+        "c02": "c04",
+        "c03": "c04",
+        "c04": "c04",
+        "c05": "c07",
+        "c06": "c07",
+        "c07": "c07",
+    }
     # a tighter eps: the chain (0.995) drops out, the 0.999 groups stay
     tight = semantic_groups(ids, x, scores, order, SemanticDedupConfig(n_clusters=3, eps=0.003))
     assert tight == {"c00": "c01", "c01": "c01", "c02": "c04", "c03": "c04", "c04": "c04"}
@@ -299,15 +337,20 @@ def test_semantic_groups_rejects_bad_input():
 
 def test_similarity_summary_counts():
     e = np.eye(8)
-    c96 = (0.96, math.sqrt(1 - 0.96 ** 2))
-    c92 = (0.92, math.sqrt(1 - 0.92 ** 2))
-    x = np.stack([
-        e[1], e[1],  # equal: max similarity 1.0 each
-        e[2], c96[0] * e[2] + c96[1] * e[3],  # 0.96 each
-        e[4],  # nothing near: 0.0
-        e[5], c92[0] * e[5] + c92[1] * e[6],  # 0.92 each
-        e[7],  # alone in cluster 1
-    ])
+    c96 = (0.96, math.sqrt(1 - 0.96**2))
+    c92 = (0.92, math.sqrt(1 - 0.92**2))
+    x = np.stack(
+        [
+            e[1],
+            e[1],  # equal: max similarity 1.0 each
+            e[2],
+            c96[0] * e[2] + c96[1] * e[3],  # 0.96 each
+            e[4],  # nothing near: 0.0
+            e[5],
+            c92[0] * e[5] + c92[1] * e[6],  # 0.92 each
+            e[7],  # alone in cluster 1
+        ]
+    )
     labels = np.array([0] * 7 + [1])
     s = similarity_summary(x, labels, bins=20)
     assert (s["items"], s["clusters"], s["largest_cluster"], s["singletons"]) == (8, 2, 7, 1)
@@ -319,7 +362,11 @@ def test_similarity_summary_counts():
     expected_counts[0], expected_counts[18], expected_counts[19] = 1, 2, 4
     assert m["histogram"]["counts"] == expected_counts
     assert [(b["eps"], b["pairs"], b["groups"], b["duplicates"]) for b in s["by_eps"]] == [
-        (0.001, 1, 1, 1), (0.01, 1, 1, 1), (0.05, 2, 2, 2), (0.1, 3, 3, 3)]
+        (0.001, 1, 1, 1),
+        (0.01, 1, 1, 1),
+        (0.05, 2, 2, 2),
+        (0.1, 3, 3, 3),
+    ]
 
 
 def test_similarity_summary_agrees_with_semantic_groups():

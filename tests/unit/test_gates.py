@@ -28,7 +28,7 @@ from videolake.platform.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS
 
 D = dt.date(2024, 3, 1)
 E = dt.date(2024, 3, 2)
-NOW = dt.datetime(2024, 3, 1, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2024, 3, 1, 12, tzinfo=dt.UTC)
 FPS = 25.0
 NUM_FRAMES = 100
 CUTS = [(0, 30), (30, 60), (60, 100)]  # three clips per ok video, covering all 100 frames
@@ -44,17 +44,41 @@ def cfg() -> GateConfig:
 # ----------------------------------------------------------------------------------------------- table builders
 def raw_row(vid: str, day: dt.date = D, **kw) -> dict:
     row = dict(
-        video_id=vid, source_uri=f"s3://in/{vid}.mp4", size_bytes=1000, container="mp4", codec="h264", width=64,
-        height=48, fps=FPS, duration_s=NUM_FRAMES / FPS, num_frames=NUM_FRAMES, has_audio=False, status="ok",
-        reject_reason=None, ingested_at=NOW, partition_date=day,
+        video_id=vid,
+        source_uri=f"s3://in/{vid}.mp4",
+        size_bytes=1000,
+        container="mp4",
+        codec="h264",
+        width=64,
+        height=48,
+        fps=FPS,
+        duration_s=NUM_FRAMES / FPS,
+        num_frames=NUM_FRAMES,
+        has_audio=False,
+        status="ok",
+        reject_reason=None,
+        ingested_at=NOW,
+        partition_date=day,
     )
     row.update(kw)
     return row
 
 
 def rejected_row(vid: str, reason: str | None = "undecodable", day: dt.date = D) -> dict:
-    return raw_row(vid, day, size_bytes=10, container=None, codec=None, width=None, height=None, fps=None,
-                   duration_s=None, num_frames=None, status="rejected", reject_reason=reason)
+    return raw_row(
+        vid,
+        day,
+        size_bytes=10,
+        container=None,
+        codec=None,
+        width=None,
+        height=None,
+        fps=None,
+        duration_s=None,
+        num_frames=None,
+        status="rejected",
+        reject_reason=reason,
+    )
 
 
 def good_raw_rows(day: dt.date = D) -> list[dict]:
@@ -63,9 +87,20 @@ def good_raw_rows(day: dt.date = D) -> list[dict]:
 
 def clip_row(vid: str, index: int, start: int, end: int, day: dt.date = D, **kw) -> dict:
     row = dict(
-        clip_id=clip_id(vid, start, end), video_id=vid, source_uri=f"s3://in/{vid}.mp4", clip_index=index,
-        start_frame=start, end_frame=end, start_s=start / FPS, end_s=end / FPS, duration_s=(end - start) / FPS,
-        clip_uri=None, detector="luma", detector_params="{}", max_clip_s=20.0, partition_date=day,
+        clip_id=clip_id(vid, start, end),
+        video_id=vid,
+        source_uri=f"s3://in/{vid}.mp4",
+        clip_index=index,
+        start_frame=start,
+        end_frame=end,
+        start_s=start / FPS,
+        end_s=end / FPS,
+        duration_s=(end - start) / FPS,
+        clip_uri=None,
+        detector="luma",
+        detector_params="{}",
+        max_clip_s=20.0,
+        partition_date=day,
     )
     row.update(kw)
     return row
@@ -80,15 +115,31 @@ def good_clip_rows(day: dt.date = D) -> list[dict]:
 
 
 # the first clip of v1, v2, v3 is rejected: 9 of 12 pass
-REJECTED_CLIPS = {clip_id("v1", 0, 30): "too_short", clip_id("v2", 0, 30): "black", clip_id("v3", 0, 30): "frozen;black"}
+REJECTED_CLIPS = {
+    clip_id("v1", 0, 30): "too_short",
+    clip_id("v2", 0, 30): "black",
+    clip_id("v3", 0, 30): "frozen;black",
+}
 
 
 def score_row(clip: dict, **kw) -> dict:
     reason = REJECTED_CLIPS.get(clip["clip_id"])
     row = dict(
-        clip_id=clip["clip_id"], video_id=clip["video_id"], duration_s=clip["duration_s"], width=64, height=48,
-        motion=12.5, sharpness=80.0, brightness=110.0, black_ratio=0.0, frozen_ratio=0.1, text_area=0.02,
-        dhash="00ff00ff00ff00ff", duplicate_group=None, passed=reason is None, reject_reason=reason,
+        clip_id=clip["clip_id"],
+        video_id=clip["video_id"],
+        duration_s=clip["duration_s"],
+        width=64,
+        height=48,
+        motion=12.5,
+        sharpness=80.0,
+        brightness=110.0,
+        black_ratio=0.0,
+        frozen_ratio=0.1,
+        text_area=0.02,
+        dhash="00ff00ff00ff00ff",
+        duplicate_group=None,
+        passed=reason is None,
+        reject_reason=reason,
         partition_date=clip["partition_date"],
     )
     row.update(kw)
@@ -115,9 +166,21 @@ CAPTIONS = [
 
 def caption_row(cid: str, caption: str | None = "A person walks a dog in a park.", **kw) -> dict:
     row = dict(
-        clip_id=cid, video_id=cid.split("_")[0], source_uri="s3://in/x.mp4", status="ok", caption=caption,
-        error=None, model="tiny-qwen2.5-vl", model_revision="r0", prompt_version="caption-v1", num_frames=4,
-        prompt_tokens=120, output_tokens=14, latency_s=0.2, captioned_at=NOW, partition_date=D,
+        clip_id=cid,
+        video_id=cid.split("_")[0],
+        source_uri="s3://in/x.mp4",
+        status="ok",
+        caption=caption,
+        error=None,
+        model="tiny-qwen2.5-vl",
+        model_revision="r0",
+        prompt_version="caption-v1",
+        num_frames=4,
+        prompt_tokens=120,
+        output_tokens=14,
+        latency_s=0.2,
+        captioned_at=NOW,
+        partition_date=D,
     )
     row.update(kw)
     return row
@@ -156,15 +219,33 @@ def gates_raw(rows, cfg):
 
 
 def gates_clips(rows, cfg, raw_rows=None):
-    return by_name(run_gates("scene_clips", t_clips(rows), {"raw_videos": t_raw(good_raw_rows() if raw_rows is None else raw_rows)}, cfg))
+    return by_name(
+        run_gates(
+            "scene_clips", t_clips(rows), {"raw_videos": t_raw(good_raw_rows() if raw_rows is None else raw_rows)}, cfg
+        )
+    )
 
 
 def gates_scores(rows, cfg, clip_rows=None):
-    return by_name(run_gates("filtered_clips", t_scores(rows), {"scene_clips": t_clips(good_clip_rows() if clip_rows is None else clip_rows)}, cfg))
+    return by_name(
+        run_gates(
+            "filtered_clips",
+            t_scores(rows),
+            {"scene_clips": t_clips(good_clip_rows() if clip_rows is None else clip_rows)},
+            cfg,
+        )
+    )
 
 
 def gates_caps(rows, cfg, score_rows=None):
-    return by_name(run_gates("clip_captions", t_caps(rows), {"filtered_clips": t_scores(good_score_rows() if score_rows is None else score_rows)}, cfg))
+    return by_name(
+        run_gates(
+            "clip_captions",
+            t_caps(rows),
+            {"filtered_clips": t_scores(good_score_rows() if score_rows is None else score_rows)},
+            cfg,
+        )
+    )
 
 
 def by_name(results: list[GateResult]) -> dict[str, GateResult]:
@@ -204,10 +285,19 @@ def test_empty_partition_passes_every_gate_of_every_table(cfg):
     assert res["reject_rate"].measured == {"rows": 0, "rejected": 0, "reject_rate": None}
     assert "not enforced, only 0 rows" in res["reject_rate"].description
     assert_all_passed(gates_clips([], cfg, raw_rows=[]), "scene_clips")
-    assert_all_passed(by_name(run_gates("filtered_clips", t_scores([]), {"scene_clips": t_clips([])}, cfg)), "filtered_clips")
+    assert_all_passed(
+        by_name(run_gates("filtered_clips", t_scores([]), {"scene_clips": t_clips([])}, cfg)), "filtered_clips"
+    )
     caps = by_name(run_gates("clip_captions", t_caps([]), {"filtered_clips": t_scores([])}, cfg))
     assert_all_passed(caps, "clip_captions")
-    assert caps["one_caption_per_passed_clip"].measured == {"passed_clips": 0, "rows": 0, "null_ids": 0, "missing": 0, "extra": 0, "duplicated": 0}
+    assert caps["one_caption_per_passed_clip"].measured == {
+        "passed_clips": 0,
+        "rows": 0,
+        "null_ids": 0,
+        "missing": 0,
+        "extra": 0,
+        "duplicated": 0,
+    }
 
 
 def test_raw_video_id_unique_fails_on_duplicate_and_null_id(cfg):
@@ -231,8 +321,9 @@ def test_raw_copies_name_their_original(cfg):
     assert gates_raw(rows, cfg)["copies_name_their_original"].passed
     rows[2].update(status="duplicate", duplicate_of_date=None, duplicate_of_uri="file:///a.mp4")  # v3
     rows[3].update(status="duplicate")  # v4: names nothing
-    assert_failed(gates_raw(rows, cfg)["copies_name_their_original"], {"copy_without_day": 2, "copy_without_uri": 1},
-                  ("v3", "v4"))
+    assert_failed(
+        gates_raw(rows, cfg)["copies_name_their_original"], {"copy_without_day": 2, "copy_without_uri": 1}, ("v3", "v4")
+    )
 
 
 def test_raw_probe_fields_valid_fails_on_missing_and_out_of_range(cfg):
@@ -243,7 +334,11 @@ def test_raw_probe_fields_valid_fails_on_missing_and_out_of_range(cfg):
     rows[3]["num_frames"] = 0  # v4
     # v5 (rejected) has no probe fields at all: not counted
     r = gates_raw(rows, cfg)["probe_fields_valid"]
-    expected = {f"{f}_{k}": 0 for k in ("missing", "out_of_range") for f in ("fps", "width", "height", "size_bytes", "duration_s", "num_frames")}
+    expected = {
+        f"{f}_{k}": 0
+        for k in ("missing", "out_of_range")
+        for f in ("fps", "width", "height", "size_bytes", "duration_s", "num_frames")
+    }
     expected.update(width_missing=1, fps_out_of_range=2, num_frames_out_of_range=1)
     assert r.measured == expected
     assert_failed(r, expected, ("v2", "v1", "v3", "v4"))
@@ -256,7 +351,9 @@ def test_raw_reject_reason_consistent_fails(cfg):
     rows.append(rejected_row("v6", reason=""))
     rows[0]["reject_reason"] = "looks odd"  # v1 ok with a reason
     r = gates_raw(rows, cfg)["reject_reason_consistent"]
-    assert_failed(r, {"rejected_without_reason": 1, "rejected_with_empty_reason": 1, "ok_with_reason": 1}, ("v5", "v6", "v1"))
+    assert_failed(
+        r, {"rejected_without_reason": 1, "rejected_with_empty_reason": 1, "ok_with_reason": 1}, ("v5", "v6", "v1")
+    )
 
 
 def test_raw_reject_rate_fails_above_bound(cfg):
@@ -336,8 +433,11 @@ def test_scene_duration_in_bounds_fails(cfg):
     rows[4]["duration_s"] = 21.0  # v2 clip 1: over max_clip_s 20 + tolerance 0.5
     rows[5]["duration_s"] = 20.5  # v2 clip 2: exactly at the bound, passes
     r = gates_clips(rows, cfg)["duration_in_bounds"]
-    assert_failed(r, {"duration_out_of_bounds": 2, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 0},
-                  (clip_id("v1", 0, 30), clip_id("v2", 30, 60)))
+    assert_failed(
+        r,
+        {"duration_out_of_bounds": 2, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 0},
+        (clip_id("v1", 0, 30), clip_id("v2", 30, 60)),
+    )
     assert r.thresholds == {"min_duration_s_exclusive": 0.0, "duration_tolerance_s": 0.5}
 
 
@@ -350,26 +450,41 @@ def test_scene_duration_is_bounded_by_each_rows_own_max_clip_s(cfg):
     rows[4].update(duration_s=19.0)  # v2 clip 1, bound 20
     rows[7].update(max_clip_s=None, duration_s=30.0)  # v3 clip 1: no bound recorded
     r = gates_clips(rows, cfg)["duration_in_bounds"]
-    assert_failed(r, {"duration_out_of_bounds": 1, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 1},
-                  (rows[1]["clip_id"],))
+    assert_failed(
+        r,
+        {"duration_out_of_bounds": 1, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 1},
+        (rows[1]["clip_id"],),
+    )
 
 
 def test_scene_duration_bound_exempts_detect_error_fallback_clip(cfg):
     # Detection failed on v4: the splitter emits one whole-video clip (here 100 s) carrying the error.
     raw = good_raw_rows()
     raw[3].update(num_frames=2500, duration_s=100.0)
-    rows = [r for v in ("v1", "v2", "v3") for r in clips_of(v)] + [clip_row("v4", 0, 0, 2500, detect_error="decode failed")]
+    rows = [r for v in ("v1", "v2", "v3") for r in clips_of(v)] + [
+        clip_row("v4", 0, 0, 2500, detect_error="decode failed")
+    ]
     res = gates_clips(rows, cfg, raw_rows=raw)
     assert_all_passed(res, "scene_clips")
-    assert res["duration_in_bounds"].measured == {"detect_error_clips_exempt": 1, "duration_out_of_bounds": 0,
-                                                  "clips_without_max_clip_s": 0}
+    assert res["duration_in_bounds"].measured == {
+        "detect_error_clips_exempt": 1,
+        "duration_out_of_bounds": 0,
+        "clips_without_max_clip_s": 0,
+    }
 
 
 # ----------------------------------------------------------------------------------------------- filtered_clips
 def test_filtered_clips_good_partition_passes_every_gate(cfg):
     res = gates_scores(good_score_rows(), cfg)
     assert_all_passed(res, "filtered_clips")
-    assert res["scored_exactly_once"].measured == {"scene_clips": 12, "rows": 12, "null_ids": 0, "missing": 0, "extra": 0, "duplicated": 0}
+    assert res["scored_exactly_once"].measured == {
+        "scene_clips": 12,
+        "rows": 12,
+        "null_ids": 0,
+        "missing": 0,
+        "extra": 0,
+        "duplicated": 0,
+    }
     assert res["pass_rate"].measured == {"rows": 12, "passed": 9, "pass_rate": pytest.approx(0.75)}
 
 
@@ -391,7 +506,17 @@ def test_filtered_scores_valid_fails(cfg):
     rows[7]["brightness"] = None  # v3 clip 1 (passed: scores required)
     r = gates_scores(rows, cfg)["scores_valid"]
     ids = tuple(rows[i]["clip_id"] for i in (7, 3, 6, 4))  # missing checks first, then ranges in column order
-    assert_failed(r, {"brightness_missing": 1, "motion_out_of_range": 1, "sharpness_out_of_range": 1, "black_ratio_out_of_range": 1, "motion_missing": 0}, ids)
+    assert_failed(
+        r,
+        {
+            "brightness_missing": 1,
+            "motion_out_of_range": 1,
+            "sharpness_out_of_range": 1,
+            "black_ratio_out_of_range": 1,
+            "motion_missing": 0,
+        },
+        ids,
+    )
     assert r.thresholds["motion"] == [0.0, 255.0] and r.thresholds["sharpness"] == [0.0, None]
 
 
@@ -402,7 +527,11 @@ def test_filtered_scores_may_be_null_on_rejected_clips_unless_configured(cfg):
     assert r.passed is True and r.measured["motion_missing"] == 0  # default: only passed rows need scores
     strict = load_gate_config(None, {"filtered_clips": {"require_scores_on_rejected": True}}, env={})
     ids = (rows[0]["clip_id"],)
-    assert_failed(gates_scores(rows, strict)["scores_valid"], {"motion_missing": 1, "sharpness_missing": 1, "brightness_missing": 1}, ids)
+    assert_failed(
+        gates_scores(rows, strict)["scores_valid"],
+        {"motion_missing": 1, "sharpness_missing": 1, "brightness_missing": 1},
+        ids,
+    )
 
 
 def test_filtered_reject_reason_consistent_fails(cfg):
@@ -412,7 +541,11 @@ def test_filtered_reject_reason_consistent_fails(cfg):
     rows[1]["reject_reason"] = "black"  # passed, with a reason
     r = gates_scores(rows, cfg)["reject_reason_consistent"]
     ids = (rows[0]["clip_id"], rows[3]["clip_id"], rows[1]["clip_id"])
-    assert_failed(r, {"null_passed": 0, "rejected_without_reason": 1, "rejected_with_empty_reason": 1, "passed_with_reason": 1}, ids)
+    assert_failed(
+        r,
+        {"null_passed": 0, "rejected_without_reason": 1, "rejected_with_empty_reason": 1, "passed_with_reason": 1},
+        ids,
+    )
 
 
 def test_filtered_duplicates_name_their_kept_clip(cfg):
@@ -421,17 +554,23 @@ def test_filtered_duplicates_name_their_kept_clip(cfg):
     # a good group: rows[1] kept (names itself), rows[2] its duplicate, rows[4] a duplicate of a clip of the day before
     rows[1].update(duplicate_group=kept, duplicate_kept_date=D)
     rows[2].update(duplicate_group=kept, duplicate_kept_date=D, passed=False, reject_reason="duplicate")
-    rows[4].update(duplicate_group="earlier", duplicate_kept_date=D - dt.timedelta(days=1), passed=False,
-                   reject_reason="duplicate")
+    rows[4].update(
+        duplicate_group="earlier", duplicate_kept_date=D - dt.timedelta(days=1), passed=False, reject_reason="duplicate"
+    )
     assert gates_scores(rows, cfg)["duplicates_name_their_kept_clip"].passed
     rows[5].update(passed=False, reject_reason="black;duplicate")  # names nobody
-    rows[6].update(duplicate_group="later", duplicate_kept_date=D + dt.timedelta(days=1), passed=False,
-                   reject_reason="duplicate")  # a kept clip of a later day
-    rows[7].update(duplicate_group=rows[7]["clip_id"], duplicate_kept_date=D, passed=False,
-                   reject_reason="duplicate")  # the kept clip rejected as a duplicate of itself
+    rows[6].update(
+        duplicate_group="later", duplicate_kept_date=D + dt.timedelta(days=1), passed=False, reject_reason="duplicate"
+    )  # a kept clip of a later day
+    rows[7].update(
+        duplicate_group=rows[7]["clip_id"], duplicate_kept_date=D, passed=False, reject_reason="duplicate"
+    )  # the kept clip rejected as a duplicate of itself
     r = gates_scores(rows, cfg)["duplicates_name_their_kept_clip"]
-    assert_failed(r, {"duplicates_without_kept_clip": 3, "kept_clips_rejected": 1},
-                  (rows[5]["clip_id"], rows[6]["clip_id"], rows[7]["clip_id"]))
+    assert_failed(
+        r,
+        {"duplicates_without_kept_clip": 3, "kept_clips_rejected": 1},
+        (rows[5]["clip_id"], rows[6]["clip_id"], rows[7]["clip_id"]),
+    )
 
 
 @pytest.mark.parametrize("passed,rate", [(True, 1.0), (False, 0.0)])
@@ -454,7 +593,14 @@ def test_filtered_pass_rate_not_enforced_below_min_rows(cfg):
 def test_clip_captions_good_partition_passes_every_gate(cfg):
     res = gates_caps(good_caption_rows(), cfg)
     assert_all_passed(res, "clip_captions")
-    assert res["one_caption_per_passed_clip"].measured == {"passed_clips": 9, "rows": 9, "null_ids": 0, "missing": 0, "extra": 0, "duplicated": 0}
+    assert res["one_caption_per_passed_clip"].measured == {
+        "passed_clips": 9,
+        "rows": 9,
+        "null_ids": 0,
+        "missing": 0,
+        "extra": 0,
+        "duplicated": 0,
+    }
     assert res["failure_rate"].measured == {"rows": 9, "failed": 0, "failure_rate": 0.0}
 
 
@@ -527,7 +673,9 @@ def test_provenance_set_fails(cfg):
     rows[2]["prompt_version"] = ""
     r = gates_caps(rows, cfg)["provenance_set"]
     ids = (rows[1]["clip_id"], rows[2]["clip_id"])
-    assert_failed(r, {"model_missing": 1, "model_empty": 0, "prompt_version_missing": 0, "prompt_version_empty": 1}, ids)
+    assert_failed(
+        r, {"model_missing": 1, "model_empty": 0, "prompt_version_missing": 0, "prompt_version_empty": 1}, ids
+    )
 
 
 def test_failure_rate_fails_above_bound_and_is_skipped_below_min_rows(cfg):
@@ -609,7 +757,9 @@ def test_repetition_score(text, score):
 # ----------------------------------------------------------------------------------------------- config
 def test_config_from_yaml_file_named_by_env_and_overrides(tmp_path, monkeypatch):
     path = tmp_path / "gates.yaml"
-    path.write_text("raw_videos:\n  max_reject_rate: 0.25\nclip_captions:\n  max_len: 500\n  gates:\n    no_refusal: {severity: warn}\n")
+    path.write_text(
+        "raw_videos:\n  max_reject_rate: 0.25\nclip_captions:\n  max_len: 500\n  gates:\n    no_refusal: {severity: warn}\n"
+    )
     monkeypatch.setenv("VIDEOLAKE_GATES_FILE", str(path))
     c = load_gate_config()
     assert c.raw_videos.max_reject_rate == 0.25 and c.raw_videos.max_fps == 1000.0
@@ -655,8 +805,14 @@ def test_result_metadata_is_plain_data(cfg):
     rows = good_raw_rows() + [raw_row("v2")]
     md = gates_raw(rows, cfg)["video_id_unique"].to_metadata()
     assert md == {
-        "gate": "video_id_unique", "table": "raw_videos", "passed": False, "severity": "error", "enabled": True,
-        "measured": {"null_ids": 0, "duplicated": 2}, "thresholds": {}, "failing_ids": ["v2"],
+        "gate": "video_id_unique",
+        "table": "raw_videos",
+        "passed": False,
+        "severity": "error",
+        "enabled": True,
+        "measured": {"null_ids": 0, "duplicated": 2},
+        "thresholds": {},
+        "failing_ids": ["v2"],
         "description": "raw_videos.video_id_unique failed: 2 row(s) share a video_id (e.g. v2)",
     }
     assert all(type(v) is int for v in md["measured"].values())

@@ -10,13 +10,20 @@ import pytest
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.schemas import RAW_VIDEOS
 
-NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
 
 def _rows(day: str, ids: list[str]) -> list[dict]:
     return [
-        dict(video_id=i, source_uri=f"file:///{i}", size_bytes=10, status="ok", ingested_at=NOW,
-             partition_date=dt.date.fromisoformat(day), duplicate_uris=[])
+        dict(
+            video_id=i,
+            source_uri=f"file:///{i}",
+            size_bytes=10,
+            status="ok",
+            ingested_at=NOW,
+            partition_date=dt.date.fromisoformat(day),
+            duplicate_uris=[],
+        )
         for i in ids
     ]
 
@@ -28,15 +35,21 @@ def _ids(lake: Lake, days: list[str]) -> list[str]:
 def test_overwrite_replaces_only_the_runs_partitions(tmp_path):
     lake = Lake(str(tmp_path))
     both = PartitionRange.of(["2026-01-01", "2026-01-02"])
-    w = lake.write_partitions("raw_videos", rows_to_table(_rows("2026-01-01", ["a", "b"]) + _rows("2026-01-02", ["c"]), RAW_VIDEOS), both)
+    w = lake.write_partitions(
+        "raw_videos", rows_to_table(_rows("2026-01-01", ["a", "b"]) + _rows("2026-01-02", ["c"]), RAW_VIDEOS), both
+    )
     assert (w.rows, w.version) == (3, 0)
     # re-run of day 2 with different content: day 1 untouched, day 2 replaced, no duplicates
-    w = lake.write_partitions("raw_videos", rows_to_table(_rows("2026-01-02", ["c", "d"]), RAW_VIDEOS), PartitionRange.of(["2026-01-02"]))
+    w = lake.write_partitions(
+        "raw_videos", rows_to_table(_rows("2026-01-02", ["c", "d"]), RAW_VIDEOS), PartitionRange.of(["2026-01-02"])
+    )
     assert w.version == 1
     assert _ids(lake, ["2026-01-01"]) == ["a", "b"]
     assert _ids(lake, ["2026-01-02"]) == ["c", "d"]
     # same input again: identical rows (idempotent)
-    lake.write_partitions("raw_videos", rows_to_table(_rows("2026-01-02", ["c", "d"]), RAW_VIDEOS), PartitionRange.of(["2026-01-02"]))
+    lake.write_partitions(
+        "raw_videos", rows_to_table(_rows("2026-01-02", ["c", "d"]), RAW_VIDEOS), PartitionRange.of(["2026-01-02"])
+    )
     assert _ids(lake, ["2026-01-01", "2026-01-02"]) == ["a", "b", "c", "d"]
     # an empty result empties exactly that partition
     lake.write_partitions("raw_videos", RAW_VIDEOS.empty_table(), PartitionRange.of(["2026-01-02"]))
@@ -46,7 +59,9 @@ def test_overwrite_replaces_only_the_runs_partitions(tmp_path):
 def test_rows_outside_the_range_are_refused(tmp_path):
     lake = Lake(str(tmp_path))
     with pytest.raises(ValueError, match="outside the run's range"):
-        lake.write_partitions("raw_videos", rows_to_table(_rows("2026-01-05", ["x"]), RAW_VIDEOS), PartitionRange.of(["2026-01-01"]))
+        lake.write_partitions(
+            "raw_videos", rows_to_table(_rows("2026-01-05", ["x"]), RAW_VIDEOS), PartitionRange.of(["2026-01-01"])
+        )
 
 
 def test_read_of_missing_table_is_empty_with_schema(tmp_path):
@@ -69,16 +84,20 @@ def test_missing_required_column_is_an_error():
 
 def test_partition_range_refuses_gaps():
     """Keys with a gap would make one predicate that overwrites the missing days: refused, with the days named."""
-    with pytest.raises(ValueError, match=r"not contiguous: 2 separate ranges \(2026-03-01, 2026-03-05\); missing "
-                                         r"2026-03-02, 2026-03-03, 2026-03-04\."):
+    with pytest.raises(
+        ValueError,
+        match=r"not contiguous: 2 separate ranges \(2026-03-01, 2026-03-05\); missing "
+        r"2026-03-02, 2026-03-03, 2026-03-04\.",
+    ):
         PartitionRange.of(["2026-03-01", "2026-03-05"])
     with pytest.raises(ValueError, match="3 separate ranges"):
         PartitionRange.of(["2026-01-01", "2026-01-02", "2026-01-04", "2026-01-09"])
     with pytest.raises(ValueError, match="no partition keys"):
         PartitionRange.of([])
     # repeats and any order are fine when the days are contiguous
-    assert PartitionRange.of(["2026-01-02", "2026-01-01", "2026-01-02"]) == PartitionRange(dt.date(2026, 1, 1),
-                                                                                          dt.date(2026, 1, 3))
+    assert PartitionRange.of(["2026-01-02", "2026-01-01", "2026-01-02"]) == PartitionRange(
+        dt.date(2026, 1, 1), dt.date(2026, 1, 3)
+    )
     # across a month and a year end
     assert PartitionRange.of(["2025-12-31", "2026-01-01"]).days() == [dt.date(2025, 12, 31), dt.date(2026, 1, 1)]
 
@@ -93,7 +112,9 @@ def test_partition_range_split():
     ]
     assert PartitionRange.split([]) == []
     assert [str(r) for r in PartitionRange.split(["2026-03-01", "2026-03-02", "2026-03-04"])] == [
-        "2026-03-01..2026-03-02", "2026-03-04"]
+        "2026-03-01..2026-03-02",
+        "2026-03-04",
+    ]
 
 
 def test_non_contiguous_overwrite_leaves_the_days_between_untouched(tmp_path):
@@ -133,16 +154,20 @@ def test_head_returns_n_rows_of_the_range_and_the_process_exits_cleanly(tmp_path
     for day in days:  # 8 files of 20,000 rows: the scanner has read-ahead in flight when head() has its rows
         ids = [f"{day}-{i:05d}" for i in range(20_000)]
         lake.write_partitions("raw_videos", rows_to_table(_rows(day, ids), RAW_VIDEOS), PartitionRange.of([day]))
-    lake.write_partitions("raw_videos", rows_to_table(_rows("2026-02-09", ["outside"]), RAW_VIDEOS),
-                          PartitionRange.of(["2026-02-09"]))
+    lake.write_partitions(
+        "raw_videos", rows_to_table(_rows("2026-02-09", ["outside"]), RAW_VIDEOS), PartitionRange.of(["2026-02-09"])
+    )
 
     one = lake.head("raw_videos", PartitionRange.of(["2026-02-03"]), 2, ["video_id", "partition_date"])
-    assert one.to_pylist() == [{"video_id": "2026-02-03-00000", "partition_date": dt.date(2026, 2, 3)},
-                               {"video_id": "2026-02-03-00001", "partition_date": dt.date(2026, 2, 3)}]
+    assert one.to_pylist() == [
+        {"video_id": "2026-02-03-00000", "partition_date": dt.date(2026, 2, 3)},
+        {"video_id": "2026-02-03-00001", "partition_date": dt.date(2026, 2, 3)},
+    ]
     assert lake.head("raw_videos", PartitionRange.of(["2026-03-01"]), 2, ["video_id"]).num_rows == 0
     for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", HEAD_AND_EXIT, str(tmp_path)], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", HEAD_AND_EXIT, str(tmp_path)], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         *rows, read = out.stdout.split()
         assert read == "40000", out.stdout  # two whole days

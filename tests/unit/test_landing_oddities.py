@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
 from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.stages.ingest import ingest_one, list_landing
 
 DAY = "2024-03-01"
 SOURCES = ("testsrc2", "mandelbrot", "smptehdbars", "rgbtestsrc", "gradients", "cellauto")
@@ -37,9 +37,29 @@ def videos(ffmpeg, tmp_path_factory) -> list[Path]:
     out = []
     for i, src in enumerate(SOURCES):
         p = d / f"v{i}.mp4"
-        subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", f"{src}=size=160x120:rate=24",
-                        "-frames:v", "36", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", str(p)],
-                       check=True)
+        subprocess.run(
+            [
+                ffmpeg,
+                "-nostdin",
+                "-v",
+                "error",
+                "-y",
+                "-f",
+                "lavfi",
+                "-i",
+                f"{src}=size=160x120:rate=24",
+                "-frames:v",
+                "36",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-pix_fmt",
+                "yuv420p",
+                str(p),
+            ],
+            check=True,
+        )
         out.append(p)
     return out
 
@@ -67,7 +87,7 @@ def _rows(store: LocalObjectStore, day: str = DAY, before_read=None) -> dict[str
     for o in entries:
         row = ingest_one(o, store=store, probe_config=ProbeConfig())
         assert store.key_from_uri(row["source_uri"]) == o.key  # every URI round-trips to its key
-        rows[o.key[len(prefix):] if o.key.startswith(prefix) else o.key] = row
+        rows[o.key[len(prefix) :] if o.key.startswith(prefix) else o.key] = row
     return rows
 
 
@@ -163,18 +183,22 @@ def test_every_oddity_is_a_reason_and_the_rest_of_the_day_is_ingested(root, vide
     # URIs: percent-encoded (RFC 8089), the raw bytes of a non-UTF-8 name included; ids are unique
     assert rows["bad\udcff.mp4"]["source_uri"] == (day / "bad").as_uri() + "%FF.mp4"
     assert rows["a b #1 %41 é 漢字 +&=.mp4"]["source_uri"].endswith(
-        "/a%20b%20%231%20%2541%20%C3%A9%20%E6%BC%A2%E5%AD%97%20%2B%26%3D.mp4")
+        "/a%20b%20%231%20%2541%20%C3%A9%20%E6%BC%A2%E5%AD%97%20%2B%26%3D.mp4"
+    )
     assert rows["x.mp4/"]["source_uri"] == (day / "x.mp4").as_uri() + "/"
     assert len({r["video_id"] for r in rows.values()}) == len(rows)
     # the videos were read, nothing else: links, their targets, FIFOs, sockets and rejected names never opened
-    ok_paths = {str(day / name) for name, v in expected.items() if v == "ok"} | {str(day / "zero.mp4"),
-                                                                               str(day / "notes.json")}
+    ok_paths = {str(day / name) for name, v in expected.items() if v == "ok"} | {
+        str(day / "zero.mp4"),
+        str(day / "notes.json"),
+    }
     assert set(audited) == ok_paths
     # the rows are storable as they are: one Delta partition with every row
     lake = Lake(str(root / "lake"))
-    now = dt.datetime(2024, 3, 2, tzinfo=dt.timezone.utc)
-    table = rows_to_table([{**r, "partition_date": dt.date.fromisoformat(DAY), "ingested_at": now}
-                           for r in rows.values()], RAW_VIDEOS)
+    now = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)
+    table = rows_to_table(
+        [{**r, "partition_date": dt.date.fromisoformat(DAY), "ingested_at": now} for r in rows.values()], RAW_VIDEOS
+    )
     assert lake.write_partitions("raw_videos", table, PartitionRange.of([DAY])).rows == len(expected)
     stored = lake.read_partitions("raw_videos", PartitionRange.of([DAY])).to_pylist()
     assert sorted(r["source_uri"] for r in stored) == sorted(r["source_uri"] for r in rows.values())
@@ -196,8 +220,13 @@ def test_deleted_or_swapped_between_listing_and_reading(root, videos):
         os.mkfifo(day / "became_fifo.mp4")
 
     rows = _rows(LocalObjectStore(str(root)), before_read=meddle)
-    assert _verdicts(rows) == {"stays.mp4": "ok", "gone.mp4": "vanished", "swapped.mp4": "not_a_regular_file",
-                               "became_dir.mp4": "not_a_regular_file", "became_fifo.mp4": "not_a_regular_file"}
+    assert _verdicts(rows) == {
+        "stays.mp4": "ok",
+        "gone.mp4": "vanished",
+        "swapped.mp4": "not_a_regular_file",
+        "became_dir.mp4": "not_a_regular_file",
+        "became_fifo.mp4": "not_a_regular_file",
+    }
     assert rows["gone.mp4"]["reject_detail"].startswith("listed, then gone before it was read")
     assert rows["swapped.mp4"]["reject_detail"] == "a symbolic link when read (it was a file when listed)"
     assert rows["became_fifo.mp4"]["reject_detail"] == "not a regular file when read (it was a file when listed)"
@@ -260,7 +289,10 @@ def test_unreadable_files_and_folders_are_permission_denied(root, videos):
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert {k: v[0] for k, v in got.items()} == {
-        "readable.mp4": "ok", "unreadable.mp4": "permission_denied", "locked/": "permission_denied"}
+        "readable.mp4": "ok",
+        "unreadable.mp4": "permission_denied",
+        "locked/": "permission_denied",
+    }
     assert got["unreadable.mp4"][1] == "the file is not readable by this process"
     assert got["locked/"][1] == "cannot list the folder: Permission denied"
 
@@ -272,7 +304,9 @@ def test_s3_keys_that_cannot_be_addressed_as_paths():
     assert key_problem("landing/d/a.mp4", 10) == (None, None)
     assert key_problem("landing/d/sub/", 0) == (None, None)  # a plain folder marker: the landing rules decide
     assert key_problem("landing/d/sub/", 5) == (
-        "not_a_regular_file", "a folder marker object (its key ends in '/') holding 5 bytes")
+        "not_a_regular_file",
+        "a folder marker object (its key ends in '/') holding 5 bytes",
+    )
     for key in ("landing/d//a.mp4", "landing/d/./a.mp4", "landing/d/../a.mp4"):
         assert key_problem(key, 10) == ("invalid_name", "the key has an empty, '.' or '..' path segment"), key
 
@@ -288,8 +322,16 @@ def test_s3_archived_object_is_a_rejection_not_a_failed_step():
 
     class ArchiveOnlyClient:
         def download_file(self, bucket, key, path, Config=None):  # noqa: N803 (boto3's argument name)
-            raise ClientError({"Error": {"Code": "InvalidObjectState", "Message": "The operation is not valid for the "
-                               "object's storage class"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetObject")
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "InvalidObjectState",
+                        "Message": "The operation is not valid for the object's storage class",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 403},
+                },
+                "GetObject",
+            )
 
     store = S3ObjectStore("bucket", "p", access_key_id="k", secret_access_key="s", retry_window_s=1)
     store._client_obj = ArchiveOnlyClient()

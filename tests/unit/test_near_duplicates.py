@@ -17,11 +17,25 @@ from videolake.evaluation import near_copies
 from videolake.platform.dedup import near
 
 CONFIG = near.NearDupConfig()
-ORIGINALS = tuple(o for o in near_copies.ORIGINALS
-                  if o.name in ("megamind_woman", "megamind_glasses", "bikes_taxi", "cockatoo_face"))
+ORIGINALS = tuple(
+    o for o in near_copies.ORIGINALS if o.name in ("megamind_woman", "megamind_glasses", "bikes_taxi", "cockatoo_face")
+)
 # The kinds the platform promises to survive (``text`` is there too when the machine has the DejaVu font).
-REQUIRED_KINDS = {"reencode", "half_size", "crop_center", "crop_corner", "crop_offcenter", "letterbox", "pillarbox",
-                  "brightness_contrast", "logo_box", "speed_up", "slow_down", "trim_start", "trim_end"}
+REQUIRED_KINDS = {
+    "reencode",
+    "half_size",
+    "crop_center",
+    "crop_corner",
+    "crop_offcenter",
+    "letterbox",
+    "pillarbox",
+    "brightness_contrast",
+    "logo_box",
+    "speed_up",
+    "slow_down",
+    "trim_start",
+    "trim_end",
+}
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +97,15 @@ def test_whole_frame_pdq_alone_misses_crops_and_overlays(footage):
     v = near.hashes_per_frame(CONFIG)
     whole_only = dataclasses.replace(CONFIG, crop_window=1.0, half_views=False)
     assert near.hashes_per_frame(whole_only) == 1
-    for name, kind in [("bikes_taxi", "crop_center"), ("bikes_taxi", "crop_corner"), ("bikes_taxi", "logo_box"),
-                       ("cockatoo_face", "crop_center"), ("cockatoo_face", "crop_corner"),
-                       ("megamind_woman", "crop_center"), ("megamind_woman", "crop_corner")]:
+    for name, kind in [
+        ("bikes_taxi", "crop_center"),
+        ("bikes_taxi", "crop_corner"),
+        ("bikes_taxi", "logo_box"),
+        ("cockatoo_face", "crop_center"),
+        ("cockatoo_face", "crop_corner"),
+        ("megamind_woman", "crop_center"),
+        ("megamind_woman", "crop_corner"),
+    ]:
         original, copy = _fingerprint(footage, f"{name}__original"), _fingerprint(footage, f"{name}__{kind}")
         assert not near.is_near_duplicate(original[::v], copy[::v], whole_only), (name, kind)
         assert near.is_near_duplicate(original, copy, CONFIG), (name, kind)
@@ -98,8 +118,9 @@ def test_grouping_puts_each_original_with_its_copies(footage):
     assert len(set(groups.values())) == len(ORIGINALS)
     # The same verdicts whatever the order of the input.
     order = sorted(range(len(footage.ids)), key=lambda i: footage.ids[i][::-1])
-    shuffled = near.group_near_duplicates([footage.ids[i] for i in order], [footage.fingerprints[i] for i in order],
-                                          CONFIG)
+    shuffled = near.group_near_duplicates(
+        [footage.ids[i] for i in order], [footage.fingerprints[i] for i in order], CONFIG
+    )
     assert shuffled == expected
 
 
@@ -127,7 +148,7 @@ def _flat_clips(n: int = 16, h: int = 144, w: int = 256) -> dict[str, np.ndarray
         return np.repeat(np.clip(gray, 0, 255)[..., None], 3, axis=-1).astype(np.uint8)
 
     letterboxed = np.zeros((n, h, w, 3), dtype=np.uint8)
-    letterboxed[:, 18:h - 18] = np.clip(20 + rng.normal(0, 2, (n, h - 36, w, 3)), 0, 255).astype(np.uint8)
+    letterboxed[:, 18 : h - 18] = np.clip(20 + rng.normal(0, 2, (n, h - 36, w, 3)), 0, 255).astype(np.uint8)
     return {
         "black": np.zeros((n, h, w, 3), dtype=np.uint8),
         "solid": np.broadcast_to(np.array([200, 40, 90], dtype=np.uint8), (n, h, w, 3)).copy(),
@@ -183,8 +204,11 @@ def test_matching_clips_share_a_band_key(footage, scores):
             a, b = f"{name}__original", f"{name}__{kind}"
             assert keys[a] & keys[b], (a, b)  # every copy is found from its original through the index
     candidates = set(near.candidate_pairs(footage.fingerprints, CONFIG))
-    verified = [(i, j) for i, j in itertools.combinations(range(len(footage.ids)), 2)
-                if near.is_near_duplicate(footage.fingerprints[i], footage.fingerprints[j], CONFIG)]
+    verified = [
+        (i, j)
+        for i, j in itertools.combinations(range(len(footage.ids)), 2)
+        if near.is_near_duplicate(footage.fingerprints[i], footage.fingerprints[j], CONFIG)
+    ]
     assert len(verified) >= 0.9 * len(ORIGINALS) * len(near_copies.COPY_KINDS)
     found = sum(pair in candidates for pair in verified) / len(verified)
     assert found == scores["candidate_recall"] >= 0.99  # two copies of one original: found too, nearly always

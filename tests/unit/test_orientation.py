@@ -22,8 +22,10 @@ from videolake.platform.probe import probe_video
 
 W, H = 320, 240  # coded size of every test file
 FRAMES = 36
-PATTERN = (f"color=c=blue:size={W}x{H}:rate=24,drawbox=x=0:y=0:w=64:h=48:color=red:t=fill,"
-           f"drawbox=x={W - 64}:y=0:w=64:h=48:color=lime:t=fill")
+PATTERN = (
+    f"color=c=blue:size={W}x{H}:rate=24,drawbox=x=0:y=0:w=64:h=48:color=red:t=fill,"
+    f"drawbox=x={W - 64}:y=0:w=64:h=48:color=lime:t=fill"
+)
 
 
 def _ff(ffmpeg: str, *args: str) -> None:
@@ -39,7 +41,7 @@ def _write_pyav(path: Path, degrees: int, hflip: bool) -> None:
         picture = np.zeros((H, W, 3), np.uint8)
         picture[:, :, 2] = 255
         picture[:48, :64] = (255, 0, 0)
-        picture[:48, W - 64:] = (0, 255, 0)
+        picture[:48, W - 64 :] = (0, 255, 0)
         for i in range(FRAMES):
             frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
             frame.pts = i
@@ -51,13 +53,37 @@ def _write_pyav(path: Path, degrees: int, hflip: bool) -> None:
 @pytest.fixture(scope="module")
 def rotated(ffmpeg, tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("rotated")
-    _ff(ffmpeg, "-f", "lavfi", "-i", PATTERN, "-frames:v", str(FRAMES), "-c:v", "libx264", "-preset", "ultrafast",
-        "-pix_fmt", "yuv420p", "-g", "12", str(d / "upright.mp4"))
+    _ff(
+        ffmpeg,
+        "-f",
+        "lavfi",
+        "-i",
+        PATTERN,
+        "-frames:v",
+        str(FRAMES),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-pix_fmt",
+        "yuv420p",
+        "-g",
+        "12",
+        str(d / "upright.mp4"),
+    )
     out = {"upright": d / "upright.mp4"}
     for tag in (90, 180, 270):  # ffmpeg 5.1 writes the tag as a display matrix when remuxing
         out[f"tag{tag}"] = d / f"tag{tag}.mp4"
-        _ff(ffmpeg, "-i", str(d / "upright.mp4"), "-c", "copy", "-metadata:s:v:0", f"rotate={tag}",
-            str(out[f"tag{tag}"]))
+        _ff(
+            ffmpeg,
+            "-i",
+            str(d / "upright.mp4"),
+            "-c",
+            "copy",
+            "-metadata:s:v:0",
+            f"rotate={tag}",
+            str(out[f"tag{tag}"]),
+        )
     out["mirror"] = d / "mirror.mp4"
     _write_pyav(out["mirror"], 0, hflip=True)
     return out
@@ -79,9 +105,23 @@ def _corners(picture: np.ndarray) -> dict[str, str]:
 def _ffmpeg_display(ffmpeg: str, path: Path, tmp: Path) -> np.ndarray:
     """The first frame as the ffmpeg CLI shows it (autorotate applies the display matrix), as RGB."""
     raw = tmp / (path.stem + ".rgb")
-    probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
-                            "stream=width,height:stream_side_data=rotation", "-of", "default=nw=1", str(path)],
-                           check=True, capture_output=True, text=True).stdout
+    probe = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "stream=width,height:stream_side_data=rotation",
+            "-of",
+            "default=nw=1",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     fields = dict(line.split("=", 1) for line in probe.split() if "=" in line)
     w, h = int(fields["width"]), int(fields["height"])
     if int(float(fields.get("rotation", 0))) % 180:

@@ -104,7 +104,7 @@ class RednessScorer(Scorer):
 '''
 
 # Scores a day on a fresh local Ray whose workers see the installed plugin; prints the rows and the unit counts.
-SCORE_DAY = '''
+SCORE_DAY = """
 import json, sys
 from videolake.platform.stages.ingest import ingest_partitions, list_landing
 from videolake.platform.stages.score import score_partitions
@@ -124,7 +124,7 @@ run = score_partitions(lake, store, days, config)
 rows = lake.read_partitions("filtered_clips", days, columns=["clip_id", "scores", "reject_reason"]).to_pylist()
 clips = lake.read_partitions("scene_clips", days, columns=["clip_id", "source_uri", "start_frame", "end_frame"])
 print(json.dumps({"rows": rows, "clips": clips.to_pylist(), "units": run.progress.as_metadata()}))
-'''
+"""
 
 
 def _install(site: Path, dist: str, module: str, source: str, entry_points: str) -> None:
@@ -139,21 +139,42 @@ def _install(site: Path, dist: str, module: str, source: str, entry_points: str)
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     site = tmp_path_factory.mktemp("site")
-    _install(site, "videolake_every", "videolake_every", DETECTOR_PLUGIN,
-             "[videolake.scene_detectors]\nevery = videolake_every\n")
-    _install(site, "videolake_echo", "videolake_echo", BACKEND_PLUGIN,
-             "[videolake.caption_backends]\necho = videolake_echo:EchoCaptioner\n")
-    _install(site, "videolake_redness", "videolake_redness", SCORER_PLUGIN,
-             "[videolake.quality_scorers]\nredness = videolake_redness\n")
-    _install(site, "videolake_broken", "videolake_broken", "raise ImportError('needs libfoo')\n",
-             "[videolake.scene_detectors]\nbroken = videolake_broken\n")
+    _install(
+        site,
+        "videolake_every",
+        "videolake_every",
+        DETECTOR_PLUGIN,
+        "[videolake.scene_detectors]\nevery = videolake_every\n",
+    )
+    _install(
+        site,
+        "videolake_echo",
+        "videolake_echo",
+        BACKEND_PLUGIN,
+        "[videolake.caption_backends]\necho = videolake_echo:EchoCaptioner\n",
+    )
+    _install(
+        site,
+        "videolake_redness",
+        "videolake_redness",
+        SCORER_PLUGIN,
+        "[videolake.quality_scorers]\nredness = videolake_redness\n",
+    )
+    _install(
+        site,
+        "videolake_broken",
+        "videolake_broken",
+        "raise ImportError('needs libfoo')\n",
+        "[videolake.scene_detectors]\nbroken = videolake_broken\n",
+    )
     return site
 
 
 @pytest.fixture(scope="module")
 def video(tmp_path_factory, ffmpeg) -> tuple[str, dict]:
-    spec = VideoSpec("plug", 160, 120, "25", "h264", (Segment("testsrc2", 25), Segment("mandelbrot", 20)),
-                     (Transition("cut"),))
+    spec = VideoSpec(
+        "plug", 160, 120, "25", "h264", (Segment("testsrc2", 25), Segment("mandelbrot", 20)), (Transition("cut"),)
+    )
     path, truth = render(spec, tmp_path_factory.mktemp("plugvideo"))
     return str(path), truth
 
@@ -168,7 +189,9 @@ def test_an_installed_detector_plugin_runs_from_the_cli_with_typed_params(site, 
     marker = tmp_path / "marker"
     proc = _python(site, marker, "-m", "videolake.cli", "scenes", path, "--detector", "every", "--param", "every=12")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout) == {"cuts": [12, 24, 36], "fps": 25.0, "num_frames": 45} and truth["num_frames"] == 45
+    assert (
+        json.loads(proc.stdout) == {"cuts": [12, 24, 36], "fps": 25.0, "num_frames": 45} and truth["num_frames"] == 45
+    )
     proc = _python(site, marker, "-m", "videolake.cli", "scenes", path, "--detector", "every", "--param", "every=x")
     assert proc.returncode == 2 and "'every' must be an integer, got 'x'" in proc.stderr
 
@@ -194,9 +217,11 @@ def test_a_broken_plugin_is_named_when_asked_for_and_breaks_nothing_else(site, v
 
 
 def test_a_caption_backend_plugin_is_registered_under_its_entry_point_name(site, tmp_path):
-    code = ("from videolake.platform.captioning.base import CAPTIONERS, captioner_class\n"
-            "cls = captioner_class('echo')\n"
-            "print(cls.__module__, cls.__name__, cls.registered_name, 'standin' in CAPTIONERS)\n")
+    code = (
+        "from videolake.platform.captioning.base import CAPTIONERS, captioner_class\n"
+        "cls = captioner_class('echo')\n"
+        "print(cls.__module__, cls.__name__, cls.registered_name, 'standin' in CAPTIONERS)\n"
+    )
     proc = _python(site, tmp_path / "marker", "-c", code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["videolake_echo", "EchoCaptioner", "echo", "True"]
@@ -205,22 +230,24 @@ def test_a_caption_backend_plugin_is_registered_under_its_entry_point_name(site,
 def test_a_caption_backend_plugin_takes_typed_parameters_and_a_bad_one_fails_before_any_actor(site, tmp_path):
     """backend_params reach the plugin typed by its Config (text from run config parsed); a bad one fails the caption
     stage at once, naming the backend and the parameter, before Ray or an actor starts."""
-    code = ("import datetime as dt, numpy as np\n"
-            "from videolake.platform.captioning.base import CaptionerConfig, get_captioner\n"
-            "from videolake.platform.captioning.stage import caption_partitions\n"
-            "from videolake.platform.lake import PartitionRange\n"
-            "from videolake.platform.params import ParamError\n"
-            "cfg = CaptionerConfig(model='none', backend='echo', input_mode='none',\n"
-            "                      backend_params={'text': 'hi', 'repeat': '2'})\n"
-            "b = get_captioner(cfg)\n"
-            "rows = b({'clip_id': np.array(['c1']), 'video_id': np.array(['v']), 'source_uri': np.array(['s']),\n"
-            "          'frame_error': np.array(['']), 'num_frames': np.array([0])})\n"
-            "print(repr(b.params), rows['caption'].tolist())\n"
-            "try:\n"
-            "    caption_partitions(None, PartitionRange.of(['2026-01-05']), cfg.replace(backend_params={'repeat': '0'}))\n"
-            "except ParamError as exc:\n"
-            "    print('refused:', exc)\n"
-            "import sys; print('ray' in sys.modules)\n")
+    code = (
+        "import datetime as dt, numpy as np\n"
+        "from videolake.platform.captioning.base import CaptionerConfig, get_captioner\n"
+        "from videolake.platform.captioning.stage import caption_partitions\n"
+        "from videolake.platform.lake import PartitionRange\n"
+        "from videolake.platform.params import ParamError\n"
+        "cfg = CaptionerConfig(model='none', backend='echo', input_mode='none',\n"
+        "                      backend_params={'text': 'hi', 'repeat': '2'})\n"
+        "b = get_captioner(cfg)\n"
+        "rows = b({'clip_id': np.array(['c1']), 'video_id': np.array(['v']), 'source_uri': np.array(['s']),\n"
+        "          'frame_error': np.array(['']), 'num_frames': np.array([0])})\n"
+        "print(repr(b.params), rows['caption'].tolist())\n"
+        "try:\n"
+        "    caption_partitions(None, PartitionRange.of(['2026-01-05']), cfg.replace(backend_params={'repeat': '0'}))\n"
+        "except ParamError as exc:\n"
+        "    print('refused:', exc)\n"
+        "import sys; print('ray' in sys.modules)\n"
+    )
     proc = _python(site, tmp_path / "marker", "-c", code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -243,8 +270,25 @@ def _solid(path: Path, *colors: str) -> None:
     """2 s of each solid colour, cut hard from one to the next (24 fps, 160x120)."""
     inputs = [a for c in colors for a in ("-f", "lavfi", "-i", f"color=c={c}:size=160x120:rate=24:duration=2")]
     graph = "".join(f"[{i}:v]" for i in range(len(colors))) + f"concat=n={len(colors)}:v=1[v]"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", *inputs, "-filter_complex", graph, "-map", "[v]",
-                    "-pix_fmt", "yuv420p", "-c:v", "libx264", str(path)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            *inputs,
+            "-filter_complex",
+            graph,
+            "-map",
+            "[v]",
+            "-pix_fmt",
+            "yuv420p",
+            "-c:v",
+            "libx264",
+            str(path),
+        ],
+        check=True,
+    )
 
 
 def _mean_red(uri: str, start: int, end: int) -> float:
@@ -253,8 +297,9 @@ def _mean_red(uri: str, start: int, end: int) -> float:
     import numpy as np
 
     with av.open(uri.removeprefix("file://")) as c:
-        frames = [f.to_ndarray(format="rgb24").astype("float64") for i, f in enumerate(c.decode(video=0))
-                  if start <= i < end]
+        frames = [
+            f.to_ndarray(format="rgb24").astype("float64") for i, f in enumerate(c.decode(video=0)) if start <= i < end
+        ]
     rgb = np.stack(frames)
     return float((rgb[..., 0] - rgb[..., 1]).mean())
 
@@ -276,9 +321,11 @@ def test_a_scorer_plugin_sees_pixels_stores_its_score_and_rule_and_its_params_ve
     assert sorted((c["start_frame"], c["end_frame"]) for c in clips.values()) == [(0, 48), (0, 48), (48, 96)]
     for cid, row in rows.items():
         c = clips[cid]
-        (name, value), = row["scores"]
+        ((name, value),) = row["scores"]
         # the plugin's pixels are the clip's own frames: its score equals R - G measured by another decoder
-        assert name == "redness" and value == pytest.approx(_mean_red(c["source_uri"], c["start_frame"], c["end_frame"]), abs=1.5)
+        assert name == "redness" and value == pytest.approx(
+            _mean_red(c["source_uri"], c["start_frame"], c["end_frame"]), abs=1.5
+        )
         red = "red_then_blue" in c["source_uri"] and c["start_frame"] == 0
         assert value > 150 if red else value < 5
         # a rule the built-ins do not know comes after theirs in reject_reason
@@ -296,4 +343,7 @@ def test_a_scorer_plugin_sees_pixels_stores_its_score_and_rule_and_its_params_ve
     assert sorted(r["clip_id"] for r in again["rows"]) == sorted(rows)
 
     proc = _python(site, marker, "-c", SCORE_DAY, str(tmp_path / "day"), day, "lots")
-    assert proc.returncode != 0 and "quality scorer 'redness': parameter 'max_red' must be a number, got 'lots'" in proc.stderr
+    assert (
+        proc.returncode != 0
+        and "quality scorer 'redness': parameter 'max_red' must be a number, got 'lots'" in proc.stderr
+    )

@@ -28,18 +28,58 @@ def media(ffmpeg, tmp_path_factory) -> Path:
     lavfi = lambda rate, t: ["-f", "lavfi", "-t", t, "-i", SRC.format(rate=rate)]  # noqa: E731
     h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
     # good files
-    _ff(ffmpeg, *lavfi(30, "2"), "-f", "lavfi", "-t", "2", "-i", "sine=frequency=440", *h264, "-c:a", "aac",
-        str(d / "h264_audio.mp4"))
+    _ff(
+        ffmpeg,
+        *lavfi(30, "2"),
+        "-f",
+        "lavfi",
+        "-t",
+        "2",
+        "-i",
+        "sine=frequency=440",
+        *h264,
+        "-c:a",
+        "aac",
+        str(d / "h264_audio.mp4"),
+    )
     _ff(ffmpeg, *lavfi("30000/1001", "2.002"), *h264, str(d / "ntsc.mp4"))
-    _ff(ffmpeg, *lavfi(30, "1"), "-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error",
-        str(d / "hevc.mp4"))
+    _ff(
+        ffmpeg,
+        *lavfi(30, "1"),
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        "log-level=error",
+        str(d / "hevc.mp4"),
+    )
     _ff(ffmpeg, *lavfi(30, "1"), "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", str(d / "vp9.webm"))
     _ff(ffmpeg, *lavfi(25, "1.2"), "-c:v", "mpeg4", str(d / "mpeg4.avi"))
     # variable frame rate: 30 frames at 30 fps then 10 frames at 10 fps = 40 frames over 2.0 s
-    _ff(ffmpeg, "-f", "lavfi", "-t", "1", "-i", SRC.format(rate=30), "-f", "lavfi", "-t", "1", "-i",
-        "mandelbrot=size=320x240:rate=10", "-filter_complex",
-        "[0:v]settb=1/90000[a];[1:v]settb=1/90000[b];[a][b]concat=n=2:v=1[v]", "-map", "[v]", "-fps_mode", "vfr",
-        *h264, str(d / "vfr.mkv"))
+    _ff(
+        ffmpeg,
+        "-f",
+        "lavfi",
+        "-t",
+        "1",
+        "-i",
+        SRC.format(rate=30),
+        "-f",
+        "lavfi",
+        "-t",
+        "1",
+        "-i",
+        "mandelbrot=size=320x240:rate=10",
+        "-filter_complex",
+        "[0:v]settb=1/90000[a];[1:v]settb=1/90000[b];[a][b]concat=n=2:v=1[v]",
+        "-map",
+        "[v]",
+        "-fps_mode",
+        "vfr",
+        *h264,
+        str(d / "vfr.mkv"),
+    )
     # bad files
     (d / "empty.mp4").write_bytes(b"")
     (d / "text.mp4").write_text("this is a shopping list, not a video\n" * 20)
@@ -59,8 +99,19 @@ def media(ffmpeg, tmp_path_factory) -> Path:
     # an AVI with empty "repeat the previous frame" chunks (the muxer fills the gaps of a 6 fps stream on a 30 fps
     # time base: 116 index entries, 24 coded frames, 3.867 s), and an MP4 with an edit list that drops its first
     # 0.5 s (cut at a non-keyframe with stream copy).
-    _ff(ffmpeg, *lavfi(30, "4"), "-vf", "select='not(mod(n\\,5))'", "-fps_mode", "vfr", "-c:v", "mpeg4", "-r", "30",
-        str(d / "repeat_chunks.avi"))
+    _ff(
+        ffmpeg,
+        *lavfi(30, "4"),
+        "-vf",
+        "select='not(mod(n\\,5))'",
+        "-fps_mode",
+        "vfr",
+        "-c:v",
+        "mpeg4",
+        "-r",
+        "30",
+        str(d / "repeat_chunks.avi"),
+    )
     _ff(ffmpeg, "-ss", "0.5", "-i", str(d / "h264_audio.mp4"), "-map", "0:v", "-c", "copy", str(d / "edit_list.mp4"))
     webm = (d / "vp9.webm").read_bytes()  # WebM declares no frame count: the declared duration shows the cut
     (d / "cut_half.webm").write_bytes(webm[: len(webm) // 2])
@@ -77,8 +128,17 @@ def test_h264_with_audio_exact(media):
     out = probe_video(str(media / "h264_audio.mp4"))
     assert (out.reject_reason, out.detail) == (None, None)
     assert out.probe == P.ProbeResult(
-        container="mp4", codec="h264", width=320, height=240, fps=30.0, duration_s=2.0, num_frames=60, has_audio=True,
-        rotation=0, display_width=320, display_height=240,
+        container="mp4",
+        codec="h264",
+        width=320,
+        height=240,
+        fps=30.0,
+        duration_s=2.0,
+        num_frames=60,
+        has_audio=True,
+        rotation=0,
+        display_width=320,
+        display_height=240,
     )
 
 
@@ -92,7 +152,11 @@ def test_ntsc_rate_is_exact(media):
 
 @pytest.mark.parametrize(
     "name, container, codec, fps, frames",
-    [("hevc.mp4", "mp4", "hevc", 30.0, 30), ("vp9.webm", "webm", "vp9", 30.0, 30), ("mpeg4.avi", "avi", "mpeg4", 25.0, 30)],
+    [
+        ("hevc.mp4", "mp4", "hevc", 30.0, 30),
+        ("vp9.webm", "webm", "vp9", 30.0, 30),
+        ("mpeg4.avi", "avi", "mpeg4", 25.0, 30),
+    ],
 )
 def test_codecs_and_containers(media, name, container, codec, fps, frames):
     out = probe_video(str(media / name))
@@ -179,7 +243,11 @@ def test_raw_video_row_matches_schema(media):
     assert (ok["rotation"], ok["display_width"], ok["display_height"]) == (0, 320, 240)
     assert (bad["rotation"], bad["display_width"], bad["display_height"]) == (None, None, None)
     assert (bad["status"], bad["reject_reason"], bad["codec"], bad["duplicate_uris"]) == (
-        "rejected", "empty_file", None, ["file:///c"])
+        "rejected",
+        "empty_file",
+        None,
+        ["file:///c"],
+    )
     schema = pa.schema([RAW_VIDEOS.field(n) for n in names])
     table = pa.Table.from_pylist([ok, bad], schema=schema)
     assert table.num_rows == 2
@@ -196,4 +264,9 @@ def test_rejected_row_for_an_unread_object():
     assert row["video_id"] == "err-" + hashlib.sha256(b"file:///l/a%FF.mp4").hexdigest()
     assert unread_video_id(row["source_uri"]) == row["video_id"]
     assert (row["status"], row["reject_reason"], row["reject_detail"], row["codec"], row["size_bytes"]) == (
-        "rejected", "invalid_name", "the name is not valid UTF-8 (rename it)", None, 0)
+        "rejected",
+        "invalid_name",
+        "the name is not valid UTF-8 (rename it)",
+        None,
+        0,
+    )

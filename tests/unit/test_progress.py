@@ -57,8 +57,15 @@ def test_rate_is_over_computed_units_and_eta_over_the_units_left():
     r.update(60, reused=40, computed=20)
     assert lines[-1] == "split: 60/100 units (40 reused, 20 computed), 0.0040 units/s, ETA 2h46m"
     assert r.line().eta_s == pytest.approx(40 / (20 / 5000))
-    assert [format_duration(s) for s in (0, 4.4, 59.6, 61, 3599, 3600, 7500)] == \
-        ["0s", "4s", "1m00s", "1m01s", "59m59s", "1h00m", "2h05m"]
+    assert [format_duration(s) for s in (0, 4.4, 59.6, 61, 3599, 3600, 7500)] == [
+        "0s",
+        "4s",
+        "1m00s",
+        "1m01s",
+        "59m59s",
+        "1h00m",
+        "2h05m",
+    ]
 
 
 def test_heartbeat_writes_the_line_when_nothing_was_written_for_30s():
@@ -76,8 +83,10 @@ def test_heartbeat_writes_the_line_when_nothing_was_written_for_30s():
     assert r.tick() == pytest.approx(5.0)  # 25 s after the update's line
     clock.t += 5
     r.tick()
-    assert lines[-2:] == ["split: 1/4 units (0 reused, 1 computed), 0.025 units/s, ETA 2m00s",
-                          "split: 1/4 units (0 reused, 1 computed), 0.014 units/s, ETA 3m30s"]
+    assert lines[-2:] == [
+        "split: 1/4 units (0 reused, 1 computed), 0.025 units/s, ETA 2m00s",
+        "split: 1/4 units (0 reused, 1 computed), 0.014 units/s, ETA 3m30s",
+    ]
     r2, lines2, clock2 = _reporter(heartbeat_s=120)
     r2.plan(4)
     clock2.t += 60
@@ -121,10 +130,13 @@ def test_parse_line_reads_back_every_kind_of_line_and_nothing_else():
     for line in lines:
         assert parse_line(str(line)) == line, str(line)
     assert str(lines[2]) == "captioned: 120/120 clips (30 reused, 90 computed), 12.5 clips/s, done in 1h02m"
-    for other in ["split: 9 units done (0 reused, 9 computed)",
-                  "120 clips to caption in 1 partition(s): 0 already captioned (0 checkpointed batches reused), "
-                  "120 to do in 8 units",
-                  "captioned 5/9 clips", ""]:
+    for other in [
+        "split: 9 units done (0 reused, 9 computed)",
+        "120 clips to caption in 1 partition(s): 0 already captioned (0 checkpointed batches reused), "
+        "120 to do in 8 units",
+        "captioned 5/9 clips",
+        "",
+    ]:
         assert parse_line(other) is None
 
 
@@ -150,8 +162,9 @@ def fake_ray(monkeypatch):
                 yield pa.Table.from_pylist([s])
 
     ctx = types.SimpleNamespace(max_errored_blocks=0, enable_progress_bars=True, op_resource_reservation_enabled=True)
-    data = types.SimpleNamespace(from_items=lambda items, **_: Dataset(items),
-                                 DataContext=types.SimpleNamespace(get_current=lambda: ctx))
+    data = types.SimpleNamespace(
+        from_items=lambda items, **_: Dataset(items), DataContext=types.SimpleNamespace(get_current=lambda: ctx)
+    )
     ray = types.SimpleNamespace(is_initialized=lambda: True, data=data)
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.setitem(sys.modules, "ray.data", data)
@@ -163,8 +176,14 @@ def test_run_units_reports_k_of_n_with_n_its_unit_count(fake_ray):
 
     def task(row):
         reused = row["unit_key"] in {"u0", "u1"}
-        return {"key": row["unit_key"], "partition_date": "2026-01-01", "reused": reused, "rows": 1,
-                "seconds": 0.0 if reused else 2.0, "error": None}
+        return {
+            "key": row["unit_key"],
+            "partition_date": "2026-01-01",
+            "reused": reused,
+            "rows": 1,
+            "seconds": 0.0 if reused else 2.0,
+            "error": None,
+        }
 
     units = [{"unit_key": f"u{i}", "partition_date": "2026-01-01", "payload": "{}"} for i in range(6)]
     lines: list[str] = []

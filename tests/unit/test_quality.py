@@ -24,8 +24,9 @@ FPS = 30.0
 BASE_HASH = 0x0F0F_3C3C_AAAA_5555
 
 
-def _score(clips: list[dict], stats: dict[str, FrameStats], videos: list[dict],
-           paths: dict[str, str] | None = None) -> list[dict]:
+def _score(
+    clips: list[dict], stats: dict[str, FrameStats], videos: list[dict], paths: dict[str, str] | None = None
+) -> list[dict]:
     """What the filtered_clips stage does: each video's clips scored together (a unit; with its pixels when
     ``paths`` names its file), then duplicates assigned over the day's rows in clip_id order (its finalize step)."""
     from videolake.platform.captioning.base import FrameConfig
@@ -35,14 +36,18 @@ def _score(clips: list[dict], stats: dict[str, FrameStats], videos: list[dict],
         def pixels(clip: dict, count: int, max_pixels: int) -> np.ndarray:
             config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
             return read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), FPS, config).frames
+
         return pixels
 
     by_video: dict[str, list[dict]] = {}
     for c in clips:
         by_video.setdefault(c["video_id"], []).append(c)
     video_rows = {v["video_id"]: v for v in videos}
-    rows = [r for vid, cs in by_video.items() for r in score_video_clips(
-        cs, stats[vid], video_rows.get(vid), pixels=pixels_of(paths[vid]) if paths else None)]
+    rows = [
+        r
+        for vid, cs in by_video.items()
+        for r in score_video_clips(cs, stats[vid], video_rows.get(vid), pixels=pixels_of(paths[vid]) if paths else None)
+    ]
     return assign_duplicates(sorted(rows, key=lambda r: r["clip_id"]))
 
 
@@ -84,7 +89,9 @@ def _video(video_id: str, w: int = 320, h: int = 240) -> dict:
     return {"video_id": video_id, "width": w, "height": h}
 
 
-def _one(stats: FrameStats, start: int, end: int, video: dict | None = None, config: QualityConfig | None = None) -> dict:
+def _one(
+    stats: FrameStats, start: int, end: int, video: dict | None = None, config: QualityConfig | None = None
+) -> dict:
     (row,) = score_video_clips([_clip("v", start, end)], stats, video or _video("v"), config)
     return row
 
@@ -269,13 +276,20 @@ def test_the_scorer_contract_typed_params_setup_once_scores_map_and_clear_errors
     config = QualityConfig(scorers=("duration", "test_limit"), scorer_params={"test_limit": {"limit": "45"}})
     rows = [_one(_stats(60), 0, end, config=config) for end in (30, 50, 60)]
     assert setups == [45]  # set up once for the process and config, not per video
-    assert [r["scores"] for r in rows] == [{"limit_score": 30.0, "unmeasured": None}, {"limit_score": 50.0, "unmeasured": None},
-                                           {"limit_score": 60.0, "unmeasured": None}]
+    assert [r["scores"] for r in rows] == [
+        {"limit_score": 30.0, "unmeasured": None},
+        {"limit_score": 50.0, "unmeasured": None},
+        {"limit_score": 60.0, "unmeasured": None},
+    ]
     # an unknown rule sorts after the built-ins' (too_short is a built-in rule)
     assert [r["reject_reason"] for r in rows] == [None, "over_limit", "over_limit"]
     assert _one(_stats(60), 0, 20, config=config)["reject_reason"] == "too_short"
-    assert _one(_stats(60), 0, 59, config=QualityConfig(scorers=("duration", "test_limit"), min_clip_s=2.5))[
-        "reject_reason"] == "too_short;over_limit"
+    assert (
+        _one(_stats(60), 0, 59, config=QualityConfig(scorers=("duration", "test_limit"), min_clip_s=2.5))[
+            "reject_reason"
+        ]
+        == "too_short;over_limit"
+    )
     assert _one(_stats(60), 0, 60)["scores"] is None  # no plugin ran: null, not an empty map
 
     with pytest.raises(ParamError, match="quality scorer 'test_limit': parameter 'limit' must be >= 0, got -1"):
@@ -308,8 +322,30 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
     }
     for name, (src, vf) in sources.items():
         paths[name] = str(tmp_path / f"{name}.mp4")
-        subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-t", "2", "-i", src, "-vf", vf, "-c:v",
-                        "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", paths[name]], check=True)
+        subprocess.run(
+            [
+                ffmpeg,
+                "-nostdin",
+                "-v",
+                "error",
+                "-f",
+                "lavfi",
+                "-t",
+                "2",
+                "-i",
+                src,
+                "-vf",
+                vf,
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-pix_fmt",
+                "yuv420p",
+                paths[name],
+            ],
+            check=True,
+        )
     videos, clips, stats = [], [], {}
     for name, path in paths.items():
         outcome = probe_video(path)
@@ -329,7 +365,10 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
     assert black["brightness"] < 24.0 and black["text_area"] == 0.0
     # the blurred copy is the later clip_id of the pair: rejected as a duplicate of the sharp one, which is kept
     blur = by["moving_blur"]
-    assert blur["reject_reason"] == "duplicate" and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
+    assert (
+        blur["reject_reason"] == "duplicate"
+        and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
+    )
     assert black["duplicate_group"] is None and black["near_hashes"] == b""  # flat frames: no fingerprint
     assert len(moving["near_hashes"]) == 16 * 20 * 32  # 16 informative frames, 20 views of 32 bytes each
 
@@ -337,8 +376,11 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
 def test_filtered_clips_run_config_adds_plugin_scorers_after_the_built_ins():
     from videolake.assets.configs import FilteredClipsConfig
 
-    cfg = FilteredClipsConfig(thresholds={"max_black_ratio": 0.3}, extra_scorers=["aesthetic", "motion"],
-                              scorer_params={"aesthetic": {"min_score": "4.5"}})
+    cfg = FilteredClipsConfig(
+        thresholds={"max_black_ratio": 0.3},
+        extra_scorers=["aesthetic", "motion"],
+        scorer_params={"aesthetic": {"min_score": "4.5"}},
+    )
     engine = cfg.to_engine()
     assert engine.scorers == (*DEFAULT_SCORERS, "aesthetic") and engine.max_black_ratio == 0.3
     assert engine.scorer_params == {"aesthetic": {"min_score": "4.5"}}
@@ -356,8 +398,28 @@ def test_reading_the_pixels_of_many_clips_opens_their_video_once_per_clip(ffmpeg
     from videolake.platform.captioning.clip_frames import read_frames
 
     path = str(tmp_path / "wide.mp4")
-    subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-f", "lavfi", "-t", "4", "-i", "testsrc2=size=640x360:rate=25",
-                    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", path], check=True)
+    subprocess.run(
+        [
+            ffmpeg,
+            "-nostdin",
+            "-v",
+            "error",
+            "-f",
+            "lavfi",
+            "-t",
+            "4",
+            "-i",
+            "testsrc2=size=640x360:rate=25",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-pix_fmt",
+            "yuv420p",
+            path,
+        ],
+        check=True,
+    )
     opened = []
     real_open = av.open
     config = FrameConfig(sample_fps=1e6, min_frames=2, max_frames=2, max_pixels=160 * 90)
@@ -373,8 +435,16 @@ def test_day_figures_count_near_duplicates_and_group_sizes():
     from videolake.platform.lake import rows_to_table
     from videolake.platform.schemas import FILTERED_CLIPS, table_spec
 
-    rows = _rows({"a": _fingerprint(1), "b": _fingerprint(1, 4), "c": _fingerprint(1, 9), "d": _fingerprint(2),
-                  "e": _fingerprint(2, 6), "f": _fingerprint(3)})
+    rows = _rows(
+        {
+            "a": _fingerprint(1),
+            "b": _fingerprint(1, 4),
+            "c": _fingerprint(1, 9),
+            "d": _fingerprint(2),
+            "e": _fingerprint(2, 6),
+            "f": _fingerprint(3),
+        }
+    )
     rows = assign_duplicates([{**r, "partition_date": dt.date(2026, 1, 1)} for r in rows])
     figures = table_spec("filtered_clips").figures_of(rows_to_table(rows, FILTERED_CLIPS))
     assert (figures["duplicates"], figures["near_duplicates"], figures["duplicates_within_day"]) == (3, 3, 3)

@@ -38,7 +38,7 @@ B43 = "resolution_240/aspect_4_3/frames_0_63"
 B169 = "resolution_240/aspect_16_9/frames_0_63"
 ALL_TABLES = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions", "training_shards")
 FPS = 25.0
-NOW = dt.datetime(2026, 1, 10, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
 MODEL, REVISION, PROMPT = "Qwen/Qwen2.5-VL-3B-Instruct", "66285546d2b8", "v1-describe"
 
 
@@ -90,44 +90,105 @@ class Builder:
 
     def video(self, d: str, vid: str, source: str) -> dict:
         path, w, h = self.sources[source]
-        row = dict(video_id=vid, source_uri=self.store.uri(f"landing/{d}/{source}.mp4"), size_bytes=1000,
-                   container="mp4", codec="h264", width=w, height=h, fps=FPS, duration_s=2.0, num_frames=50,
-                   has_audio=False, rotation=0, display_width=w, display_height=h, status="ok", ingested_at=NOW,
-                   partition_date=dt.date.fromisoformat(d), _path=path)
+        row = dict(
+            video_id=vid,
+            source_uri=self.store.uri(f"landing/{d}/{source}.mp4"),
+            size_bytes=1000,
+            container="mp4",
+            codec="h264",
+            width=w,
+            height=h,
+            fps=FPS,
+            duration_s=2.0,
+            num_frames=50,
+            has_audio=False,
+            rotation=0,
+            display_width=w,
+            display_height=h,
+            status="ok",
+            ingested_at=NOW,
+            partition_date=dt.date.fromisoformat(d),
+            _path=path,
+        )
         self.day(d).raw.append(row)
         return row
 
     def rejected(self, d: str, name: str, reason: str) -> None:
-        self.day(d).raw.append(dict(video_id=_fid(name), source_uri=self.store.uri(f"landing/{d}/{name}"),
-                                    size_bytes=10, status="rejected", reject_reason=reason,
-                                    failure_class="permanent", ingested_at=NOW,
-                                    partition_date=dt.date.fromisoformat(d)))
+        self.day(d).raw.append(
+            dict(
+                video_id=_fid(name),
+                source_uri=self.store.uri(f"landing/{d}/{name}"),
+                size_bytes=10,
+                status="rejected",
+                reject_reason=reason,
+                failure_class="permanent",
+                ingested_at=NOW,
+                partition_date=dt.date.fromisoformat(d),
+            )
+        )
 
     def clips(self, d: str, video: dict, ranges: list[tuple[int, int]]) -> list[dict]:
         out = []
         for i, (s, e) in enumerate(ranges):
-            row = dict(clip_id=clip_id(video["video_id"], s, e), video_id=video["video_id"],
-                       source_uri=video["source_uri"], clip_index=i, start_frame=s, end_frame=e, start_s=s / FPS,
-                       end_s=e / FPS, duration_s=(e - s) / FPS, detector="luma", detector_params="{}",
-                       max_clip_s=20.0, partition_date=video["partition_date"], _video=video)
+            row = dict(
+                clip_id=clip_id(video["video_id"], s, e),
+                video_id=video["video_id"],
+                source_uri=video["source_uri"],
+                clip_index=i,
+                start_frame=s,
+                end_frame=e,
+                start_s=s / FPS,
+                end_s=e / FPS,
+                duration_s=(e - s) / FPS,
+                detector="luma",
+                detector_params="{}",
+                max_clip_s=20.0,
+                partition_date=video["partition_date"],
+                _video=video,
+            )
             self.day(d).scenes.append(row)
             out.append(row)
         return out
 
     def score(self, d: str, clip: dict, reject: str | None = None) -> None:
         v = clip["_video"]
-        self.day(d).filtered.append(dict(
-            clip_id=clip["clip_id"], video_id=clip["video_id"], duration_s=clip["duration_s"], width=v["width"],
-            height=v["height"], motion=12.0, sharpness=150.0, brightness=110.0, black_ratio=0.0, frozen_ratio=0.0,
-            text_area=0.01, passed=reject is None, reject_reason=reject, partition_date=clip["partition_date"]))
+        self.day(d).filtered.append(
+            dict(
+                clip_id=clip["clip_id"],
+                video_id=clip["video_id"],
+                duration_s=clip["duration_s"],
+                width=v["width"],
+                height=v["height"],
+                motion=12.0,
+                sharpness=150.0,
+                brightness=110.0,
+                black_ratio=0.0,
+                frozen_ratio=0.0,
+                text_area=0.01,
+                passed=reject is None,
+                reject_reason=reject,
+                partition_date=clip["partition_date"],
+            )
+        )
 
     def caption(self, d: str, clip: dict, text: str | None, error: str | None = None) -> None:
-        self.day(d).captions.append(dict(
-            clip_id=clip["clip_id"], video_id=clip["video_id"], source_uri=clip["source_uri"],
-            status="ok" if text else "failed", caption=text, error=error,
-            failure_class="transient" if error else None, model=MODEL, model_revision=REVISION,
-            prompt_version=PROMPT, num_frames=clip["end_frame"] - clip["start_frame"], captioned_at=NOW,
-            partition_date=clip["partition_date"]))
+        self.day(d).captions.append(
+            dict(
+                clip_id=clip["clip_id"],
+                video_id=clip["video_id"],
+                source_uri=clip["source_uri"],
+                status="ok" if text else "failed",
+                caption=text,
+                error=error,
+                failure_class="transient" if error else None,
+                model=MODEL,
+                model_revision=REVISION,
+                prompt_version=PROMPT,
+                num_frames=clip["end_frame"] - clip["start_frame"],
+                captioned_at=NOW,
+                partition_date=clip["partition_date"],
+            )
+        )
         clip["_caption"] = text
 
     def shard(self, d: str, bucket: str, clips: list[dict], idx: int = 0) -> str:
@@ -139,19 +200,47 @@ class Builder:
         frags, rows = [], []
         for c in sorted(clips, key=lambda c: c["clip_id"]):
             enc = encode_clip(c["_video"]["_path"], c["start_frame"], c["end_frame"], FPS, ShardConfig())
-            meta = dict(caption=c["_caption"], clip_id=c["clip_id"], video_id=c["video_id"],
-                        source_uri=c["source_uri"], model=MODEL, model_revision=REVISION, prompt_version=PROMPT,
-                        fps=FPS, num_frames=enc.num_frames, width=enc.width, height=enc.height,
-                        duration_s=enc.num_frames / FPS, start_frame=c["start_frame"], end_frame=c["end_frame"],
-                        bucket=bucket, partition_date=d, scores={"motion": 12.0})
-            frag = sample_fragment(c["clip_id"], {"json": json.dumps(meta).encode(), "mp4": enc.data,
-                                                  "txt": c["_caption"].encode()})
+            meta = dict(
+                caption=c["_caption"],
+                clip_id=c["clip_id"],
+                video_id=c["video_id"],
+                source_uri=c["source_uri"],
+                model=MODEL,
+                model_revision=REVISION,
+                prompt_version=PROMPT,
+                fps=FPS,
+                num_frames=enc.num_frames,
+                width=enc.width,
+                height=enc.height,
+                duration_s=enc.num_frames / FPS,
+                start_frame=c["start_frame"],
+                end_frame=c["end_frame"],
+                bucket=bucket,
+                partition_date=d,
+                scores={"motion": 12.0},
+            )
+            frag = sample_fragment(
+                c["clip_id"], {"json": json.dumps(meta).encode(), "mp4": enc.data, "txt": c["_caption"].encode()}
+            )
             frags.append(frag)
-            rows.append(dict(clip_id=c["clip_id"], video_id=c["video_id"], source_uri=c["source_uri"], status="ok",
-                             bucket=bucket, sample_bytes=len(frag), sample_sha256=hashlib.sha256(frag).hexdigest(),
-                             num_frames=enc.num_frames, width=enc.width, height=enc.height, fps=FPS,
-                             duration_s=enc.num_frames / FPS, caption_chars=len(c["_caption"]),
-                             partition_date=c["partition_date"]))
+            rows.append(
+                dict(
+                    clip_id=c["clip_id"],
+                    video_id=c["video_id"],
+                    source_uri=c["source_uri"],
+                    status="ok",
+                    bucket=bucket,
+                    sample_bytes=len(frag),
+                    sample_sha256=hashlib.sha256(frag).hexdigest(),
+                    num_frames=enc.num_frames,
+                    width=enc.width,
+                    height=enc.height,
+                    fps=FPS,
+                    duration_s=enc.num_frames / FPS,
+                    caption_chars=len(c["_caption"]),
+                    partition_date=c["partition_date"],
+                )
+            )
         import io
 
         buf = io.BytesIO()
@@ -161,23 +250,42 @@ class Builder:
         uri = self.store.put_bytes(f"shards/{d}/{bucket}/shard-{d}-{idx:05d}-{digest}.tar", data)
         sha, offset = hashlib.sha256(data).hexdigest(), 0
         for row, frag in zip(rows, frags):
-            row.update(shard_uri=uri, shard_sha256=sha, shard_samples=len(frags), shard_bytes=len(data),
-                       sample_offset=offset)
+            row.update(
+                shard_uri=uri, shard_sha256=sha, shard_samples=len(frags), shard_bytes=len(data), sample_offset=offset
+            )
             offset += len(frag)
         self.day(d).shards.extend(rows)
-        self.shards[uri] = {"uri": uri, "sha256": sha, "samples": len(frags), "bytes": len(data), "bucket": bucket,
-                            "partition_date": d}
+        self.shards[uri] = {
+            "uri": uri,
+            "sha256": sha,
+            "samples": len(frags),
+            "bytes": len(data),
+            "bucket": bucket,
+            "partition_date": d,
+        }
         return uri
 
     def encode_failed(self, d: str, clip: dict, error: str) -> None:
-        self.day(d).shards.append(dict(clip_id=clip["clip_id"], video_id=clip["video_id"],
-                                       source_uri=clip["source_uri"], status="failed", error=error,
-                                       failure_class="permanent", partition_date=clip["partition_date"]))
+        self.day(d).shards.append(
+            dict(
+                clip_id=clip["clip_id"],
+                video_id=clip["video_id"],
+                source_uri=clip["source_uri"],
+                status="failed",
+                error=error,
+                failure_class="permanent",
+                partition_date=clip["partition_date"],
+            )
+        )
 
     def write(self, lake: Lake, skip: set[tuple[str, str]] = frozenset()) -> None:
-        schemas = {"raw_videos": (RAW_VIDEOS, "raw"), "scene_clips": (SCENE_CLIPS, "scenes"),
-                   "filtered_clips": (FILTERED_CLIPS, "filtered"), "clip_captions": (CLIP_CAPTIONS, "captions"),
-                   "training_shards": (TRAINING_SHARDS, "shards")}
+        schemas = {
+            "raw_videos": (RAW_VIDEOS, "raw"),
+            "scene_clips": (SCENE_CLIPS, "scenes"),
+            "filtered_clips": (FILTERED_CLIPS, "filtered"),
+            "clip_captions": (CLIP_CAPTIONS, "captions"),
+            "training_shards": (TRAINING_SHARDS, "shards"),
+        }
         for table, (schema, attr) in schemas.items():
             for d, day in sorted(self.days.items()):
                 if (table, d) in skip:
@@ -187,8 +295,29 @@ class Builder:
 
 
 def _ffmpeg_video(ffmpeg: str, path: str, size: str, pattern: str = "testsrc2") -> None:
-    subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", f"{pattern}=size={size}:rate=25",
-                    "-t", "2", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "ultrafast", path], check=True)
+    subprocess.run(
+        [
+            ffmpeg,
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            f"{pattern}=size={size}:rate=25",
+            "-t",
+            "2",
+            "-c:v",
+            "libx264",
+            "-pix_fmt",
+            "yuv420p",
+            "-preset",
+            "ultrafast",
+            path,
+        ],
+        check=True,
+    )
 
 
 def build_world(root, ffmpeg: str, days: tuple[str, ...] = (D1, D2, D3, D4, D6)) -> tuple[Builder, Lake]:
@@ -223,8 +352,11 @@ def build_world(root, ffmpeg: str, days: tuple[str, ...] = (D1, D2, D3, D4, D6))
         b.encode_failed(D2, d1, "encode_error: frame 30 did not decode")
     if D3 in days:
         ve, vf = b.video(D3, _fid("E"), "a"), b.video(D3, _fid("F"), "a")
-        for name, reason in (("x.json", "not_a_video: x.json"), ("empty.mp4", "empty_file"),
-                             ("cut.mp4", "truncated: ends at 1.2 s of 4 s")):
+        for name, reason in (
+            ("x.json", "not_a_video: x.json"),
+            ("empty.mp4", "empty_file"),
+            ("cut.mp4", "truncated: ends at 1.2 s of 4 s"),
+        ):
             b.rejected(D3, name, reason)
         (e0,), (f0,) = b.clips(D3, ve, [(0, 50)]), b.clips(D3, vf, [(0, 50)])
         for c in (e0, f0):
@@ -271,8 +403,14 @@ def _all_pass(table: str, day: str) -> list[str]:
 
 
 def _expected_shards(world, days, buckets=None):
-    return sorted((s for s in world.shards.values() if s["partition_date"] in days
-                   and (buckets is None or s["bucket"] in buckets)), key=lambda s: s["uri"])
+    return sorted(
+        (
+            s
+            for s in world.shards.values()
+            if s["partition_date"] in days and (buckets is None or s["bucket"] in buckets)
+        ),
+        key=lambda s: s["uri"],
+    )
 
 
 # -- create ---------------------------------------------------------------------------------------------------------
@@ -300,17 +438,25 @@ def test_release_takes_only_days_that_passed_every_gate_of_every_table(world, v1
 def test_release_lists_the_shards_of_the_taken_days_with_their_sha256_and_totals(world, v1):
     shards = v1.manifest["shards"]
     assert shards == _expected_shards(world, {D1, D2})
-    assert [(s["partition_date"], s["bucket"], s["samples"]) for s in shards] == [(D1, B169, 1), (D1, B43, 2),
-                                                                                (D2, B43, 1)]
+    assert [(s["partition_date"], s["bucket"], s["samples"]) for s in shards] == [
+        (D1, B169, 1),
+        (D1, B43, 2),
+        (D2, B43, 1),
+    ]
     for s in shards:  # the sha256 and size are those of the stored object
         data = world.store.get_bytes(world.store.key_from_uri(s["uri"]))
         assert (hashlib.sha256(data).hexdigest(), len(data)) == (s["sha256"], s["bytes"])
     seconds_43, seconds_169 = (20 + 20 + 25) / FPS, 50 / FPS
     assert v1.totals == {
-        "samples": 4, "shards": 3, "bytes": sum(s["bytes"] for s in shards), "frames": 20 + 20 + 50 + 25,
+        "samples": 4,
+        "shards": 3,
+        "bytes": sum(s["bytes"] for s in shards),
+        "frames": 20 + 20 + 50 + 25,
         "hours": round((seconds_43 + seconds_169) / 3600, 6),
-        "by_bucket": {B169: {"samples": 1, "hours": round(seconds_169 / 3600, 6)},
-                      B43: {"samples": 3, "hours": round(seconds_43 / 3600, 6)}},
+        "by_bucket": {
+            B169: {"samples": 1, "hours": round(seconds_169 / 3600, 6)},
+            B43: {"samples": 3, "hours": round(seconds_43 / 3600, 6)},
+        },
     }
 
 
@@ -342,8 +488,13 @@ def test_a_failed_gate_of_any_table_leaves_its_day_out(world):
 
     r = create_release(world.lake, world.store, "shards-gate", D1, D3, gate_verdicts=verdicts)
     assert r.partitions == [D1, D3]  # D3's raw_videos gate is not failed by these verdicts
-    assert r.excluded_partitions == [{"partition_date": D2, "reason": "training_shards failed blocking gate(s) "
-                                      "one_sample_per_eligible_clip", "failed_gates": {"training_shards": ["one_sample_per_eligible_clip"]}}]
+    assert r.excluded_partitions == [
+        {
+            "partition_date": D2,
+            "reason": "training_shards failed blocking gate(s) one_sample_per_eligible_clip",
+            "failed_gates": {"training_shards": ["one_sample_per_eligible_clip"]},
+        }
+    ]
     assert sorted(asked) == sorted((t, d) for t in ALL_TABLES for d in (D1, D2, D3))
     assert r.shards == _expected_shards(world, {D1, D3})
 
@@ -366,9 +517,19 @@ def test_card_holds_the_figures_of_the_release_and_valid_pngs(world, v1):
     from PIL import Image
 
     card = world.store.get_bytes("releases/v1/README.md").decode()
-    for heading in ("## Totals", "## Samples per bucket", "## Samples per day", "## Caption length (characters)",
-                    "## Captioning models and prompts", "## Upstream rejections by reason (released days)",
-                    "## Distributions", "## Sample frames", "## Days left out", "## Source tables", "## Shards"):
+    for heading in (
+        "## Totals",
+        "## Samples per bucket",
+        "## Samples per day",
+        "## Caption length (characters)",
+        "## Captioning models and prompts",
+        "## Upstream rejections by reason (released days)",
+        "## Distributions",
+        "## Sample frames",
+        "## Days left out",
+        "## Source tables",
+        "## Shards",
+    ):
         assert heading in card, heading
     shards = v1.manifest["shards"]
     assert f"| 4 | 3 | {v1.totals['hours']:.4f} | 115 | {sum(s['bytes'] for s in shards)} |" in card
@@ -376,9 +537,11 @@ def test_card_holds_the_figures_of_the_release_and_valid_pngs(world, v1):
     assert f"| `{B169}` | 1 | {2 / 3600:.4f} | 1 |" in card
     assert f"| {D1} | 3 | {(40 + 50) / FPS / 3600:.4f} | 2 |" in card
     assert f"| {D2} | 1 | {25 / FPS / 3600:.4f} | 1 |" in card
-    lengths = sorted(len(c) for i, c in world.captions.items() if i in {r["clip_id"] for d in (D1, D2)
-                                                                       for r in world.days[d].shards
-                                                                       if r["status"] == "ok"})
+    lengths = sorted(
+        len(c)
+        for i, c in world.captions.items()
+        if i in {r["clip_id"] for d in (D1, D2) for r in world.days[d].shards if r["status"] == "ok"}
+    )
     assert len(lengths) == 4
     # nearest rank of 4 values: p50 is the 2nd, p90 the 4th
     assert f"| 4 | {lengths[0]} | {lengths[1]} | {lengths[3]} | {lengths[3]} |" in card
@@ -455,14 +618,19 @@ def test_verify_passes_then_names_the_shard_whose_byte_changed_and_the_one_missi
 
 
 def test_verify_counts_the_samples_of_each_shard(world, v1):
+    import io
+
     from videolake.platform.releases.verify import read_shard
     from videolake.platform.shards.tarfile_det import sample_fragment, write_shard
 
-    import io
-
     buf = io.BytesIO()
-    write_shard([sample_fragment("k1", {"json": b"{}", "mp4": b"x", "txt": b"t"}),
-                 sample_fragment("k2", {"json": b"{}", "mp4": b"y"})], buf)
+    write_shard(
+        [
+            sample_fragment("k1", {"json": b"{}", "mp4": b"x", "txt": b"t"}),
+            sample_fragment("k2", {"json": b"{}", "mp4": b"y"}),
+        ],
+        buf,
+    )
     got = read_shard(io.BytesIO(buf.getvalue()))
     assert (got.samples, got.bad_members, got.error) == (2, ("k2",), None)
     assert (got.sha256, got.size) == (hashlib.sha256(buf.getvalue()).hexdigest(), len(buf.getvalue()))
@@ -481,7 +649,12 @@ def test_list_releases_and_referenced_shards(world, v1):
     assert "v1" in names and "empty" not in names
     summary = next(r for r in list_releases(world.store) if r.name == "v1")
     assert (summary.partitions, summary.excluded, summary.samples, summary.shards, summary.buckets) == (
-        (D1, D2), 4, 4, 3, None)
+        (D1, D2),
+        4,
+        4,
+        3,
+        None,
+    )
     every = set().union(*({s["uri"] for s in read_manifest(world.store, n)["shards"]} for n in names))
     assert referenced_shard_uris(world.store) == every
     assert {s["uri"] for s in v1.shards} <= every
@@ -538,7 +711,9 @@ def test_vacuum_falls_back_to_the_release_file_list_when_the_log_lost_the_versio
     release = create_release(lake, b.store, "old", D1, D1, gate_verdicts=_all_pass)
     listed = json.loads(b.store.get_bytes("releases/old/files.json"))
     assert listed["raw_videos"]["version"] == release.table_versions["raw_videos"]
-    assert len(listed["raw_videos"]["files"]) == 1 and listed["raw_videos"]["files"][0].startswith(f"partition_date={D1}/")
+    assert len(listed["raw_videos"]["files"]) == 1 and listed["raw_videos"]["files"][0].startswith(
+        f"partition_date={D1}/"
+    )
 
     class Gone:
         def __init__(self, uri, version=None, storage_options=None):
@@ -565,15 +740,16 @@ def test_vacuum_falls_back_to_the_release_file_list_when_the_log_lost_the_versio
 def _resources(world):
     from videolake.resources import LakeResource, ObjectStoreResource
 
-    return {"lake": LakeResource(root=world.lake.root),
-            "object_store": ObjectStoreResource(kind="local", root=str(world.store.root))}
+    return {
+        "lake": LakeResource(root=world.lake.root),
+        "object_store": ObjectStoreResource(kind="local", root=str(world.store.root)),
+    }
 
 
 def test_release_asset_creates_a_release_per_partition_and_reports_its_card_and_lineage(world, v1, monkeypatch):
     import dagster as dg
 
     import videolake.platform.releases as releases
-
     from videolake.assets.releases import RELEASE_PARTITIONS, build_release_defs, release_run_config
 
     defs = build_release_defs()
@@ -592,8 +768,13 @@ def test_release_asset_creates_a_release_per_partition_and_reports_its_card_and_
     monkeypatch.setattr(releases, "gate_verdicts_from_lake", engine_verdicts)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("releases", ["ui-1"])
-    result = dg.materialize([asset], partition_key="ui-1", instance=instance, resources=_resources(world),
-                            run_config=release_run_config(D1, D3))
+    result = dg.materialize(
+        [asset],
+        partition_key="ui-1",
+        instance=instance,
+        resources=_resources(world),
+        run_config=release_run_config(D1, D3),
+    )
     md = result.asset_materializations_for_node("dataset_release")[0].metadata
     assert md["partitions"].value == [D1, D2]
     assert [e["partition_date"] for e in md["excluded_partitions"].value] == [D3]
@@ -607,8 +788,14 @@ def test_release_asset_creates_a_release_per_partition_and_reports_its_card_and_
     again = dg.materialize([asset], partition_key="ui-1", instance=instance, resources=_resources(world))
     md2 = again.asset_materializations_for_node("dataset_release")[0].metadata
     assert md2["reported_existing"].value is True and md2["partitions"].value == [D1, D2]
-    other = dg.materialize([asset], partition_key="ui-1", instance=instance, resources=_resources(world),
-                           run_config=release_run_config(D1, D1), raise_on_error=False)
+    other = dg.materialize(
+        [asset],
+        partition_key="ui-1",
+        instance=instance,
+        resources=_resources(world),
+        run_config=release_run_config(D1, D1),
+        raise_on_error=False,
+    )
     assert not other.success
     failure = next(e for e in other.all_events if e.event_type_value == "STEP_FAILURE")
     assert "never reused" in failure.step_failure_data.user_failure_data.description
@@ -625,7 +812,6 @@ def test_recorded_check_evaluations_are_used_only_when_they_judged_the_released_
     from dagster._core.definitions.asset_checks.asset_check_evaluation import (
         AssetCheckEvaluationTargetMaterializationData,
     )
-
     from deltalake import DeltaTable
 
     from videolake.assets.releases import instance_gate_verdicts, recorded_verdict
@@ -636,22 +822,38 @@ def test_recorded_check_evaluations_are_used_only_when_they_judged_the_released_
     lake, version = world.lake, world.lake.version("raw_videos")
 
     def materialize(day, written=version):
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            "raw_videos", partition=day, metadata={"step": dg.MetadataValue.json({"delta_version": written}),
-                                                   "table_uri": dg.MetadataValue.path(lake.table_uri("raw_videos"))}))
-        rec = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_videos"),
-                                                                    asset_partitions=[day]), limit=1).records[0]
-        return AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id or "",
-                                                             timestamp=rec.timestamp)
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "raw_videos",
+                partition=day,
+                metadata={
+                    "step": dg.MetadataValue.json({"delta_version": written}),
+                    "table_uri": dg.MetadataValue.path(lake.table_uri("raw_videos")),
+                },
+            )
+        )
+        rec = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("raw_videos"), asset_partitions=[day]), limit=1
+        ).records[0]
+        return AssetCheckEvaluationTargetMaterializationData(
+            storage_id=rec.storage_id, run_id=rec.run_id or "", timestamp=rec.timestamp
+        )
 
     def evaluate(day, target, failing=(), skip=()):
         for g in gate_names("raw_videos"):
             if g in skip:
                 continue
-            instance.report_runless_asset_event(dg.AssetCheckEvaluation(
-                asset_key=dg.AssetKey("raw_videos"), check_name=g, passed=g not in failing,
-                severity=dg.AssetCheckSeverity.ERROR, target_materialization_data=target, blocking=True,
-                partition=day))
+            instance.report_runless_asset_event(
+                dg.AssetCheckEvaluation(
+                    asset_key=dg.AssetKey("raw_videos"),
+                    check_name=g,
+                    passed=g not in failing,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    target_materialization_data=target,
+                    blocking=True,
+                    partition=day,
+                )
+            )
 
     target = materialize(D1)
     evaluate(D1, target, failing=("reject_rate",))

@@ -14,15 +14,15 @@ import shutil
 import pytest
 from transnet_specs import HARD, SHORT
 
-from videolake.platform.stages.ingest import ingest_partitions, list_landing
-from videolake.platform.stages.score import score_partitions
-from videolake.platform.stages.split import SplitConfig, _split_payload, detect_error_rows, split_partitions
 from videolake.platform.frames import FrameStats
-from videolake.platform.quality import QualityConfig
-from videolake.platform.schemas import clip_id
 from videolake.platform.lake import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
 from videolake.platform.probe import ProbeConfig
+from videolake.platform.quality import QualityConfig
+from videolake.platform.schemas import clip_id
+from videolake.platform.stages.ingest import ingest_partitions, list_landing
+from videolake.platform.stages.score import score_partitions
+from videolake.platform.stages.split import SplitConfig, _split_payload, detect_error_rows, split_partitions
 from videolake.platform.synth import render
 
 DAY = "2026-04-02"
@@ -92,24 +92,42 @@ def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu
     assert again.extra["videos_detected_on_gpus"] == 0  # finished units are not sent to the GPUs again
     assert again.progress.as_metadata()["units_reused"] == 2
     assert sorted(c["clip_id"] for c in lake.read_partitions("scene_clips", days).to_pylist()) == sorted(
-        c["clip_id"] for c in clips)
+        c["clip_id"] for c in clips
+    )
 
 
 def test_a_video_the_gpu_route_could_not_decode_is_a_detect_error(tmp_path):
     store = LocalObjectStore(str(tmp_path))
     store.put_bytes("landing/x.mp4", b"not a video")
-    video = {"video_id": "v1", "source_uri": store.uri("landing/x.mp4"), "fps": 25.0, "num_frames": 10,
-             "detected": {"cuts": [], "fps": 0.0, "num_frames": 0, "error": "cannot open landing/x.mp4: invalid data"}}
+    video = {
+        "video_id": "v1",
+        "source_uri": store.uri("landing/x.mp4"),
+        "fps": 25.0,
+        "num_frames": 10,
+        "detected": {"cuts": [], "fps": 0.0, "num_frames": 0, "error": "cannot open landing/x.mp4: invalid data"},
+    }
     with pytest.raises(ValueError, match="cannot open landing/x.mp4: invalid data"):
         _split_payload(video, store=store, config=SplitConfig(detector="transnetv2", detector_params=PARAMS))
     # what the unit records instead: one whole-video clip carrying the reason, which the quality stage rejects
     config = SplitConfig(detector="transnetv2", detector_params=PARAMS)
     (row,) = detect_error_rows(video, "cannot open landing/x.mp4: invalid data", config)
-    assert row == {"clip_id": clip_id("v1", 0, 10), "video_id": "v1", "source_uri": video["source_uri"], "clip_index": 0,
-                   "start_frame": 0, "end_frame": 10, "start_s": 0.0, "end_s": 0.4, "duration_s": 0.4, "clip_uri": None,
-                   "detector": "transnetv2", "detector_params": '{"device": "cpu", "torch_threads": 1, '
-                   '"windows_per_batch": 16}', "detect_error": "cannot open landing/x.mp4: invalid data",
-                   "max_clip_s": 20.0, "frame_stats_uri": None}
+    assert row == {
+        "clip_id": clip_id("v1", 0, 10),
+        "video_id": "v1",
+        "source_uri": video["source_uri"],
+        "clip_index": 0,
+        "start_frame": 0,
+        "end_frame": 10,
+        "start_s": 0.0,
+        "end_s": 0.4,
+        "duration_s": 0.4,
+        "clip_uri": None,
+        "detector": "transnetv2",
+        "detector_params": '{"device": "cpu", "torch_threads": 1, "windows_per_batch": 16}',
+        "detect_error": "cannot open landing/x.mp4: invalid data",
+        "max_clip_s": 20.0,
+        "frame_stats_uri": None,
+    }
 
 
 class _CountingStore(LocalObjectStore):
@@ -122,11 +140,14 @@ class _CountingStore(LocalObjectStore):
         return super().open_local(key)
 
 
-@pytest.mark.parametrize("clip_mode, detected, opens", [
-    ("ranges", True, 0),   # cuts from the GPU pre-pass, clips as frame ranges: the video is not fetched again
-    ("files", True, 1),    # clip files are encoded from the video: fetched once
-    ("ranges", False, 1),  # the detector runs in the unit: fetched once
-])
+@pytest.mark.parametrize(
+    "clip_mode, detected, opens",
+    [
+        ("ranges", True, 0),  # cuts from the GPU pre-pass, clips as frame ranges: the video is not fetched again
+        ("files", True, 1),  # clip files are encoded from the video: fetched once
+        ("ranges", False, 1),  # the detector runs in the unit: fetched once
+    ],
+)
 def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg, clip_mode, detected, opens):
     store = _CountingStore(str(tmp_path / "store"))
     path, truth = render(SHORT, tmp_path / "render")
@@ -135,9 +156,12 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
     video = {"video_id": "v1", "source_uri": store.uri("landing/short.mp4"), "fps": fps, "num_frames": n}
     if detected:
         video["detected"] = {"cuts": list(truth["cuts"]), "fps": fps, "num_frames": n, "error": None}
-    config = SplitConfig(detector="transnetv2" if detected else "luma",
-                         detector_params=PARAMS if detected else {}, clip_mode=clip_mode,
-                         clip_prefix="clips")
+    config = SplitConfig(
+        detector="transnetv2" if detected else "luma",
+        detector_params=PARAMS if detected else {},
+        clip_mode=clip_mode,
+        clip_prefix="clips",
+    )
     _CountingStore.opened = 0
     rows = _split_payload(video, store=store, config=config)
     assert _CountingStore.opened == opens
@@ -156,16 +180,22 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
 
 
 def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg):
-    from videolake.platform.stages.score import score_one
     from videolake.platform.frames import FrameStats
     from videolake.platform.quality import QualityConfig, score_video_clips
+    from videolake.platform.stages.score import score_one
 
     store = _CountingStore(str(tmp_path / "store"))
     path, truth = render(SHORT, tmp_path / "render")
     store.put_bytes("landing/short.mp4", path.read_bytes())
     n, fps = truth["num_frames"], float(truth["fps"])
-    video = {"video_id": "v1", "source_uri": store.uri("landing/short.mp4"), "fps": fps, "num_frames": n,
-             "width": 320, "height": 240}
+    video = {
+        "video_id": "v1",
+        "source_uri": store.uri("landing/short.mp4"),
+        "fps": fps,
+        "num_frames": n,
+        "width": 320,
+        "height": 240,
+    }
     rows = _split_payload(dict(video), store=store, config=SplitConfig(detector="luma"))
     uri = rows[0]["frame_stats_uri"]
     stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
@@ -179,16 +209,18 @@ def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp
     # rows naming no statistics (a detector that keeps none), or naming a deleted object: one decode, same clips
     for stats_uri in (None, store.uri("cache/framestats/gone.npz")):
         _CountingStore.opened = 0
-        again = score_one((video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store,
-                          quality_config=quality)
+        again = score_one(
+            (video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store, quality_config=quality
+        )
         assert _CountingStore.opened == 1
         assert [r["clip_id"] for r in again] == [r["clip_id"] for r in rows]
     # the near-duplicate fingerprint (on by default) looks at pixels: the video is opened once for all its clips,
     # and opened once too when the statistics must be computed again
     for stats_uri in (uri, None):
         _CountingStore.opened = 0
-        fingerprinted = score_one((video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store,
-                                  quality_config=QualityConfig())
+        fingerprinted = score_one(
+            (video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store, quality_config=QualityConfig()
+        )
         assert _CountingStore.opened == 1
         assert [r["clip_id"] for r in fingerprinted] == [r["clip_id"] for r in rows]
         assert any(r["near_hashes"] for r in fingerprinted)

@@ -25,13 +25,26 @@ REPO = Path(__file__).resolve().parents[2]
 # name -> spec; every video is 320x240 (or 426x240) and a few seconds long, so the whole file runs in well under 2 min.
 SPECS = {
     "hard": VideoSpec(
-        "hard", 320, 240, "25", "h264",
-        (Segment("testsrc2", 30), Segment("mandelbrot", 28), Segment("smptehdbars", 32), Segment("color:orange", 30),
-         Segment("rgbtestsrc", 30)),
+        "hard",
+        320,
+        240,
+        "25",
+        "h264",
+        (
+            Segment("testsrc2", 30),
+            Segment("mandelbrot", 28),
+            Segment("smptehdbars", 32),
+            Segment("color:orange", 30),
+            Segment("rgbtestsrc", 30),
+        ),
         (Transition("cut"),) * 4,
     ),
     "gradual": VideoSpec(
-        "gradual", 320, 240, "25", "h264",
+        "gradual",
+        320,
+        240,
+        "25",
+        "h264",
         (Segment("testsrc2", 30), Segment("smptehdbars", 30), Segment("mandelbrot", 30), Segment("rgbtestsrc", 30)),
         (Transition("dissolve", 16), Transition("fade", 20), Transition("wipe", 12)),
         seed=3,
@@ -42,21 +55,42 @@ SPECS = {
     "black": VideoSpec("black", 320, 240, "25", "h264", (Segment("black", 50),), ()),
     "frozen": VideoSpec("frozen", 320, 240, "25", "h264", (Segment("static", 50),), ()),
     "hevc_2997": VideoSpec(
-        "hevc_2997", 320, 240, "30000/1001", "hevc",
-        (Segment("smptehdbars", 25), Segment("testsrc2", 25), Segment("mandelbrot", 25)), (Transition("cut"),) * 2,
+        "hevc_2997",
+        320,
+        240,
+        "30000/1001",
+        "hevc",
+        (Segment("smptehdbars", 25), Segment("testsrc2", 25), Segment("mandelbrot", 25)),
+        (Transition("cut"),) * 2,
     ),
     "vp9": VideoSpec(
-        "vp9", 426, 240, "24", "vp9",
-        (Segment("testsrc2", 24), Segment("smptehdbars", 24), Segment("mandelbrot", 24)), (Transition("cut"),) * 2,
+        "vp9",
+        426,
+        240,
+        "24",
+        "vp9",
+        (Segment("testsrc2", 24), Segment("smptehdbars", 24), Segment("mandelbrot", 24)),
+        (Transition("cut"),) * 2,
     ),
     "mpeg4": VideoSpec(
-        "mpeg4", 320, 240, "25", "mpeg4",
-        (Segment("mandelbrot", 25), Segment("rgbtestsrc", 25), Segment("testsrc2", 25)), (Transition("cut"),) * 2,
+        "mpeg4",
+        320,
+        240,
+        "25",
+        "mpeg4",
+        (Segment("mandelbrot", 25), Segment("rgbtestsrc", 25), Segment("testsrc2", 25)),
+        (Transition("cut"),) * 2,
     ),
     "vfr": VideoSpec(
-        "vfr", 320, 240, "30", "h264",
-        (Segment("testsrc2", 30), Segment("mandelbrot", 30), Segment("smptehdbars", 30)), (Transition("cut"),) * 2,
-        vfr=True, container="mkv",
+        "vfr",
+        320,
+        240,
+        "30",
+        "h264",
+        (Segment("testsrc2", 30), Segment("mandelbrot", 30), Segment("smptehdbars", 30)),
+        (Transition("cut"),) * 2,
+        vfr=True,
+        container="mkv",
     ),
 }
 
@@ -191,8 +225,8 @@ def test_score_cuts():
 
 
 def test_detector_params_are_typed_and_validated():
-    from videolake.platform.scenes.base import detector_params
     from videolake.platform.params import ParamError
+    from videolake.platform.scenes.base import detector_params
 
     det = get_detector("luma", threshold="9.5", min_scene_len="12", letterbox="false", max_excess=2)
     assert (det.config.threshold, det.config.min_scene_len, det.config.letterbox) == (9.5, 12, False)
@@ -220,12 +254,33 @@ def _fade_hold(tmp_path, hold: int) -> str:
     """2 s of testsrc2 fading out over 15 frames, ``hold`` black frames, a 15-frame fade in to 3 s of mandelbrot."""
     out = tmp_path / f"fade_hold_{hold}.mp4"
     subprocess.run(
-        ["ffmpeg", "-v", "error", "-y",
-         "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25,trim=end_frame=75,fade=t=out:st=2.4:d=0.6",
-         "-f", "lavfi", "-i", f"color=black:size=320x240:rate=25,trim=end_frame={hold}",
-         "-f", "lavfi", "-i", "mandelbrot=size=320x240:rate=25,trim=end_frame=75,fade=t=in:st=0:d=0.6",
-         "-filter_complex", "[0][1][2]concat=n=3:v=1:a=0,format=yuv420p", "-c:v", "libx264", "-preset", "veryfast",
-         str(out)], check=True)
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=320x240:rate=25,trim=end_frame=75,fade=t=out:st=2.4:d=0.6",
+            "-f",
+            "lavfi",
+            "-i",
+            f"color=black:size=320x240:rate=25,trim=end_frame={hold}",
+            "-f",
+            "lavfi",
+            "-i",
+            "mandelbrot=size=320x240:rate=25,trim=end_frame=75,fade=t=in:st=0:d=0.6",
+            "-filter_complex",
+            "[0][1][2]concat=n=3:v=1:a=0,format=yuv420p",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            str(out),
+        ],
+        check=True,
+    )
     return str(out)
 
 
@@ -252,8 +307,24 @@ def test_letterboxed_picture_keeps_its_cuts(videos, tmp_path, ffmpeg):
     # The hard video pillarboxed into 16:9 (as films and 4:3 footage often are): bars dilute every change.
     path, truth = videos["hard"]
     boxed = tmp_path / "boxed.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", path, "-vf", "pad=560:240:120:0:black", "-c:v", "libx264",
-                    "-preset", "veryfast", str(boxed)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-i",
+            path,
+            "-vf",
+            "pad=560:240:120:0:black",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            str(boxed),
+        ],
+        check=True,
+    )
     assert get_detector("luma").detect(str(boxed)).cuts == truth["cuts"]
 
 
@@ -261,9 +332,16 @@ def test_letterboxed_picture_keeps_its_cuts(videos, tmp_path, ffmpeg):
 def test_wipes_out_of_and_into_a_fast_pan(tmp_path, luma, ffmpeg, middle, fps, frames, seed):
     # A fast pan changes the picture about as much per frame as a wipe does, so a wipe out of it (or into it) does
     # not beat the motion on both sides; it beats the quiet side's, and its change sweeps across the picture.
-    spec = VideoSpec(f"pan_wipes_{middle}", 320, 240, fps, "h264",
-                     (Segment("pan", 40), Segment(middle, 40), Segment("pan", 40)),
-                     (Transition("wipe", frames), Transition("wipe", frames)), seed=seed)
+    spec = VideoSpec(
+        f"pan_wipes_{middle}",
+        320,
+        240,
+        fps,
+        "h264",
+        (Segment("pan", 40), Segment(middle, 40), Segment("pan", 40)),
+        (Transition("wipe", frames), Transition("wipe", frames)),
+        seed=seed,
+    )
     path, truth = render(spec, tmp_path)
     assert truth["cut_ranges"] == [[40, 40 + frames], [80 + frames, 80 + 2 * frames]]
     res = luma.detect(str(path))
@@ -332,7 +410,11 @@ def test_cli_imports_nothing_heavy(videos):
     path, _ = videos["hard"]
     proc = _scenes_cli("-X", "importtime", "-m", "videolake.cli", "scenes", path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "numpy" in imported and "av" in imported  # the importtime output is really there
     for heavy in ("dagster", "ray", "vllm", "torch", "cv2", "scenedetect", "pandas", "pyarrow", "deltalake"):
         assert heavy not in imported, heavy

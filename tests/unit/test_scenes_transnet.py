@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from transnet_specs import HARD, SHORT
 
 from videolake.platform.scenes import get_detector
 from videolake.platform.scenes.transnet import STEP, WINDOW, iter_windows, predictions_to_cuts
-from transnet_specs import HARD, SHORT
-
 from videolake.platform.synth import render
-
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +71,14 @@ def test_predictor_batches_windows_of_several_videos_in_one_call(videos):
     cfg = TransNetConfig(device="cpu", windows_per_batch=8)
     rows = [r for vid in ("tn_hard", "tn_short") for r in decode_windows({"video_id": vid, "path": videos[vid][0]})]
     assert [(r["video_id"], r["kind"], r["window"]) for r in rows] == [
-        ("tn_hard", "window", 0), ("tn_hard", "window", 1), ("tn_hard", "window", 2), ("tn_hard", "meta", -1),
-        ("tn_short", "window", 0), ("tn_short", "window", 1), ("tn_short", "meta", -1)]
+        ("tn_hard", "window", 0),
+        ("tn_hard", "window", 1),
+        ("tn_hard", "window", 2),
+        ("tn_hard", "meta", -1),
+        ("tn_short", "window", 0),
+        ("tn_short", "window", 1),
+        ("tn_short", "meta", -1),
+    ]
     batch = {k: np.array([r[k] for r in rows]) for k in rows[0] if k != "frames"}
     batch["frames"] = np.stack([r["frames"] for r in rows])
     predictor = TransNetV2Predictor(cfg)
@@ -111,14 +115,15 @@ def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     rc = ray_config_for_cluster({"CPU": 2.0})
     assert rc == RayDetectConfig(num_actors=1, num_gpus_per_actor=0.0, num_cpus_per_actor=0.5, decode_num_cpus=0.5)
     assert ray_config_for_cluster({"CPU": 64.0, "GPU": 4.0}).num_gpus_per_actor == 1.0
-    from videolake.platform.stages.split import FrameStatsSink, SplitConfig, stats_key
     from videolake.platform.objectstore.local import LocalObjectStore
+    from videolake.platform.stages.split import FrameStatsSink, SplitConfig, stats_key
 
     store = LocalObjectStore(str(tmp_path / "store"))
     split = SplitConfig(detector="transnetv2", cache_prefix="stats")
     sink = FrameStatsSink(store, split, '{"device": "cpu"}')
-    got = detect_scenes_ray([("a", videos["tn_hard"][0]), ("b", videos["tn_short"][0]), ("c", str(bad))], cfg, rc,
-                            stats_sink=sink)
+    got = detect_scenes_ray(
+        [("a", videos["tn_hard"][0]), ("b", videos["tn_short"][0]), ("c", str(bad))], cfg, rc, stats_sink=sink
+    )
     assert list(got) == ["a", "b", "c"]
     # each decode task stored its video's frame statistics through the sink; the rows carry the URI it returned
     from videolake.platform.frames import DecodeOptions, FrameStats, compute_frame_stats
@@ -150,7 +155,8 @@ def test_decode_windows_reads_uris_through_open_source(videos):
     rows = list(decode_windows({"video_id": "v", "path": "s3://bucket/short.mp4"}, open_source=opener))
     assert opened == ["s3://bucket/short.mp4"]
     assert [(r["kind"], r["path"]) for r in rows] == [("window", "s3://bucket/short.mp4")] * 2 + [
-        ("meta", "s3://bucket/short.mp4")]
+        ("meta", "s3://bucket/short.mp4")
+    ]
     assert rows[-1]["num_frames"] == 70 and rows[-1]["error"] == ""
     missing = list(decode_windows({"video_id": "m", "path": "/nonexistent/x.mp4"}))
     assert len(missing) == 1 and missing[0]["kind"] == "meta" and "/nonexistent/x.mp4" in missing[0]["error"]

@@ -24,16 +24,19 @@ from videolake.platform.stages.shard import plan_shards
 CFG = ShardConfig()
 
 
-@pytest.mark.parametrize("size,frames,bucket", [
-    ((1280, 720), 63, "resolution_720/aspect_16_9/frames_0_63"),
-    ((1920, 1080), 64, "resolution_1080/aspect_16_9/frames_64_127"),
-    ((852, 480), 200, "resolution_480/aspect_16_9/frames_128_255"),
-    ((352, 288), 256, "resolution_240/aspect_4_3/frames_256_plus"),
-    ((720, 1280), 10, "resolution_720/aspect_9_16/frames_0_63"),
-    ((480, 480), 100, "resolution_480/aspect_1_1/frames_64_127"),
-    ((2560, 1080), 300, "resolution_1080/aspect_21_9/frames_256_plus"),
-    ((100, 80), 1, "resolution_0/aspect_4_3/frames_0_63"),
-])
+@pytest.mark.parametrize(
+    "size,frames,bucket",
+    [
+        ((1280, 720), 63, "resolution_720/aspect_16_9/frames_0_63"),
+        ((1920, 1080), 64, "resolution_1080/aspect_16_9/frames_64_127"),
+        ((852, 480), 200, "resolution_480/aspect_16_9/frames_128_255"),
+        ((352, 288), 256, "resolution_240/aspect_4_3/frames_256_plus"),
+        ((720, 1280), 10, "resolution_720/aspect_9_16/frames_0_63"),
+        ((480, 480), 100, "resolution_480/aspect_1_1/frames_64_127"),
+        ((2560, 1080), 300, "resolution_1080/aspect_21_9/frames_256_plus"),
+        ((100, 80), 1, "resolution_0/aspect_4_3/frames_0_63"),
+    ],
+)
 def test_bucket_names(size, frames, bucket):
     assert bucket_of(*size, frames, CFG) == bucket
     assert bucket in bucket_names(CFG)
@@ -57,8 +60,12 @@ def test_tar_members_are_deterministic_and_read_by_tarfile():
     assert n == len(buf.getvalue()) and buf.getvalue().endswith(END_OF_ARCHIVE)
     with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tar:
         infos = tar.getmembers()
-    assert [i.name for i in infos] == ["vid_00000000_00000010.json", "vid_00000000_00000010.mp4",
-                                       "vid_00000000_00000010.txt", "vid_00000010_00000020.txt"]
+    assert [i.name for i in infos] == [
+        "vid_00000000_00000010.json",
+        "vid_00000000_00000010.mp4",
+        "vid_00000000_00000010.txt",
+        "vid_00000010_00000020.txt",
+    ]
     assert {(i.mtime, i.uid, i.gid, i.uname, i.mode) for i in infos} == {(0, 0, 0, "", 0o644)}
     samples = read_samples(buf.getvalue())
     assert [k for k, _ in samples] == ["vid_00000000_00000010", "vid_00000010_00000020"]
@@ -68,21 +75,33 @@ def test_tar_members_are_deterministic_and_read_by_tarfile():
 
 
 def _rows(bucket: str, sizes: list[int]) -> list[dict]:
-    return [{"clip_id": f"v_{i:08d}_{i + 1:08d}", "bucket": bucket, "sample_bytes": s,
-             "sample_sha256": hashlib.sha256(str(i).encode()).hexdigest()} for i, s in enumerate(sizes)]
+    return [
+        {
+            "clip_id": f"v_{i:08d}_{i + 1:08d}",
+            "bucket": bucket,
+            "sample_bytes": s,
+            "sample_sha256": hashlib.sha256(str(i).encode()).hexdigest(),
+        }
+        for i, s in enumerate(sizes)
+    ]
 
 
 def test_shard_plan_per_bucket_bounded_and_deterministic():
     cfg = ShardConfig(max_shard_samples=3, max_shard_bytes=10_000)
-    rows = _rows("resolution_240/aspect_4_3/frames_0_63", [1000] * 7) + _rows("resolution_360/aspect_16_9/frames_0_63",
-                                                                             [6000, 6000, 20_000])
+    rows = _rows("resolution_240/aspect_4_3/frames_0_63", [1000] * 7) + _rows(
+        "resolution_360/aspect_16_9/frames_0_63", [6000, 6000, 20_000]
+    )
     plan = plan_shards(list(reversed(rows)), cfg, "2026-03-01")
     assert [(s["bucket"].split("/")[0], len(s["clip_ids"])) for s in plan] == [
-        ("resolution_240", 3), ("resolution_240", 3), ("resolution_240", 1),
-        ("resolution_360", 1), ("resolution_360", 1), ("resolution_360", 1)]  # a sample over the cap: alone
+        ("resolution_240", 3),
+        ("resolution_240", 3),
+        ("resolution_240", 1),
+        ("resolution_360", 1),
+        ("resolution_360", 1),
+        ("resolution_360", 1),
+    ]  # a sample over the cap: alone
     assert plan[0]["clip_ids"] == sorted(plan[0]["clip_ids"])
-    assert plan[0]["key"].startswith("shards/2026-03-01/resolution_240/aspect_4_3/frames_0_63/"
-                                     "shard-2026-03-01-00000-")
+    assert plan[0]["key"].startswith("shards/2026-03-01/resolution_240/aspect_4_3/frames_0_63/shard-2026-03-01-00000-")
     assert plan == plan_shards(rows, cfg, "2026-03-01")
     changed = [dict(r) for r in rows]
     changed[0]["sample_sha256"] = "0" * 64  # another sample: the first shard gets another name, the rest keep theirs
@@ -107,7 +126,7 @@ def _pattern_video(path: Path, degrees: int | None = None) -> None:
             pic = np.zeros((H, W, 3), np.uint8)
             pic[:, :, 2] = 255
             pic[:48, :64] = (255, 0, 0)
-            pic[H - 40:, :] = i * 8
+            pic[H - 40 :, :] = i * 8
             frame = av.VideoFrame.from_ndarray(pic, format="rgb24")
             frame.pts, frame.time_base = i, Fraction(1, 25)
             out.mux(stream.encode(frame.reformat(format="yuv420p")))
@@ -124,10 +143,24 @@ def _decode(data: bytes, tmp: Path) -> list[np.ndarray]:
 def _ffprobe(ffmpeg: str, data: bytes, tmp: Path) -> dict:
     p = tmp / "probed.mp4"
     p.write_bytes(data)
-    out = subprocess.run([ffmpeg.replace("ffmpeg", "ffprobe"), "-v", "error", "-count_frames", "-select_streams",
-                          "v:0", "-show_entries", "stream=codec_name,pix_fmt,width,height,nb_read_frames,r_frame_rate"
-                          ":stream_side_data=rotation", "-of", "json", str(p)], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        [
+            ffmpeg.replace("ffmpeg", "ffprobe"),
+            "-v",
+            "error",
+            "-count_frames",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "stream=codec_name,pix_fmt,width,height,nb_read_frames,r_frame_rate:stream_side_data=rotation",
+            "-of",
+            "json",
+            str(p),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out)["streams"][0]
 
 
@@ -138,7 +171,11 @@ def test_encode_is_frame_exact_faststart_and_byte_reproducible(ffmpeg, tmp_path)
     assert (a.width, a.height, a.num_frames) == (320, 240, 12)
     info = _ffprobe(ffmpeg, a.data, tmp_path)
     assert (info["codec_name"], info["pix_fmt"], int(info["nb_read_frames"]), info["r_frame_rate"]) == (
-        "h264", "yuv420p", 12, "25/1")
+        "h264",
+        "yuv420p",
+        12,
+        "25/1",
+    )
     assert a.data.index(b"moov") < a.data.index(b"mdat")  # faststart
     levels = [int(round(f[H - 20, W // 2].mean() / 8)) for f in _decode(a.data, tmp_path)]
     assert levels == list(range(9, 21))  # exactly source frames 9..20

@@ -45,16 +45,28 @@ def top_jumps(frames: np.ndarray, k: int) -> list[int]:
 def cut_spec(name: str, codec: str, fps: str, container: str | None = None, **kw) -> VideoSpec:
     """Four very different shots joined by hard cuts."""
     return VideoSpec(
-        name=name, width=W, height=H, fps=fps, codec=codec, container=container,
+        name=name,
+        width=W,
+        height=H,
+        fps=fps,
+        codec=codec,
+        container=container,
         segments=(S("testsrc2", 17), S("color:blue", 14), S("mandelbrot", 20), S("color:yellow", 11)),
-        transitions=(T("cut"), T("cut"), T("cut")), **kw,
+        transitions=(T("cut"), T("cut"), T("cut")),
+        **kw,
     )
 
 
 @pytest.mark.parametrize(
     "codec,container,fps",
-    [("h264", None, "30"), ("hevc", None, "30000/1001"), ("vp9", None, "25"), ("mpeg4", None, "24"),
-     ("mpeg4", "mp4", "60"), ("h264", "mkv", "30000/1001")],
+    [
+        ("h264", None, "30"),
+        ("hevc", None, "30000/1001"),
+        ("vp9", None, "25"),
+        ("mpeg4", None, "24"),
+        ("mpeg4", "mp4", "60"),
+        ("h264", "mkv", "30000/1001"),
+    ],
 )
 def test_hard_cuts_are_exact_for_each_codec(tmp_path, ffmpeg, codec, container, fps):
     path, truth = synth.render(cut_spec(f"cuts_{codec}", codec, fps, container), tmp_path)
@@ -68,8 +80,11 @@ def test_hard_cuts_are_exact_for_each_codec(tmp_path, ffmpeg, codec, container, 
     assert json.loads(path.with_suffix(".json").read_text()) == truth
     with av.open(str(path)) as c:
         s = c.streams.video[0]
-        assert (s.codec_context.name, s.width, s.height) == ({"h264": "h264", "hevc": "hevc", "vp9": "vp9",
-                                                              "mpeg4": "mpeg4"}[codec], W, H)
+        assert (s.codec_context.name, s.width, s.height) == (
+            {"h264": "h264", "hevc": "hevc", "vp9": "vp9", "mpeg4": "mpeg4"}[codec],
+            W,
+            H,
+        )
         assert s.average_rate == Fraction(fps)
 
 
@@ -77,8 +92,15 @@ def test_hard_cuts_are_exact_for_each_codec(tmp_path, ffmpeg, codec, container, 
 def test_gradual_transition_spans_exactly_its_frames(tmp_path, ffmpeg, kind):
     # Flat colours make every frame's mean luma exact: blue (dark) -> yellow (bright).
     d = 10
-    spec = VideoSpec(name=kind, width=W, height=H, fps="30000/1001", codec="h264",
-                     segments=(S("color:blue", 15), S("color:yellow", 12)), transitions=(T(kind, d),))
+    spec = VideoSpec(
+        name=kind,
+        width=W,
+        height=H,
+        fps="30000/1001",
+        codec="h264",
+        segments=(S("color:blue", 15), S("color:yellow", 12)),
+        transitions=(T(kind, d),),
+    )
     path, truth = synth.render(spec, tmp_path)
     frames, _ = decode_gray(path)
     assert len(frames) == truth["num_frames"] == 15 + d + 12
@@ -97,8 +119,15 @@ def test_gradual_transition_spans_exactly_its_frames(tmp_path, ffmpeg, kind):
 
 
 def test_flashes_are_near_white_frames_inside_a_shot(tmp_path, ffmpeg):
-    spec = VideoSpec(name="flash", width=W, height=H, fps="25", codec="h264",
-                     segments=(S("testsrc2", 50, flashes=(10, 30)), S("color:white", 12)), transitions=(T("cut"),))
+    spec = VideoSpec(
+        name="flash",
+        width=W,
+        height=H,
+        fps="25",
+        codec="h264",
+        segments=(S("testsrc2", 50, flashes=(10, 30)), S("color:white", 12)),
+        transitions=(T("cut"),),
+    )
     path, truth = synth.render(spec, tmp_path)
     assert truth["flashes"] == [10, 30] and truth["flash_frames"] == [10, 30, 31] and truth["cuts"] == [50]
     frames, _ = decode_gray(path)
@@ -109,8 +138,16 @@ def test_flashes_are_near_white_frames_inside_a_shot(tmp_path, ffmpeg):
 
 
 def test_fast_pan_moves_a_lot_without_a_cut(tmp_path, ffmpeg):
-    spec = VideoSpec(name="pan", width=W, height=H, fps="30", codec="h264",
-                     segments=(S("pan", 60), S("color:white", 15)), transitions=(T("cut"),), seed=3)
+    spec = VideoSpec(
+        name="pan",
+        width=W,
+        height=H,
+        fps="30",
+        codec="h264",
+        segments=(S("pan", 60), S("color:white", 15)),
+        transitions=(T("cut"),),
+        seed=3,
+    )
     path, truth = synth.render(spec, tmp_path)
     frames, _ = decode_gray(path)
     diffs = luma_diffs(frames)
@@ -120,9 +157,17 @@ def test_fast_pan_moves_a_lot_without_a_cut(tmp_path, ffmpeg):
 
 
 def test_vfr_keeps_frames_and_cuts_with_irregular_timestamps(tmp_path, ffmpeg):
-    spec = VideoSpec(name="vfr", width=W, height=H, fps="30", codec="h264", container="mp4", vfr=True,
-                     segments=(S("testsrc2", 20), S("color:purple", 25), S("mandelbrot", 15)),
-                     transitions=(T("cut"), T("cut")))
+    spec = VideoSpec(
+        name="vfr",
+        width=W,
+        height=H,
+        fps="30",
+        codec="h264",
+        container="mp4",
+        vfr=True,
+        segments=(S("testsrc2", 20), S("color:purple", 25), S("mandelbrot", 15)),
+        transitions=(T("cut"), T("cut")),
+    )
     path, truth = synth.render(spec, tmp_path)
     frames, times = decode_gray(path)
     assert truth["vfr"] is True and len(frames) == truth["num_frames"] == 60
@@ -194,9 +239,15 @@ def test_speed_variant_moves_cuts_exactly(tmp_path, ffmpeg, speed):
 
 
 def test_speed_variant_remaps_flashes_and_transitions(tmp_path, ffmpeg):
-    spec = VideoSpec(name="fl", width=W, height=H, fps="24", codec="h264",
-                     segments=(S("testsrc2", 40, flashes=(12, 25)), S("color:blue", 20)),
-                     transitions=(T("dissolve", 9),))
+    spec = VideoSpec(
+        name="fl",
+        width=W,
+        height=H,
+        fps="24",
+        codec="h264",
+        segments=(S("testsrc2", 40, flashes=(12, 25)), S("color:blue", 20)),
+        transitions=(T("dissolve", 9),),
+    )
     src, truth = synth.render(spec, tmp_path)
     path, vt = synth.perturb(src, truth, 1, tmp_path, ops=["speed"], speed=Fraction(4, 5))
     frames, _ = decode_gray(path)
@@ -225,8 +276,17 @@ def test_crop_scale_codec_variants_keep_frame_indices(tmp_path, ffmpeg, ops):
 
 
 def test_vfr_variant_keeps_its_timestamps(tmp_path, ffmpeg):
-    spec = VideoSpec(name="vfr", width=W, height=H, fps="30", codec="h264", container="mkv", vfr=True,
-                     segments=(S("testsrc2", 30), S("color:white", 20)), transitions=(T("cut"),))
+    spec = VideoSpec(
+        name="vfr",
+        width=W,
+        height=H,
+        fps="30",
+        codec="h264",
+        container="mkv",
+        vfr=True,
+        segments=(S("testsrc2", 30), S("color:white", 20)),
+        transitions=(T("cut"),),
+    )
     src, truth = synth.render(spec, tmp_path)
     path, vt = synth.perturb(src, truth, 1, tmp_path, ops=["speed", "crop"])  # speed is not applied to VFR
     frames, times = decode_gray(path)
@@ -307,16 +367,20 @@ def test_cli_truth_dir_option(tmp_path, ffmpeg, capsys):
     from videolake.cli import main
 
     out, truth_dir = tmp_path / "videos", tmp_path / "elsewhere" / "truth"
-    assert main(["synth", str(out), "--truth-dir", str(truth_dir), "--count", "2", "--no-specials",
-                 "--max-duration", "1"]) == 0
+    assert (
+        main(["synth", str(out), "--truth-dir", str(truth_dir), "--count", "2", "--no-specials", "--max-duration", "1"])
+        == 0
+    )
     media = sorted(p.name for p in out.iterdir())
     assert len(media) == 2
     assert sorted(p.name for p in truth_dir.iterdir()) == sorted(Path(m).stem + ".json" for m in media)
     assert not (tmp_path / "videos.truth").exists()
     # OUT itself as the truth dir: the layout the scene evaluator reads (truth beside each video)
     same = tmp_path / "beside"
-    assert main(["synth", str(same), "--truth-dir", str(same), "--count", "1", "--no-specials",
-                 "--max-duration", "1"]) == 0
+    assert (
+        main(["synth", str(same), "--truth-dir", str(same), "--count", "1", "--no-specials", "--max-duration", "1"])
+        == 0
+    )
     names = sorted(p.name for p in same.iterdir())
     assert len(names) == 2 and names[0].endswith(".json") ^ names[1].endswith(".json")
 
@@ -336,9 +400,11 @@ def test_cli_is_byte_identical_for_one_seed(tmp_path, ffmpeg, capsys):
 
     def synthesize(out: Path) -> dict[tuple[str, str], str]:
         assert main(["synth", str(out), "--count", "6", "--variants", "1", "--seed", "6", "--max-duration", "1"]) == 0
-        return {(kind, p.name): hashlib.sha256(p.read_bytes()).hexdigest()
-                for kind, folder in (("media", out), ("truth", synth.default_truth_dir(out)))
-                for p in folder.iterdir()}
+        return {
+            (kind, p.name): hashlib.sha256(p.read_bytes()).hexdigest()
+            for kind, folder in (("media", out), ("truth", synth.default_truth_dir(out)))
+            for p in folder.iterdir()
+        }
 
     first, second = synthesize(tmp_path / "a"), synthesize(tmp_path / "b")
     capsys.readouterr()
@@ -347,7 +413,12 @@ def test_cli_is_byte_identical_for_one_seed(tmp_path, ffmpeg, capsys):
     truths = [json.loads((tmp_path / "a.truth" / name).read_text()) for kind, name in first if kind == "truth"]
     assert len(truths) == 6 + 7 + 6 + 3
     assert {(t["codec"], t["container"]) for t in truths if not t["variant_of"]} >= {
-        ("h264", "mp4"), ("vp9", "webm"), ("hevc", "mp4"), ("h264", "mkv"), ("mpeg4", "avi")}
+        ("h264", "mp4"),
+        ("vp9", "webm"),
+        ("hevc", "mp4"),
+        ("h264", "mkv"),
+        ("mpeg4", "avi"),
+    }
     assert {t.get("special") for t in truths} >= set(synth.SPECIAL_KINDS)
     assert any(t["vfr"] for t in truths) and any(t["has_audio"] and t["container"] == "mkv" for t in truths)
     assert any(g["source"] == "gradients" for t in truths for g in t["segments"])

@@ -16,12 +16,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from videolake.platform.stages.common import run_stage
 from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
 from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.stages.common import run_stage
 from videolake.platform.units import LOST_WORKER, PartitionStep, file_stats
 
-NOW = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 DAYS = ["2026-01-01", "2026-01-02"]
 
 
@@ -40,12 +40,16 @@ def ray_local():
 
 
 def _units(n_per_day: int) -> list[dict]:
-    return [{"unit_key": f"u{day}-{i}", "partition_date": day, "payload": json.dumps({"name": f"{day}-{i}"})}
-            for day in DAYS for i in range(n_per_day)]
+    return [
+        {"unit_key": f"u{day}-{i}", "partition_date": day, "payload": json.dumps({"name": f"{day}-{i}"})}
+        for day in DAYS
+        for i in range(n_per_day)
+    ]
 
 
-def _process(payload: dict, *, calls: str, fail: str = "", die: str = "", flaky: str = "",
-             flaky_while: str = "") -> list[dict]:
+def _process(
+    payload: dict, *, calls: str, fail: str = "", die: str = "", flaky: str = "", flaky_while: str = ""
+) -> list[dict]:
     Path(calls, f"{payload['name']}.{uuid.uuid4().hex}").touch()
     if payload["name"] == fail:
         raise ValueError("unreadable")
@@ -53,14 +57,31 @@ def _process(payload: dict, *, calls: str, fail: str = "", die: str = "", flaky:
         raise TimeoutError("the store did not answer in 30 s")  # transient: a later run can succeed
     if payload["name"] == die:
         os._exit(1)  # the worker process dies: Ray retries, then the unit is recorded as lost
-    return [{"video_id": payload["name"], "source_uri": f"file:///{payload['name']}", "size_bytes": 1,
-             "status": "ok", "ingested_at": NOW, "duplicate_uris": []}]
+    return [
+        {
+            "video_id": payload["name"],
+            "source_uri": f"file:///{payload['name']}",
+            "size_bytes": 1,
+            "status": "ok",
+            "ingested_at": NOW,
+            "duplicate_uris": [],
+        }
+    ]
 
 
 def _on_error(payload: dict, error: str) -> list[dict]:
-    return [{"video_id": "err-" + payload["name"], "source_uri": f"file:///{payload['name']}", "size_bytes": 0,
-             "status": "rejected", "reject_reason": "ingest_error", "reject_detail": error, "ingested_at": NOW,
-             "duplicate_uris": []}]
+    return [
+        {
+            "video_id": "err-" + payload["name"],
+            "source_uri": f"file:///{payload['name']}",
+            "size_bytes": 0,
+            "status": "rejected",
+            "reject_reason": "ingest_error",
+            "reject_detail": error,
+            "ingested_at": NOW,
+            "duplicate_uris": [],
+        }
+    ]
 
 
 def _calls(folder: Path) -> list[str]:
@@ -68,8 +89,17 @@ def _calls(folder: Path) -> list[str]:
 
 
 def _run(lake, calls, version="v1", units=None, **kw):
-    return run_stage(lake, "raw_videos", version, PartitionRange.of(DAYS), units or _units(3),
-                     partial(_process, calls=str(calls), **kw), _on_error, PartitionStep(), None)
+    return run_stage(
+        lake,
+        "raw_videos",
+        version,
+        PartitionRange.of(DAYS),
+        units or _units(3),
+        partial(_process, calls=str(calls), **kw),
+        _on_error,
+        PartitionStep(),
+        None,
+    )
 
 
 def _ids(lake) -> list[str]:
@@ -82,7 +112,10 @@ def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
     first = _run(lake, calls)
     assert (first.progress.units_total, first.progress.units_computed, first.progress.units_reused) == (6, 6, 0)
     assert _ids(lake) == sorted(f"{d}-{i}" for d in DAYS for i in range(3))
-    assert first.per_partition == {DAYS[0]: {"dagster/partition_row_count": 3}, DAYS[1]: {"dagster/partition_row_count": 3}}
+    assert first.per_partition == {
+        DAYS[0]: {"dagster/partition_row_count": 3},
+        DAYS[1]: {"dagster/partition_row_count": 3},
+    }
     # same version: nothing computed again, same rows
     again = _run(lake, calls)
     assert (again.progress.units_computed, again.progress.units_reused) == (0, 6)
@@ -129,8 +162,10 @@ def test_a_rerun_computes_transient_failures_again_and_reuses_permanent_ones(tmp
     kw = dict(fail=bad, flaky=flaky, flaky_while=str(outage))
 
     def rows():
-        return {r["source_uri"].rsplit("/", 1)[-1]: (r["video_id"], r["status"], r["failure_class"])
-                for r in lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).to_pylist()}
+        return {
+            r["source_uri"].rsplit("/", 1)[-1]: (r["video_id"], r["status"], r["failure_class"])
+            for r in lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).to_pylist()
+        }
 
     first = _run(lake, calls, **kw)
     assert (first.progress.units_computed, first.progress.units_retried) == (6, 0)
@@ -153,8 +188,18 @@ def test_a_rerun_computes_transient_failures_again_and_reuses_permanent_ones(tmp
 
 
 def _file(lake: Lake, day: str, ids: list[str], token: str) -> DataFile:
-    rows = [dict(video_id=i, source_uri=f"file:///{i}", size_bytes=1, status="ok", ingested_at=NOW,
-                 partition_date=dt.date.fromisoformat(day), duplicate_uris=[]) for i in ids]
+    rows = [
+        dict(
+            video_id=i,
+            source_uri=f"file:///{i}",
+            size_bytes=1,
+            status="ok",
+            ingested_at=NOW,
+            partition_date=dt.date.fromisoformat(day),
+            duplicate_uris=[],
+        )
+        for i in ids
+    ]
     t = rows_to_table(rows, RAW_VIDEOS).drop_columns(["partition_date"])
     rel = f"partition_date={day}/part-{token}-00000.parquet"
     size = lake.files().write_parquet(lake.files().path("raw_videos", rel), t)
@@ -164,8 +209,9 @@ def _file(lake: Lake, day: str, ids: list[str], token: str) -> DataFile:
 def test_commit_is_partition_exact_and_removes_files_that_never_committed(tmp_path):
     lake = Lake(str(tmp_path))
     both = PartitionRange.of(DAYS)
-    w = lake.commit_files("raw_videos", [_file(lake, DAYS[0], ["a", "b"], "t1"), _file(lake, DAYS[1], ["c"], "t1")],
-                          both, token="t1")
+    w = lake.commit_files(
+        "raw_videos", [_file(lake, DAYS[0], ["a", "b"], "t1"), _file(lake, DAYS[1], ["c"], "t1")], both, token="t1"
+    )
     assert (w.rows, w.files) == (3, 2)
     # an attempt that died after writing its file: never visible to readers
     orphan = _file(lake, DAYS[1], ["zombie"], "dead")
@@ -219,9 +265,18 @@ def test_units_run_with_the_resources_their_plugin_declares(tmp_path):
     lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
     (calls / "done").mkdir(parents=True)
     declared = UnitResources(num_cpus=0.25, memory_mb=64)
-    run = run_stage(lake, "raw_videos", "v1", PartitionRange.of(DAYS), _units(2),
-                    partial(_record_resources, calls=str(calls)), _on_error, PartitionStep(), None,
-                    resources=declared)
+    run = run_stage(
+        lake,
+        "raw_videos",
+        "v1",
+        PartitionRange.of(DAYS),
+        _units(2),
+        partial(_record_resources, calls=str(calls)),
+        _on_error,
+        PartitionStep(),
+        None,
+        resources=declared,
+    )
     assert run.progress.units_computed == 4
     seen = [json.loads(p.read_text()) for p in sorted(calls.glob("*.json"))]
     assert len(seen) == 4 and all(s == {"CPU": 0.25, "memory": 64 << 20} for s in seen), seen

@@ -4,10 +4,20 @@ runs on CPU here at ~20-30 frames/s)."""
 from videolake.platform.synth import Segment, Transition, VideoSpec
 
 HARD = VideoSpec(
-    "tn_hard", 320, 240, "25", "h264",
-    (Segment("testsrc2", 30), Segment("mandelbrot", 28), Segment("smptehdbars", 32), Segment("color:orange", 30),
-     Segment("rgbtestsrc", 30)),
+    "tn_hard",
+    320,
+    240,
+    "25",
+    "h264",
+    (
+        Segment("testsrc2", 30),
+        Segment("mandelbrot", 28),
+        Segment("smptehdbars", 32),
+        Segment("color:orange", 30),
+        Segment("rgbtestsrc", 30),
+    ),
     (Transition("cut"),) * 4,
 )
-SHORT = VideoSpec("tn_short", 320, 240, "25", "h264", (Segment("mandelbrot", 40), Segment("testsrc2", 30)),
-                  (Transition("cut"),))
+SHORT = VideoSpec(
+    "tn_short", 320, 240, "25", "h264", (Segment("mandelbrot", 40), Segment("testsrc2", 30)), (Transition("cut"),)
+)

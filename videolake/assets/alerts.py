@@ -27,16 +27,27 @@ def _first_line(text: str | None, n: int = 300) -> str:
 
 
 def run_failure_text(run: dg.DagsterRun, message: str | None, failed_steps: list[str]) -> str:
-    partitions = run.tags.get("videolake/partitions") or run.tags.get("dagster/partition") or (
-        f"{run.tags.get('dagster/asset_partition_range_start')}...{run.tags.get('dagster/asset_partition_range_end')}"
-        if run.tags.get("dagster/asset_partition_range_start") else "-")
+    partitions = (
+        run.tags.get("videolake/partitions")
+        or run.tags.get("dagster/partition")
+        or (
+            f"{run.tags.get('dagster/asset_partition_range_start')}...{run.tags.get('dagster/asset_partition_range_end')}"
+            if run.tags.get("dagster/asset_partition_range_start")
+            else "-"
+        )
+    )
     steps = ", ".join(failed_steps) or "-"
-    return (f":red_circle: videolake run {run.run_id} of {run.job_name} failed (partitions {partitions}; "
-            f"failed steps: {steps}): {_first_line(message)}")
+    return (
+        f":red_circle: videolake run {run.run_id} of {run.job_name} failed (partitions {partitions}; "
+        f"failed steps: {steps}): {_first_line(message)}"
+    )
 
 
-@dg.run_failure_sensor(name="videolake_run_failure_alert", default_status=dg.DefaultSensorStatus.RUNNING,
-                       description="Posts every failed run of the code location to the alert webhook.")
+@dg.run_failure_sensor(
+    name="videolake_run_failure_alert",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Posts every failed run of the code location to the alert webhook.",
+)
 def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertWebhookResource):
     steps = context.get_step_failure_events()
     failed_steps = sorted({e.step_key for e in steps if e.step_key})
@@ -51,13 +62,18 @@ def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertW
 
 
 def gate_failure_text(check: str, partition: str | None, severity: str, description: str | None) -> str:
-    return (f":warning: videolake gate {check} {'failed' if severity == 'ERROR' else 'warned'} for partition "
-            f"{partition or '-'} ({'blocking' if severity == 'ERROR' else 'warning'}): {_first_line(description)}")
+    return (
+        f":warning: videolake gate {check} {'failed' if severity == 'ERROR' else 'warned'} for partition "
+        f"{partition or '-'} ({'blocking' if severity == 'ERROR' else 'warning'}): {_first_line(description)}"
+    )
 
 
-@dg.sensor(name="videolake_gate_failure_alert", default_status=dg.DefaultSensorStatus.RUNNING,
-           minimum_interval_seconds=60,
-           description="Posts every gate (asset check) evaluation that did not pass to the alert webhook.")
+@dg.sensor(
+    name="videolake_gate_failure_alert",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Posts every gate (asset check) evaluation that did not pass to the alert webhook.",
+)
 def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: AlertWebhookResource):
     from dagster._core.event_api import EventRecordsFilter
     from dagster._core.events import DagsterEventType
@@ -65,12 +81,15 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
     after = int(context.cursor) if context.cursor else None
     if after is None:  # first tick: start from now, do not replay the history
         latest = context.instance.get_event_records(
-            EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION), limit=1, ascending=False)
+            EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION), limit=1, ascending=False
+        )
         context.update_cursor(str(latest[0].storage_id if latest else 0))
         return dg.SkipReason("first tick: alerting on gate evaluations from now on")
     records = context.instance.get_event_records(
         EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
-        limit=MAX_EVENTS_PER_TICK, ascending=True)
+        limit=MAX_EVENTS_PER_TICK,
+        ascending=True,
+    )
     posted = 0
     for record in records:
         evaluation = record.event_log_entry.dagster_event.event_specific_data
@@ -80,8 +99,9 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
             if partition is None:  # a check without partitions of its own, in a run of one partition
                 run = context.instance.get_run_by_id(record.event_log_entry.run_id)
                 partition = run.tags.get("dagster/partition") if run else None
-            alert_webhook.post(gate_failure_text(name, partition, evaluation.severity.value,
-                                                 evaluation.description), context.log)
+            alert_webhook.post(
+                gate_failure_text(name, partition, evaluation.severity.value, evaluation.description), context.log
+            )
             posted += 1
         after = record.storage_id
     context.update_cursor(str(after))

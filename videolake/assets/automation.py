@@ -1,6 +1,5 @@
 """Jobs and schedules. The job selects every asset, so the blocking checks defined with them run in it too."""
 
-
 import datetime as dt
 
 import dagster as dg
@@ -35,7 +34,7 @@ SCHEDULE_CRON = "30 0 * * *"
 
 def scheduled_day(tick: dt.datetime) -> str:
     """The partition a tick runs: the UTC day that ended before the tick (the newest complete partition)."""
-    return (tick.astimezone(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
+    return (tick.astimezone(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
 
 
 @dg.schedule(
@@ -47,13 +46,14 @@ def scheduled_day(tick: dt.datetime) -> str:
     "with the reason: a day without data is never materialized).",
 )
 def daily_schedule(context: dg.ScheduleEvaluationContext, object_store: ObjectStoreResource):
-    tick = context.scheduled_execution_time or dt.datetime.now(dt.timezone.utc)
+    tick = context.scheduled_execution_time or dt.datetime.now(dt.UTC)
     day = scheduled_day(tick)
     partitions = daily_partitions()
     if day not in partitions.get_partition_keys(current_time=tick):
         return dg.SkipReason(f"{day} is not a partition of videolake_daily (first: {partitions.start:%Y-%m-%d})")
     store = object_store.get_store()
     if not landing_folder_exists(store, object_store.landing, day):
-        return dg.SkipReason(f"no landing data for {day}: {folder_uri(store, day_prefix(object_store.landing, day))} "
-                             "does not exist")
+        return dg.SkipReason(
+            f"no landing data for {day}: {folder_uri(store, day_prefix(object_store.landing, day))} does not exist"
+        )
     return dg.RunRequest(partition_key=day, run_key=day, tags={"videolake/trigger": "schedule"})

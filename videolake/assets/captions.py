@@ -19,8 +19,8 @@ from videolake.assets.ui_metadata import add_partition_figures, column_lineage, 
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_CAPTIONS, table_spec, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
-from videolake.resources.ray_on_demand import connect_on_demand
 from videolake.resources.captioner import CaptionerResource
+from videolake.resources.ray_on_demand import connect_on_demand
 
 GROUP = "videolake"
 
@@ -56,8 +56,9 @@ def gpu_step(partitions_def: dg.PartitionsDefinition | None) -> dict:
     )
 
 
-def build_clip_captions(captioner: CaptionerResource,
-                        partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetsDefinition:
+def build_clip_captions(
+    captioner: CaptionerResource, partitions_def: dg.PartitionsDefinition | None = None
+) -> dg.AssetsDefinition:
     """clip_captions for ``captioner`` over ``partitions_def`` (default: ``daily_partitions()``, read now)."""
     from videolake.platform.captioning.base import code_version
 
@@ -88,8 +89,14 @@ def build_clip_captions(captioner: CaptionerResource,
         config = captioner.to_config()
         tag_run(context, "clip_captions", captioner_code_version=version, gpu=config.num_gpus_per_actor > 0)
         with connect_on_demand(context, caption_ray):
-            run = caption_partitions(lk, PartitionRange.of(keys), config, store=object_store.get_store(),
-                                     progress=context.log.info, prepare=lambda: captioner.ensure_model(context.log))
+            run = caption_partitions(
+                lk,
+                PartitionRange.of(keys),
+                config,
+                store=object_store.get_store(),
+                progress=context.log.info,
+                prepare=lambda: captioner.ensure_model(context.log),
+            )
         for figures in run.per_partition.values():
             figures.pop("useful_s", None)
         add_partition_figures(context, "clip_captions", run.per_partition, keys, lk)
@@ -109,9 +116,16 @@ def build_clip_captions(captioner: CaptionerResource,
         counts = table_spec("clip_captions").merge_figures(list(run.per_partition.values()))
         return dg.MaterializeResult(
             metadata={
-                **asset_metadata("clip_captions", counts, keys, run.write, run.seconds, extra=extra,
-                                 table_rows=lk.row_count("clip_captions", None),
-                                 preview=preview_of(lk, "clip_captions", keys)),
+                **asset_metadata(
+                    "clip_captions",
+                    counts,
+                    keys,
+                    run.write,
+                    run.seconds,
+                    extra=extra,
+                    table_rows=lk.row_count("clip_captions", None),
+                    preview=preview_of(lk, "clip_captions", keys),
+                ),
                 **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
                 "dagster/column_lineage": column_lineage("clip_captions"),
             }

@@ -60,8 +60,9 @@ def gate_check_specs(table: str, partitions_def: dg.PartitionsDefinition | None 
         ]
 
 
-def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None,
-                      partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetChecksDefinition:
+def build_gate_checks(
+    table: str, overrides: Mapping[str, Any] | None = None, partitions_def: dg.PartitionsDefinition | None = None
+) -> dg.AssetChecksDefinition:
     """The gates of ``table`` as one multi-asset check named ``<table>_gates``.
 
     ``overrides``: gate config on top of the defaults and $VIDEOLAKE_GATES_FILE (e.g. LENIENT_CAPTION_CONTENT for
@@ -104,7 +105,8 @@ def build_gate_checks(table: str, overrides: Mapping[str, Any] | None = None,
 
 
 def build_all_gate_checks(
-    tables: Sequence[str] = GATED_TABLES, overrides: Mapping[str, Any] | None = None,
+    tables: Sequence[str] = GATED_TABLES,
+    overrides: Mapping[str, Any] | None = None,
     partitions_def: dg.PartitionsDefinition | None = None,
 ) -> list[dg.AssetChecksDefinition]:
     """The gate checks of ``tables`` (each table's asset must be in the same Definitions, over the same

@@ -31,11 +31,15 @@ class RawVideosConfig(dg.Config):
 
 class SceneClipsConfig(dg.Config):
     detector: str = Field(
-        default="luma", description="Scene detector: luma (default), adaptive, content or transnetv2 (the network; "
-        "slow on CPU: ~25 frames per CPU-second), or an installed plugin's name (README, Plugins).")
+        default="luma",
+        description="Scene detector: luma (default), adaptive, content or transnetv2 (the network; "
+        "slow on CPU: ~25 frames per CPU-second), or an installed plugin's name (README, Plugins).",
+    )
     detector_params: dict[str, str] = Field(
-        default_factory=dict, description="Overrides of the detector's typed parameters, e.g. {threshold: '27'}; "
-        "each value is parsed against the detector's config (`videolake scenes --detector D --list-params`).")
+        default_factory=dict,
+        description="Overrides of the detector's typed parameters, e.g. {threshold: '27'}; "
+        "each value is parsed against the detector's config (`videolake scenes --detector D --list-params`).",
+    )
     max_clip_s: float = Field(default=20.0, description="Longer scenes are split into near-equal clips.")
     clip_mode: str = Field(default="ranges", description="'ranges' (frame ranges of the source) or 'files'.")
 
@@ -68,13 +72,16 @@ class FilteredClipsConfig(dg.Config):
         from videolake.platform.quality import DEFAULT_SCORERS, QualityConfig
 
         scorers = (*DEFAULT_SCORERS, *(s for s in self.extra_scorers if s not in DEFAULT_SCORERS))
-        return QualityConfig(**self.thresholds, scorers=scorers,
-                             scorer_params={k: dict(v) for k, v in self.scorer_params.items()})
+        return QualityConfig(
+            **self.thresholds, scorers=scorers, scorer_params={k: dict(v) for k, v in self.scorer_params.items()}
+        )
 
 
 class TrainingShardsConfig(dg.Config):
-    max_short_side: int = Field(default=720, description="Largest short side of a sample's mp4 in pixels; a clip "
-                                "is scaled down to it, never up.")
+    max_short_side: int = Field(
+        default=720,
+        description="Largest short side of a sample's mp4 in pixels; a clip is scaled down to it, never up.",
+    )
     crf: int = Field(default=23, description="x264 constant rate factor of the samples (lower: better, bigger).")
     preset: str = Field(default="veryfast", description="x264 speed preset of the samples.")
     max_shard_samples: int = Field(default=1000, description="Most samples in one tar shard.")
@@ -83,5 +90,10 @@ class TrainingShardsConfig(dg.Config):
     def to_engine(self):
         from videolake.platform.shards.config import ShardConfig
 
-        return ShardConfig(max_short_side=self.max_short_side, crf=self.crf, preset=self.preset,
-                           max_shard_samples=self.max_shard_samples, max_shard_bytes=self.max_shard_bytes)
+        return ShardConfig(
+            max_short_side=self.max_short_side,
+            crf=self.crf,
+            preset=self.preset,
+            max_shard_samples=self.max_shard_samples,
+            max_shard_bytes=self.max_shard_bytes,
+        )

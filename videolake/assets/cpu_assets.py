@@ -7,7 +7,6 @@ partitions commits them together); how many days a backfill puts in one run is t
 alone). The module-level assets keep a single-run policy for callers that materialize a range in one step.
 """
 
-
 import dagster as dg
 from dagster_ray import RayResource
 
@@ -20,7 +19,12 @@ from videolake.assets.ui_metadata import add_partition_figures, column_lineage, 
 from videolake.platform.lake import PartitionRange
 from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import (
-    FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, TRAINING_SHARDS, table_spec, upstream_of,
+    FILTERED_CLIPS,
+    RAW_VIDEOS,
+    SCENE_CLIPS,
+    TRAINING_SHARDS,
+    table_spec,
+    upstream_of,
 )
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
@@ -46,16 +50,25 @@ def stage_progress(context: dg.AssetExecutionContext, what: str) -> StageReporte
     return StageReporter(what, context.log.info)
 
 
-def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[str], lake, *,
-                 extra: dict | None = None) -> dg.MaterializeResult:
+def stage_result(
+    context: dg.AssetExecutionContext, table: str, run, keys: list[str], lake, *, extra: dict | None = None
+) -> dg.MaterializeResult:
     """The metadata of a stage run: each day's figures (computed by the workers), the range's, the unit counts
     (``units_total``/``units_reused``/``units_computed``: resume), lineage, a preview read back from the table."""
     tag_run(context, table)
     add_partition_figures(context, table, run.per_partition, keys, lake)
     counts = table_spec(table).merge_figures(list(run.per_partition.values()))
     md = {
-        **asset_metadata(table, counts, keys, run.write, run.seconds, extra=extra, preview=preview_of(lake, table, keys),
-                         table_rows=lake.row_count(table, None)),
+        **asset_metadata(
+            table,
+            counts,
+            keys,
+            run.write,
+            run.seconds,
+            extra=extra,
+            preview=preview_of(lake, table, keys),
+            table_rows=lake.row_count(table, None),
+        ),
         **{k: dg.MetadataValue.int(v) for k, v in run.progress.as_metadata().items()},
     }
     if table != "raw_videos":
@@ -63,8 +76,9 @@ def stage_result(context: dg.AssetExecutionContext, table: str, run, keys: list[
     return dg.MaterializeResult(metadata=md)
 
 
-def run_cpu_stage(context: dg.AssetExecutionContext, table: str, what: str, lake: LakeResource,
-                  ray_cluster: RayResource, stage) -> dg.MaterializeResult:
+def run_cpu_stage(
+    context: dg.AssetExecutionContext, table: str, what: str, lake: LakeResource, ray_cluster: RayResource, stage
+) -> dg.MaterializeResult:
     """Run ``stage(lake, partitions, progress)`` (an engine stage) for the step's partition keys on the step's Ray
     cluster, and report it (``stage_result``). ``what``: the word the progress lines use."""
     keys = partition_keys(context)
@@ -100,8 +114,9 @@ def raw_videos(
 
     def stage(lk, rng, progress):
         run = ingest_partitions(lk, store, objects, config.to_engine(), rng, progress=progress)
-        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys,
-                                "exact copies across days re-evaluated")
+        record_reevaluated_days(
+            context, run.extra.get("days_reevaluated", []), keys, "exact copies across days re-evaluated"
+        )
         return run
 
     return run_cpu_stage(context, "raw_videos", "probed", lake, ray_cluster, stage)
@@ -114,12 +129,20 @@ def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], 
     run_days = keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
     table = context.asset_key.path[-1]
     for day in days:
-        context.log.warning(f"{table} {day}: {reason} after {run_days} was materialized; its downstream partitions "
-                            "are stale until materialized again")
-        context.log_event(dg.AssetMaterialization(
-            asset_key=context.asset_key, partition=day,
-            metadata={"reevaluated_after": dg.MetadataValue.text(run_days),
-                      "reason": dg.MetadataValue.text(reason)}))
+        context.log.warning(
+            f"{table} {day}: {reason} after {run_days} was materialized; its downstream partitions "
+            "are stale until materialized again"
+        )
+        context.log_event(
+            dg.AssetMaterialization(
+                asset_key=context.asset_key,
+                partition=day,
+                metadata={
+                    "reevaluated_after": dg.MetadataValue.text(run_days),
+                    "reason": dg.MetadataValue.text(reason),
+                },
+            )
+        )
 
 
 @dg.asset(
@@ -139,9 +162,21 @@ def scene_clips(
 ) -> dg.MaterializeResult:
     from videolake.platform.stages.split import split_partitions
 
-    return run_cpu_stage(context, "scene_clips", "split", lake, ray_cluster, lambda lk, rng, progress: split_partitions(
-        lk, object_store.get_store(), rng, config.to_engine(), progress=progress,
-        scalable_gpus=scalable_gpus(ray_cluster)))
+    return run_cpu_stage(
+        context,
+        "scene_clips",
+        "split",
+        lake,
+        ray_cluster,
+        lambda lk, rng, progress: split_partitions(
+            lk,
+            object_store.get_store(),
+            rng,
+            config.to_engine(),
+            progress=progress,
+            scalable_gpus=scalable_gpus(ray_cluster),
+        ),
+    )
 
 
 @dg.asset(
@@ -166,8 +201,9 @@ def filtered_clips(
 
     def stage(lk, rng, progress):
         run = score_partitions(lk, object_store.get_store(), rng, config.to_engine(), progress=progress)
-        record_reevaluated_days(context, run.extra.get("days_reevaluated", []), keys,
-                                "near-duplicates across days re-evaluated")
+        record_reevaluated_days(
+            context, run.extra.get("days_reevaluated", []), keys, "near-duplicates across days re-evaluated"
+        )
         return run
 
     return run_cpu_stage(context, "filtered_clips", "scored", lake, ray_cluster, stage)
@@ -192,15 +228,24 @@ def training_shards(
 ) -> dg.MaterializeResult:
     from videolake.platform.stages.shard import shard_partitions
 
-    return run_cpu_stage(context, "training_shards", "sharded", lake, ray_cluster, lambda lk, rng, progress:
-                         shard_partitions(lk, object_store.get_store(), rng, config.to_engine(), progress=progress))
+    return run_cpu_stage(
+        context,
+        "training_shards",
+        "sharded",
+        lake,
+        ray_cluster,
+        lambda lk, rng, progress: shard_partitions(
+            lk, object_store.get_store(), rng, config.to_engine(), progress=progress
+        ),
+    )
 
 
 CPU_ASSETS = (raw_videos, scene_clips, filtered_clips, training_shards)
 
 
-def build_cpu_assets(partitions_def: dg.PartitionsDefinition,
-                     optional_tables: tuple[str, ...] = ()) -> list[dg.AssetsDefinition]:
+def build_cpu_assets(
+    partitions_def: dg.PartitionsDefinition, optional_tables: tuple[str, ...] = ()
+) -> list[dg.AssetsDefinition]:
     """The CPU assets over ``partitions_def`` (the code location's, read when it loads) with the location's backfill
     policy (partitions.backfill_policy: one run per day by default); ``optional_tables``: the optional tables whose
     assets the location has (filtered_clips then also depends on clip_embeddings)."""

@@ -17,8 +17,8 @@ from videolake.assets.captions import gpu_step
 from videolake.assets.cpu_assets import stage_progress, stage_result
 from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema
-from videolake.assets.ui_metadata import tag_run
 from videolake.assets.partitions import partition_keys
+from videolake.assets.ui_metadata import tag_run
 from videolake.platform.lake import PartitionRange
 from videolake.platform.schemas import CLIP_EMBEDDINGS, upstream_of
 from videolake.resources import LakeResource, ObjectStoreResource
@@ -26,9 +26,9 @@ from videolake.resources.embedder import EmbedderResource
 from videolake.resources.ray_on_demand import connect_on_demand
 
 
-
-def build_clip_embeddings(embedder: EmbedderResource,
-                          partitions_def: dg.PartitionsDefinition | None = None) -> dg.AssetsDefinition:
+def build_clip_embeddings(
+    embedder: EmbedderResource, partitions_def: dg.PartitionsDefinition | None = None
+) -> dg.AssetsDefinition:
     """clip_embeddings for ``embedder`` (which must name a model) over ``partitions_def``."""
     from videolake.platform.embedding.base import embedding_version
 
@@ -59,10 +59,21 @@ def build_clip_embeddings(embedder: EmbedderResource,
         lk = lake.get_lake()
         tag_run(context, "clip_embeddings", gpu=embedder.device == "cuda")
         with connect_on_demand(context, caption_ray):
-            run = embed_partitions(lk, object_store.get_store(), PartitionRange.of(keys), embedder.to_config(),
-                                   progress=stage_progress(context, "embedded"))
+            run = embed_partitions(
+                lk,
+                object_store.get_store(),
+                PartitionRange.of(keys),
+                embedder.to_config(),
+                progress=stage_progress(context, "embedded"),
+            )
         similarity = {day: similarity_of_day(lk, day, SemanticDedupConfig()) for day in keys}
-        return stage_result(context, "clip_embeddings", run, keys, lk,
-                            extra={**run.extra, "model": embedder.to_config().model_label, "similarity": similarity})
+        return stage_result(
+            context,
+            "clip_embeddings",
+            run,
+            keys,
+            lk,
+            extra={**run.extra, "model": embedder.to_config().model_label, "similarity": similarity},
+        )
 
     return clip_embeddings

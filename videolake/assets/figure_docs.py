@@ -11,7 +11,10 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     "dagster/row_count": ("rows", "rows of the whole table, every partition"),
     # raw_videos
     "videos_ok": ("videos", "videos probed and accepted"),
-    "videos_rejected": ("videos", "landed files rejected (not a video, unreadable, too short...), each with its reason"),
+    "videos_rejected": (
+        "videos",
+        "landed files rejected (not a video, unreadable, too short...), each with its reason",
+    ),
     "reject_rate": ("share 0-1", "videos_rejected / rows"),
     "copies_of_earlier_days": ("videos", "files whose exact bytes were landed on an earlier day (no clip is cut)"),
     "rejections_by_reason": ("rows per reason", "rejected rows counted by reject_reason"),
@@ -26,8 +29,11 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     # clip_embeddings
     "embeddings": ("clips", "clips with an embedding"),
     "embeddings_failed": ("clips", "clips that could not be embedded, each with its error"),
-    "similarity": ("cosine", "per day: each clip's highest similarity within its cluster, and what eps values "
-                   "would reject (choose semantic_eps from it)"),
+    "similarity": (
+        "cosine",
+        "per day: each clip's highest similarity within its cluster, and what eps values "
+        "would reject (choose semantic_eps from it)",
+    ),
     # filtered_clips
     "passed": ("clips", "clips that passed every quality rule"),
     "rejected": ("clips", "clips rejected by at least one rule"),
@@ -59,8 +65,10 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     "accelerator_s": ("GPU-s", "GPU-seconds the actors held"),
     "actor_s": ("actor-s", "seconds the actors (on CPU) held"),
     "accelerator": ("", "what the actors ran on: gpu or cpu"),
-    "goodput": ("share 0-1", "accelerator-seconds spent on committed captions / accelerator-seconds held, every "
-                "attempt included"),
+    "goodput": (
+        "share 0-1",
+        "accelerator-seconds spent on committed captions / accelerator-seconds held, every attempt included",
+    ),
     "stragglers": ("actors", "actors slower than half the median actor"),
     "per_actor": ("per actor", "captions, captions/s, load seconds and straggler flag of each actor"),
     "accelerator_s_all_attempts": ("accelerator-s", "accelerator-seconds held by every attempt of this range"),

@@ -28,8 +28,9 @@ def due_hour() -> int:
 def freshness_policy(hour: int | None = None) -> dg.FreshnessPolicy:
     """Materialized each day between 00:00 and ``hour``:00 UTC (default ``due_hour()``)."""
     hour = due_hour() if hour is None else hour
-    return dg.FreshnessPolicy.cron(deadline_cron=f"0 {hour} * * *", lower_bound_delta=dt.timedelta(hours=hour),
-                                   timezone="UTC")
+    return dg.FreshnessPolicy.cron(
+        deadline_cron=f"0 {hour} * * *", lower_bound_delta=dt.timedelta(hours=hour), timezone="UTC"
+    )
 
 
 def with_freshness(assets: list[dg.AssetsDefinition], policy: dg.FreshnessPolicy) -> list[dg.AssetsDefinition]:

@@ -13,7 +13,6 @@ When does a folder exist? In a filesystem store: the directory exists. In S3 (no
 has the prefix ``<landing>/<D>/``, a folder-marker object (``<landing>/<D>/``, what consoles create) included.
 """
 
-
 import os
 import warnings
 from collections.abc import Iterable
@@ -63,8 +62,10 @@ def require_landing_data(store: ObjectStore, landing: str, days: Iterable[str]) 
         message = f"no landing data for {shown}: the folder {where}{shown}/ does not exist"
         hint = f"land the day's videos under {where}{shown}/ (or pick a date that has them), then run it again"
     else:
-        message = (f"no landing data for {shown} ({len(missing)} of the {len(days)} days of this run): "
-                   f"their folders under {where} do not exist")
+        message = (
+            f"no landing data for {shown} ({len(missing)} of the {len(days)} days of this run): "
+            f"their folders under {where} do not exist"
+        )
         hint = "backfill only days that have a landing folder (the partitions of a run are written together)"
     raise NoLandingDataError(message, hint)
 
@@ -101,8 +102,10 @@ def build_landing_checks(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
             objects = {k: _landing_objects(store, object_store.landing, k) for k in keys}
             empty = [k for k in keys if rows[k] == 0]
             if empty:
-                description = (f"landing folder empty for {', '.join(empty)}: 0 raw_videos rows "
-                               f"({sum(objects[k] for k in empty)} landing objects)")
+                description = (
+                    f"landing folder empty for {', '.join(empty)}: 0 raw_videos rows "
+                    f"({sum(objects[k] for k in empty)} landing objects)"
+                )
             else:
                 description = f"every day has data ({sum(rows.values())} raw_videos rows)"
             return dg.AssetCheckResult(
@@ -121,4 +124,3 @@ def build_landing_checks(partitions_def: dg.PartitionsDefinition) -> list[dg.Ass
 
 # The check over the asset modules' default partitions (tests materialize it with ``cpu_assets.raw_videos``).
 (landing_not_empty,) = build_landing_checks(DEFAULT_PARTITIONS)
-

@@ -71,12 +71,16 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
     )
 
 
-FIGURE_TABLE = dg.TableSchema(columns=[
-    dg.TableColumn("figure", "string", description="the figure's label (plotted figures are also entries of their own)"),
-    dg.TableColumn("value", "string", description="its value: a number, or JSON for counts by reason and the like"),
-    dg.TableColumn("unit", "string"),
-    dg.TableColumn("meaning", "string"),
-])
+FIGURE_TABLE = dg.TableSchema(
+    columns=[
+        dg.TableColumn(
+            "figure", "string", description="the figure's label (plotted figures are also entries of their own)"
+        ),
+        dg.TableColumn("value", "string", description="its value: a number, or JSON for counts by reason and the like"),
+        dg.TableColumn("unit", "string"),
+        dg.TableColumn("meaning", "string"),
+    ]
+)
 
 
 def figure_table(figures: Mapping[str, Any]) -> dg.TableMetadataValue:
@@ -121,7 +125,9 @@ def figures_metadata(table_name: str, figures: Mapping[str, Any], details_label:
         if label in plotted:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"plotted figure {table_name}.{label} must be a number, got {value!r}")
-            md[label] = dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(rounded(float(value)))
+            md[label] = (
+                dg.MetadataValue.int(value) if isinstance(value, int) else dg.MetadataValue.float(rounded(float(value)))
+            )
         elif isinstance(value, str):
             md[label] = dg.MetadataValue.text(value)  # a name (model, accelerator): an entry of its own too
         rows[label] = value
@@ -145,12 +151,20 @@ def caption_figures(metrics) -> dict[str, Any]:
     plotted; the rest (pool size, load times, token rates, accelerator-seconds, per actor) as details."""
     m = metrics.to_metadata()
     per_actor = [
-        {"actor": a.actor_id, "captions": a.captions, "captions_per_s": a.captions_per_s, "load_s": a.load_s,
-         "straggler": a.straggler}
+        {
+            "actor": a.actor_id,
+            "captions": a.captions,
+            "captions_per_s": a.captions_per_s,
+            "load_s": a.load_s,
+            "straggler": a.straggler,
+        }
         for a in metrics.per_actor
     ]
-    keep = {k: v for k, v in m.items() if not k.startswith("actor_") and k not in ("captions", "captions_failed",
-                                                                               "accelerator_is_gpu")}
+    keep = {
+        k: v
+        for k, v in m.items()
+        if not k.startswith("actor_") and k not in ("captions", "captions_failed", "accelerator_is_gpu")
+    }
     return {**keep, "accelerator": metrics.accelerator, "per_actor": per_actor}
 
 
@@ -159,8 +173,10 @@ def table_identity(table_name: str, uri: str, table_rows: int | None = None) -> 
     ``dagster/row_count`` (the whole table's rows; a day's rows are ``dagster/partition_row_count``)."""
     from videolake.platform.figures import TABLE_ROW_COUNT
 
-    md: dict[str, Any] = {"dagster/uri": dg.MetadataValue.path(uri),
-                          "dagster/table_name": dg.MetadataValue.text(f"videolake.{table_name}")}
+    md: dict[str, Any] = {
+        "dagster/uri": dg.MetadataValue.path(uri),
+        "dagster/table_name": dg.MetadataValue.text(f"videolake.{table_name}"),
+    }
     if table_rows is not None:
         md[TABLE_ROW_COUNT] = dg.MetadataValue.int(int(table_rows))
     return md

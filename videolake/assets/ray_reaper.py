@@ -36,12 +36,15 @@ def reaper_definitions() -> tuple[list, list, dict]:
 
     os.environ.setdefault(EXPIRATION_ENV, str(expiration_seconds()))  # the sensor reads it when it evaluates
 
-    @dg.sensor(name="videolake_raycluster_reaper", job=delete_kuberay_clusters, minimum_interval_seconds=5 * 60,
-               default_status=dg.DefaultSensorStatus.RUNNING,
-               description="Deletes RayClusters without an owner that are older than the longest run plus an hour "
-               "(dagster-ray's cleanup_expired_kuberay_clusters).")
-    def raycluster_reaper(context: dg.SensorEvaluationContext,
-                          raycluster_client: dg.ResourceParam[RayClusterClient]):  # noqa: UP037 (Dagster reads it)
+    @dg.sensor(
+        name="videolake_raycluster_reaper",
+        job=delete_kuberay_clusters,
+        minimum_interval_seconds=5 * 60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Deletes RayClusters without an owner that are older than the longest run plus an hour "
+        "(dagster-ray's cleanup_expired_kuberay_clusters).",
+    )
+    def raycluster_reaper(context: dg.SensorEvaluationContext, raycluster_client: dg.ResourceParam[RayClusterClient]):  # noqa: UP037 (Dagster reads it)
         yield from cleanup_expired_kuberay_clusters(context, raycluster_client=raycluster_client)
 
     return [delete_kuberay_clusters], [raycluster_reaper], {"raycluster_client": KubeRayClusterClientResource()}

@@ -41,36 +41,46 @@ RELEASE_GROUP = "releases"  # not "videolake": the daily job selects that group
 
 
 class ReleaseConfig(dg.Config):
-    start: str | None = Field(default=None, description="First day of the release, YYYY-MM-DD. Empty: report the "
-                              "release of this name that exists (made by the CLI or an earlier run).")
+    start: str | None = Field(
+        default=None,
+        description="First day of the release, YYYY-MM-DD. Empty: report the "
+        "release of this name that exists (made by the CLI or an earlier run).",
+    )
     end: str | None = Field(default=None, description="Last day of the release, YYYY-MM-DD, inclusive.")
-    buckets: list[str] | None = Field(default=None, description="Only the shards of these buckets, e.g. "
-                                      "resolution_720/aspect_16_9/frames_64_127; empty: every bucket.")
+    buckets: list[str] | None = Field(
+        default=None,
+        description="Only the shards of these buckets, e.g. "
+        "resolution_720/aspect_16_9/frames_64_127; empty: every bucket.",
+    )
     gate_verdicts: Literal["recorded", "evaluate"] = Field(
-        default="recorded", description="recorded: a partition's recorded check evaluations when they judged the "
-        "data the release reads, else evaluate the gates again; evaluate: always evaluate them again.")
+        default="recorded",
+        description="recorded: a partition's recorded check evaluations when they judged the "
+        "data the release reads, else evaluate the gates again; evaluate: always evaluate them again.",
+    )
 
 
 # -- gate verdicts from the instance ---------------------------------------------------------------------------------
 
 
-def recorded_verdict(instance: dg.DagsterInstance, lake, table: str, day: str, pinned_version: int | None
-                     ) -> list[str] | None:
+def recorded_verdict(
+    instance: dg.DagsterInstance, lake, table: str, day: str, pinned_version: int | None
+) -> list[str] | None:
     """The failed blocking gates of ``table``/``day`` from the instance's check evaluations, or None when they
     cannot be relied on (a gate never evaluated on the day, a run in progress, an evaluation of an older
     materialization, a materialization of other data than the table's version ``pinned_version``)."""
     from dagster._core.event_api import PartitionKeyFilter  # not re-exported by `dagster`
     from dagster._core.storage.asset_check_execution_record import COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
 
-    from videolake.platform.gates import TABLE_GATES, gate_names
     from videolake.assets.metadata import step_figures
+    from videolake.platform.gates import TABLE_GATES, gate_names
     from videolake.platform.releases.create import _day_files
 
     if table not in TABLE_GATES or pinned_version is None:
         return None
     asset = dg.AssetKey(table)
-    mats = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[day]),
-                                           limit=1).records
+    mats = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[day]), limit=1
+    ).records
     if not mats:
         return None
     mat = mats[0]
@@ -80,11 +90,13 @@ def recorded_verdict(instance: dg.DagsterInstance, lake, table: str, day: str, p
     if written is None or uri is None or str(uri).rstrip("/") != lake.table_uri(table).rstrip("/"):
         return None
     if int(written) != pinned_version and _day_files(lake, table, int(written), [day]) != _day_files(
-            lake, table, pinned_version, [day]):
+        lake, table, pinned_version, [day]
+    ):
         return None
     keys = [dg.AssetCheckKey(asset, g) for g in gate_names(table)]
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        keys, partition_filter=PartitionKeyFilter(key=day))
+        keys, partition_filter=PartitionKeyFilter(key=day)
+    )
     failed = []
     for key in keys:
         rec = records.get(key)
@@ -126,8 +138,9 @@ def instance_gate_verdicts(instance: dg.DagsterInstance, lake, fallback, mode: s
 # -- the asset -------------------------------------------------------------------------------------------------------
 
 
-def release_metadata(manifest: Mapping[str, Any], card: str, card_uri: str,
-                     verdicts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def release_metadata(
+    manifest: Mapping[str, Any], card: str, card_uri: str, verdicts: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What the UI shows for a release: the card, the lineage (days, versions) and the totals."""
     totals = manifest["totals"]
     md: dict[str, Any] = {
@@ -171,8 +184,9 @@ def build_release_asset(overrides: Mapping[str, Any] | None = None) -> dg.Assets
         "partitions passed every gate of every table, their shards, the pinned Delta versions and a dataset card "
         "(docs/releases.md).",
     )
-    def dataset_release(context: dg.AssetExecutionContext, config: ReleaseConfig, lake: LakeResource,
-                        object_store: ObjectStoreResource) -> dg.MaterializeResult:
+    def dataset_release(
+        context: dg.AssetExecutionContext, config: ReleaseConfig, lake: LakeResource, object_store: ObjectStoreResource
+    ) -> dg.MaterializeResult:
         from videolake.platform.gates import load_gate_config
         from videolake.platform.releases import (
             ReleaseError,
@@ -192,28 +206,38 @@ def build_release_asset(overrides: Mapping[str, Any] | None = None) -> dg.Assets
                     raise dg.Failure(
                         f"release {name!r} exists with days {manifest.get('requested')} and buckets "
                         f"{manifest.get('buckets')}; a release name is never reused: add a new partition",
-                        allow_retries=False)
+                        allow_retries=False,
+                    )
                 context.log.info(f"release {name} exists: reporting it")
                 card = store.get_bytes(release_key(name, CARD)).decode("utf-8")
-                return dg.MaterializeResult(metadata={
-                    **release_metadata(manifest, card, store.uri(release_key(name, CARD))),
-                    "reported_existing": dg.MetadataValue.bool(True)})
+                return dg.MaterializeResult(
+                    metadata={
+                        **release_metadata(manifest, card, store.uri(release_key(name, CARD))),
+                        "reported_existing": dg.MetadataValue.bool(True),
+                    }
+                )
             if config.start is None or config.end is None:
-                raise dg.Failure(f"release {name!r} does not exist: give start and end (YYYY-MM-DD) in the run "
-                                 "config to create it", allow_retries=False)
+                raise dg.Failure(
+                    f"release {name!r} does not exist: give start and end (YYYY-MM-DD) in the run config to create it",
+                    allow_retries=False,
+                )
             fallback = gate_verdicts_from_lake(lk, load_gate_config(None, frozen))
             verdicts, log = instance_gate_verdicts(context.instance, lk, fallback, config.gate_verdicts)
-            release = create_release(lk, store, name, config.start, config.end, buckets=config.buckets,
-                                     gate_verdicts=verdicts)
+            release = create_release(
+                lk, store, name, config.start, config.end, buckets=config.buckets, gate_verdicts=verdicts
+            )
         except ReleaseError as exc:
             raise dg.Failure(str(exc), allow_retries=False) from exc
         for e in release.excluded_partitions:
             context.log.warning(f"{e['partition_date']} left out: {e['reason']}")
         card = store.get_bytes(release_key(name, CARD)).decode("utf-8")
-        return dg.MaterializeResult(metadata={
-            **release_metadata(release.manifest, card, release.card_uri, log.as_metadata()),
-            "manifest_uri": dg.MetadataValue.path(release.manifest_uri),
-            "reported_existing": dg.MetadataValue.bool(False)})
+        return dg.MaterializeResult(
+            metadata={
+                **release_metadata(release.manifest, card, release.card_uri, log.as_metadata()),
+                "manifest_uri": dg.MetadataValue.path(release.manifest_uri),
+                "reported_existing": dg.MetadataValue.bool(False),
+            }
+        )
 
     return dataset_release
 
@@ -222,10 +246,14 @@ def build_release_sync_sensor(job: Any) -> dg.SensorDefinition:
     """A sensor that gives every release in the store (e.g. made with `videolake release create`) its partition
     and one run that reports it (run key = the name, so each is reported once)."""
 
-    @dg.sensor(job=job, minimum_interval_seconds=300, default_status=dg.DefaultSensorStatus.STOPPED,
-               name="release_sync_sensor",
-               description="Adds a dataset_release partition for each release in the object store that has none "
-               "and reports it (its card and lineage).")
+    @dg.sensor(
+        job=job,
+        minimum_interval_seconds=300,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        name="release_sync_sensor",
+        description="Adds a dataset_release partition for each release in the object store that has none "
+        "and reports it (its card and lineage).",
+    )
     def release_sync_sensor(context: dg.SensorEvaluationContext, object_store: ObjectStoreResource):
         from videolake.platform.releases import release_names
 
@@ -254,8 +282,10 @@ def build_release_defs(overrides: Mapping[str, Any] | None = None) -> ReleaseDef
     page) and the sync sensor. Needs the ``lake`` and ``object_store`` resources."""
     asset = build_release_asset(overrides)
     job = dg.define_asset_job(
-        name="dataset_release_job", selection=dg.AssetSelection.assets(asset),
-        description="Create (or report) the dataset release of a 'releases' partition; config: start, end, buckets.")
+        name="dataset_release_job",
+        selection=dg.AssetSelection.assets(asset),
+        description="Create (or report) the dataset release of a 'releases' partition; config: start, end, buckets.",
+    )
     return ReleaseDefs(assets=(asset,), jobs=(job,), sensors=(build_release_sync_sensor(job),))
 
 
@@ -267,6 +297,16 @@ def release_run_config(start: str, end: str, buckets: list[str] | None = None) -
     return {"ops": {RELEASE_ASSET: {"config": cfg}}}
 
 
-__all__ = ["RELEASE_ASSET", "RELEASE_PARTITIONS", "ReleaseConfig", "ReleaseDefs", "build_release_asset",
-           "build_release_defs", "build_release_sync_sensor", "instance_gate_verdicts", "recorded_verdict",
-           "release_metadata", "release_run_config"]
+__all__ = [
+    "RELEASE_ASSET",
+    "RELEASE_PARTITIONS",
+    "ReleaseConfig",
+    "ReleaseDefs",
+    "build_release_asset",
+    "build_release_defs",
+    "build_release_sync_sensor",
+    "instance_gate_verdicts",
+    "recorded_verdict",
+    "release_metadata",
+    "release_run_config",
+]

@@ -95,7 +95,9 @@ def add_partition_figures(
 
     added: dict[str, dict[str, Any]] = {}
     for key in keys:
-        md = figures_metadata(table_name, dict(figures_by_day.get(key) or table_spec(table_name).figures_of(_empty(table_name))))
+        md = figures_metadata(
+            table_name, dict(figures_by_day.get(key) or table_spec(table_name).figures_of(_empty(table_name)))
+        )
         rows = lake.head(table_name, PartitionRange.of([key]), PREVIEW_ROWS, PREVIEW_COLUMNS[table_name])
         md["preview"] = record_preview(table_name, rows)
         context.add_asset_metadata(md, partition_key=key)
@@ -107,8 +109,9 @@ def preview_of(lake: Any, table_name: str, keys: list[str]) -> dg.TableMetadataV
     """A preview of the committed rows of ``keys`` (at most PREVIEW_ROWS read back)."""
     from videolake.platform.lake import PartitionRange
 
-    return record_preview(table_name, lake.head(table_name, PartitionRange.of(keys), PREVIEW_ROWS,
-                                                PREVIEW_COLUMNS[table_name]))
+    return record_preview(
+        table_name, lake.head(table_name, PartitionRange.of(keys), PREVIEW_ROWS, PREVIEW_COLUMNS[table_name])
+    )
 
 
 def _empty(table_name: str) -> pa.Table:
@@ -174,8 +177,9 @@ def _plain(v: Any) -> str | int | float | bool | None:
     return str(v)
 
 
-def run_tags(keys: list[str], table_name: str, captioner_code_version: str | None = None,
-             gpu: bool = False) -> dict[str, str]:
+def run_tags(
+    keys: list[str], table_name: str, captioner_code_version: str | None = None, gpu: bool = False
+) -> dict[str, str]:
     """The videolake tags of a run that materializes ``keys`` of ``table_name``; ``gpu``: the step runs on GPUs
     (``videolake/gpu=true``; a caption step on CPU actors is not tagged)."""
     tags = {f"{TAG_PREFIX}partitions": keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"}
@@ -187,8 +191,9 @@ def run_tags(keys: list[str], table_name: str, captioner_code_version: str | Non
     return tags
 
 
-def tag_run(context: dg.AssetExecutionContext, table_name: str, captioner_code_version: str | None = None,
-            gpu: bool = False) -> dict:
+def tag_run(
+    context: dg.AssetExecutionContext, table_name: str, captioner_code_version: str | None = None, gpu: bool = False
+) -> dict:
     """Add ``run_tags`` of this step to its run (missing keys only; idempotent across the run's steps)."""
     tags = run_tags(list(context.partition_keys), table_name, captioner_code_version, gpu)
     current = context.run.tags
@@ -196,4 +201,3 @@ def tag_run(context: dg.AssetExecutionContext, table_name: str, captioner_code_v
     if new:
         context.instance.add_run_tags(context.run.run_id, new)
     return new
-

@@ -44,13 +44,21 @@ def _day_table(day: dt.date, prints: np.ndarray, tag: str) -> Any:
     from videolake.platform.lake import rows_to_table
     from videolake.platform.schemas import FILTERED_CLIPS
 
-    rows = [{"clip_id": f"{tag}{day:%Y%m%d}_{i:06d}", "video_id": f"{tag}{day:%Y%m%d}_{i:06d}", "duration_s": 2.0,
-             "near_hashes": fp.tobytes(), "passed": True, "partition_date": day} for i, fp in enumerate(prints)]
+    rows = [
+        {
+            "clip_id": f"{tag}{day:%Y%m%d}_{i:06d}",
+            "video_id": f"{tag}{day:%Y%m%d}_{i:06d}",
+            "duration_s": 2.0,
+            "near_hashes": fp.tobytes(),
+            "passed": True,
+            "partition_date": day,
+        }
+        for i, fp in enumerate(prints)
+    ]
     return rows_to_table(rows, FILTERED_CLIPS) if rows else pa.table({})
 
 
-def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np.random.Generator,
-                   keep: list) -> None:
+def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np.random.Generator, keep: list) -> None:
     """Earlier days ``first`` .. ``first + days - 1``: filtered_clips rows and their index rows."""
     from videolake.platform.dedup.cross_day import INDEX_TABLE, index_rows
     from videolake.platform.lake import PartitionRange
@@ -65,7 +73,9 @@ def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np
         index.append(index_rows(t.select(["clip_id", "near_hashes", "partition_date"])))
     import pyarrow as pa
 
-    rng_days = PartitionRange(START + dt.timedelta(days=first), START + dt.timedelta(days=first + days))  # end exclusive
+    rng_days = PartitionRange(
+        START + dt.timedelta(days=first), START + dt.timedelta(days=first + days)
+    )  # end exclusive
     lake.write_partitions("filtered_clips", pa.concat_tables(tables), rng_days)
     lake.write_partitions(INDEX_TABLE, pa.concat_tables(index), rng_days)
 
@@ -76,15 +86,19 @@ def _judge_new_day(lake: Any, day: dt.date, clips_per_day: int, originals: list,
 
     copies = max(1, clips_per_day // 10)
     picks = rng.choice(len(originals), copies, replace=False)
-    prints = np.concatenate([_fingerprints(rng, clips_per_day - copies),
-                             np.stack([_near_copy(originals[i], rng) for i in picks])])
+    prints = np.concatenate(
+        [_fingerprints(rng, clips_per_day - copies), np.stack([_near_copy(originals[i], rng) for i in picks])]
+    )
     rng_day = PartitionRange.of([day.isoformat()])
     lake.write_partitions("filtered_clips", _day_table(day, prints, "n"), rng_day)
     t0 = time.perf_counter()
     out = reconcile(lake, rng_day)
     seconds = time.perf_counter() - t0
-    found = sum(1 for r in lake.read_partitions("filtered_clips", rng_day, columns=["reject_reason"]).to_pylist()
-                if r["reject_reason"] == "duplicate")
+    found = sum(
+        1
+        for r in lake.read_partitions("filtered_clips", rng_day, columns=["reject_reason"]).to_pylist()
+        if r["reject_reason"] == "duplicate"
+    )
     return {"seconds": seconds, "copies": copies, "found": found, "candidates": out.candidates}
 
 
@@ -109,13 +123,22 @@ def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repe
             results[label] = {**best, "index_clips": index_clips, "ms_per_clip": 1000 * best["seconds"] / clips_per_day}
     small, grown = results["small"], results["grown"]
     ratio = grown["ms_per_clip"] / small["ms_per_clip"]
-    print(f"near-duplicates across days: a day of {clips_per_day} clips (10% near-copies of earlier clips), 16 "
-          "frames a clip, judged against the index of every earlier day")
-    for label, r in results.items():
-        print(f"  index {r['index_clips']:>9,} clips  {r['ms_per_clip']:.3f} ms/clip  ({r['seconds']:.2f} s; "
-              f"{r['found']} of {r['copies']} copies found, {r['candidates']} candidates verified)")
+    print(
+        f"near-duplicates across days: a day of {clips_per_day} clips (10% near-copies of earlier clips), 16 "
+        "frames a clip, judged against the index of every earlier day"
+    )
+    for r in results.values():
+        print(
+            f"  index {r['index_clips']:>9,} clips  {r['ms_per_clip']:.3f} ms/clip  ({r['seconds']:.2f} s; "
+            f"{r['found']} of {r['copies']} copies found, {r['candidates']} candidates verified)"
+        )
     print(f"  ratio  {ratio:.2f}  (cost per clip at the {growth}x index / at the small one; 1.0 = flat)")
-    out = {"bench": "dedup", "clips_per_day": clips_per_day, "growth": growth, "ratio": round(ratio, 3),
-           **{f"{k}_{label}": v for label, r in results.items() for k, v in r.items() if k != "seconds"}}
+    out = {
+        "bench": "dedup",
+        "clips_per_day": clips_per_day,
+        "growth": growth,
+        "ratio": round(ratio, 3),
+        **{f"{k}_{label}": v for label, r in results.items() for k, v in r.items() if k != "seconds"},
+    }
     print(json.dumps(out))
     return out

@@ -47,8 +47,9 @@ def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, core
         try:
             # Small shards: the loader deals whole shards to its workers, so a release of a few shards would measure
             # one busy worker (a real release has thousands).
-            shard_partitions(lake, store, PartitionRange.of([DAY]), ShardConfig(max_short_side=360,
-                                                                               max_shard_samples=4))
+            shard_partitions(
+                lake, store, PartitionRange.of([DAY]), ShardConfig(max_short_side=360, max_shard_samples=4)
+            )
         finally:
             ray.shutdown()
         create_release(lake, store, "bench", DAY, DAY, gate_verdicts=lambda table, day: [])
@@ -64,9 +65,28 @@ def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, core
             fmt = ["-pix_fmt", "rgb24"] if rgb else []
             t0 = time.perf_counter()
             with ThreadPoolExecutor(cores) as pool:
-                list(pool.map(lambda p: subprocess.run(
-                    ["ffmpeg", "-nostdin", "-v", "error", "-threads", "1", "-i", str(p), *fmt, "-f", "null", "-"],
-                    check=True), mp4s))
+                list(
+                    pool.map(
+                        lambda p: subprocess.run(
+                            [
+                                "ffmpeg",
+                                "-nostdin",
+                                "-v",
+                                "error",
+                                "-threads",
+                                "1",
+                                "-i",
+                                str(p),
+                                *fmt,
+                                "-f",
+                                "null",
+                                "-",
+                            ],
+                            check=True,
+                        ),
+                        mp4s,
+                    )
+                )
             return time.perf_counter() - t0
 
         def loader_pass(num_frames: int) -> tuple[float, int, int]:
@@ -92,19 +112,38 @@ def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, core
     total = len(clips) * clip_frames
     if rows["every_frame"][3] != total:
         raise RuntimeError(f"the loader gave {rows['every_frame'][3]} frames, expected {total}")
-    result = {"bench": "loader", "samples": len(clips), "frames": total, "encoded": "640x360", "workers": cores,
-              "release_shards": len(manifest["shards"])}
-    print(f"loader: {len(clips)} samples x {clip_frames} frames (640x360) in {len(manifest['shards'])} shards, "
-          f"{cores} DataLoader workers (their start included) vs FFmpeg, one process per mp4, {cores} at a time")
+    result = {
+        "bench": "loader",
+        "samples": len(clips),
+        "frames": total,
+        "encoded": "640x360",
+        "workers": cores,
+        "release_shards": len(manifest["shards"]),
+    }
+    print(
+        f"loader: {len(clips)} samples x {clip_frames} frames (640x360) in {len(manifest['shards'])} shards, "
+        f"{cores} DataLoader workers (their start included) vs FFmpeg, one process per mp4, {cores} at a time"
+    )
     for name, (ld_s, ff_s, decoded, delivered) in rows.items():
         ratio = (decoded / ld_s) / (total / ff_s)
-        result[name] = {"loader_s": round(ld_s, 2), "ffmpeg_s": round(ff_s, 2), "decoded_frames": decoded,
-                        "delivered_frames": delivered, "loader_decoded_frames_per_s": round(decoded / ld_s, 1),
-                        "ffmpeg_frames_per_s": round(total / ff_s, 1), "ratio": round(ratio, 3)}
-        what = ("16 frames a clip to RGB (FFmpeg: decode only)" if name == "sampled"
-                else "every frame to RGB (FFmpeg: every frame to rgb24)")
-        print(f"  {what}: open_release {decoded / ld_s:8.1f} decoded frames/s ({delivered} handed over), "
-              f"ffmpeg {total / ff_s:8.1f} frames/s, ratio {ratio:.3f}")
+        result[name] = {
+            "loader_s": round(ld_s, 2),
+            "ffmpeg_s": round(ff_s, 2),
+            "decoded_frames": decoded,
+            "delivered_frames": delivered,
+            "loader_decoded_frames_per_s": round(decoded / ld_s, 1),
+            "ffmpeg_frames_per_s": round(total / ff_s, 1),
+            "ratio": round(ratio, 3),
+        }
+        what = (
+            "16 frames a clip to RGB (FFmpeg: decode only)"
+            if name == "sampled"
+            else "every frame to RGB (FFmpeg: every frame to rgb24)"
+        )
+        print(
+            f"  {what}: open_release {decoded / ld_s:8.1f} decoded frames/s ({delivered} handed over), "
+            f"ffmpeg {total / ff_s:8.1f} frames/s, ratio {ratio:.3f}"
+        )
     result["ratio"] = result["sampled"]["ratio"]
     print(json.dumps(result))
     return result

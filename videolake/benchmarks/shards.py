@@ -27,9 +27,31 @@ def _sources(work: Path, videos: int, seconds: int, size: str) -> list[Path]:
     out = []
     for i in range(videos):
         p = work / f"src{i}.mp4"
-        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
-                        f"testsrc2=size={size}:rate=30,hue=h={i * 40}", "-t", str(seconds), "-c:v", "libx264",
-                        "-preset", "veryfast", "-g", "60", "-pix_fmt", "yuv420p", str(p)], check=True)
+        subprocess.run(
+            [
+                "ffmpeg",
+                "-nostdin",
+                "-v",
+                "error",
+                "-y",
+                "-f",
+                "lavfi",
+                "-i",
+                f"testsrc2=size={size}:rate=30,hue=h={i * 40}",
+                "-t",
+                str(seconds),
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-g",
+                "60",
+                "-pix_fmt",
+                "yuv420p",
+                str(p),
+            ],
+            check=True,
+        )
         out.append(p)
     return out
 
@@ -42,41 +64,108 @@ def _tables(lake, store, sources: list[Path], clip_frames: int, seconds: int) ->
     from videolake.platform.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
 
     day = dt.date.fromisoformat(DAY)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     raw, scenes, filtered, captions, clips = [], [], [], [], []
     for i, src in enumerate(sources):
         vid = f"{i:064x}"
         uri = store.put_file(f"landing/{DAY}/{src.name}", str(src))
         n = seconds * 30
-        raw.append({"video_id": vid, "source_uri": uri, "size_bytes": src.stat().st_size, "width": 0, "height": 0,
-                    "fps": 30.0, "duration_s": float(seconds), "num_frames": n, "status": "ok", "ingested_at": now,
-                    "partition_date": day})
+        raw.append(
+            {
+                "video_id": vid,
+                "source_uri": uri,
+                "size_bytes": src.stat().st_size,
+                "width": 0,
+                "height": 0,
+                "fps": 30.0,
+                "duration_s": float(seconds),
+                "num_frames": n,
+                "status": "ok",
+                "ingested_at": now,
+                "partition_date": day,
+            }
+        )
         for k, start in enumerate(range(0, n - clip_frames + 1, clip_frames)):
             cid = clip_id(vid, start, start + clip_frames)
-            c = {"clip_id": cid, "video_id": vid, "source_uri": uri, "clip_index": k, "start_frame": start,
-                 "end_frame": start + clip_frames, "start_s": start / 30, "end_s": (start + clip_frames) / 30,
-                 "duration_s": clip_frames / 30, "detector": "bench", "detector_params": "{}", "partition_date": day}
+            c = {
+                "clip_id": cid,
+                "video_id": vid,
+                "source_uri": uri,
+                "clip_index": k,
+                "start_frame": start,
+                "end_frame": start + clip_frames,
+                "start_s": start / 30,
+                "end_s": (start + clip_frames) / 30,
+                "duration_s": clip_frames / 30,
+                "detector": "bench",
+                "detector_params": "{}",
+                "partition_date": day,
+            }
             scenes.append(c)
-            filtered.append({"clip_id": cid, "video_id": vid, "duration_s": clip_frames / 30, "passed": True,
-                             "partition_date": day})
-            captions.append({"clip_id": cid, "video_id": vid, "source_uri": uri, "status": "ok",
-                             "caption": f"a test pattern, clip {k} of video {i}", "model": "bench",
-                             "prompt_version": "v1", "captioned_at": now, "partition_date": day})
+            filtered.append(
+                {"clip_id": cid, "video_id": vid, "duration_s": clip_frames / 30, "passed": True, "partition_date": day}
+            )
+            captions.append(
+                {
+                    "clip_id": cid,
+                    "video_id": vid,
+                    "source_uri": uri,
+                    "status": "ok",
+                    "caption": f"a test pattern, clip {k} of video {i}",
+                    "model": "bench",
+                    "prompt_version": "v1",
+                    "captioned_at": now,
+                    "partition_date": day,
+                }
+            )
             clips.append({"src": str(src), **c})
     rng = PartitionRange.of([DAY])
-    for table, rows, schema in (("raw_videos", raw, RAW_VIDEOS), ("scene_clips", scenes, SCENE_CLIPS),
-                                ("filtered_clips", filtered, FILTERED_CLIPS), ("clip_captions", captions, CLIP_CAPTIONS)):
+    for table, rows, schema in (
+        ("raw_videos", raw, RAW_VIDEOS),
+        ("scene_clips", scenes, SCENE_CLIPS),
+        ("filtered_clips", filtered, FILTERED_CLIPS),
+        ("clip_captions", captions, CLIP_CAPTIONS),
+    ):
         lake.write_partitions(table, rows_to_table(rows, schema) if rows else pa.table({}), rng)
     return clips
 
 
 def _ffmpeg_clip(clip: dict, size: tuple[int, int], config, out: Path) -> None:
     n = clip["end_frame"] - clip["start_frame"]
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-ss", f"{clip['start_frame'] / 30:.6f}", "-i",
-                    clip["src"], "-frames:v", str(n), "-an", "-vf", f"scale={size[0]}:{size[1]}:flags=bicubic",
-                    "-c:v", "libx264", "-preset", config.preset, "-crf", str(config.crf), "-threads",
-                    str(config.threads), "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-fflags", "+bitexact",
-                    str(out)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-ss",
+            f"{clip['start_frame'] / 30:.6f}",
+            "-i",
+            clip["src"],
+            "-frames:v",
+            str(n),
+            "-an",
+            "-vf",
+            f"scale={size[0]}:{size[1]}:flags=bicubic",
+            "-c:v",
+            "libx264",
+            "-preset",
+            config.preset,
+            "-crf",
+            str(config.crf),
+            "-threads",
+            str(config.threads),
+            "-pix_fmt",
+            "yuv420p",
+            "-movflags",
+            "+faststart",
+            "-fflags",
+            "+bitexact",
+            str(out),
+        ],
+        check=True,
+    )
 
 
 def _warm_import(row: dict) -> dict:
@@ -99,8 +188,14 @@ def _warm_ray(cores: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_shards(videos: int = 8, seconds: int = 16, clip_frames: int = 60, size: str = "1280x720",
-                 max_short_side: int = 360, cores: int | None = None) -> dict:
+def bench_shards(
+    videos: int = 8,
+    seconds: int = 16,
+    clip_frames: int = 60,
+    size: str = "1280x720",
+    max_short_side: int = 360,
+    cores: int | None = None,
+) -> dict:
     import ray
 
     from videolake.platform.lake import Lake, PartitionRange
@@ -151,15 +246,26 @@ def bench_shards(videos: int = 8, seconds: int = 16, clip_frames: int = 60, size
             ray.shutdown()
     runs = 2 * len(clips)
     result = {
-        "bench": "shards", "clips": len(clips), "frames_per_clip": clip_frames, "source": size,
-        "encoded": f"{out_size[0]}x{out_size[1]}", "cores": cores, "stage_s": round(stage_s, 2),
-        "ffmpeg_s": round(ffmpeg_s, 2), "ray_warm_s": round(warm_s, 2), "stage_samples_per_s": round(runs / stage_s, 2),
-        "ffmpeg_samples_per_s": round(runs / ffmpeg_s, 2), "ratio": round(ffmpeg_s / stage_s, 3),
+        "bench": "shards",
+        "clips": len(clips),
+        "frames_per_clip": clip_frames,
+        "source": size,
+        "encoded": f"{out_size[0]}x{out_size[1]}",
+        "cores": cores,
+        "stage_s": round(stage_s, 2),
+        "ffmpeg_s": round(ffmpeg_s, 2),
+        "ray_warm_s": round(warm_s, 2),
+        "stage_samples_per_s": round(runs / stage_s, 2),
+        "ffmpeg_samples_per_s": round(runs / ffmpeg_s, 2),
+        "ratio": round(ffmpeg_s / stage_s, 3),
     }
-    print(f"training shards: {len(clips)} clips of {clip_frames} frames, {size} -> {result['encoded']}, "
-          f"{cores} cores")
-    print(f"  stage  {result['stage_samples_per_s']:8.2f} samples/s ({stage_s:.1f} s for two runs: encode, write, pack, commit)")
-    print(f"  ffmpeg {result['ffmpeg_samples_per_s']:8.2f} samples/s ({ffmpeg_s:.1f} s for two runs: one process per clip)")
+    print(f"training shards: {len(clips)} clips of {clip_frames} frames, {size} -> {result['encoded']}, {cores} cores")
+    print(
+        f"  stage  {result['stage_samples_per_s']:8.2f} samples/s ({stage_s:.1f} s for two runs: encode, write, pack, commit)"
+    )
+    print(
+        f"  ffmpeg {result['ffmpeg_samples_per_s']:8.2f} samples/s ({ffmpeg_s:.1f} s for two runs: one process per clip)"
+    )
     print(f"  (not counted: Ray Data's first pipeline, its workers started and the stage imported: {warm_s:.1f} s)")
     print(f"  ratio  {result['ratio']:.3f}  (stage / ffmpeg, same clips and settings)")
     print(json.dumps(result))

@@ -6,22 +6,32 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader", "dedup"],
-                   help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
-                   "decode; caption: stage vs raw vLLM; scale: the caption data path "
-                   "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
-                   "Dagster + Ray overhead of an empty day; shards: the training-shards stage vs FFmpeg transcoding the same "
-                   "clips; loader: decoded frames/s through open_release vs FFmpeg decoding the same mp4 files; dedup: the "
-                   "cross-day near-duplicate step's cost per clip as the index of earlier days grows 10x")
+    p.add_argument(
+        "what",
+        choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader", "dedup"],
+        help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
+        "decode; caption: stage vs raw vLLM; scale: the caption data path "
+        "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
+        "Dagster + Ray overhead of an empty day; shards: the training-shards stage vs FFmpeg transcoding the same "
+        "clips; loader: decoded frames/s through open_release vs FFmpeg decoding the same mp4 files; dedup: the "
+        "cross-day near-duplicate step's cost per clip as the index of earlier days grows 10x",
+    )
     p.add_argument("--videos", type=int, default=8, help="shards, loader: synthetic 720p source videos")
-    p.add_argument("--seconds", type=int, default=None,
-                   help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)")
+    p.add_argument(
+        "--seconds",
+        type=int,
+        default=None,
+        help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)",
+    )
     p.add_argument("--repeats", type=int, default=2, help="cpu, scenes: measurements per side (best kept)")
     p.add_argument("--files", nargs="*", help="cpu, scenes: benchmark these files instead of synthetic 360p/1080p ones")
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
-    p.add_argument("--decode", action="store_true",
-                   help="caption: also run the stage decoding its own frames (for the record; not the ratio)")
+    p.add_argument(
+        "--decode",
+        action="store_true",
+        help="caption: also run the stage decoding its own frames (for the record; not the ratio)",
+    )
     p.add_argument("--rows", type=int, default=200_000, help="scale: clip rows through the stage")
     p.add_argument("--compare-rows", type=int, default=None, help="scale: smaller run for the memory ratio (rows/10)")
     p.add_argument("--batch", type=int, default=4096, help="scale: clips per batch (= per checkpoint piece)")

@@ -17,23 +17,29 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from videolake.platform.progress import ProgressLine, parse_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    yesterday = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)).isoformat()
+    yesterday = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1)).isoformat()
     p.add_argument("--date", default=yesterday, help="partition date YYYY-MM-DD (default: yesterday, UTC)")
     p.add_argument("--count", type=int, default=8, help="synthetic videos to land (plus the reject cases)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-specials", action="store_true", help="omit the files the pipeline must reject/filter")
-    p.add_argument("--no-synth", action="store_true",
-                   help="land nothing: run on what is already in the date's landing folder (e.g. your own videos)")
+    p.add_argument(
+        "--no-synth",
+        action="store_true",
+        help="land nothing: run on what is already in the date's landing folder (e.g. your own videos)",
+    )
     p.add_argument("--verbose", action="store_true", help="print Dagster's event log instead of writing it to a file")
 
 
-def land_sample_data(store_root: str, landing: str, date: str, count: int, seed: int, specials: bool) -> tuple[int, bool]:
+def land_sample_data(
+    store_root: str, landing: str, date: str, count: int, seed: int, specials: bool
+) -> tuple[int, bool]:
     """Synthesize videos straight into <store>/<landing>/<date>/, unless that folder already has files.
     Returns (files in the folder, whether they were reused)."""
     from pathlib import Path
@@ -47,8 +53,14 @@ def land_sample_data(store_root: str, landing: str, date: str, count: int, seed:
     # Ground-truth JSONs go beside the landing folder, not into it: they are not videos.
     truth_dir = Path(store_root).parent / "synth-truth" / date
     tmp = truth_dir / "videos"
-    paths = generate(tmp, count=count, seed=seed, include_specials=specials, max_duration_s=20.0,
-                     progress=lambda msg: print(f"  synth: {msg}", flush=True))
+    paths = generate(
+        tmp,
+        count=count,
+        seed=seed,
+        include_specials=specials,
+        max_duration_s=20.0,
+        progress=lambda msg: print(f"  synth: {msg}", flush=True),
+    )
     out.mkdir(parents=True, exist_ok=True)
     n = 0
     for p in paths:
@@ -168,9 +180,16 @@ class StepBars(StepLines):
         look = f"{{desc}} {{n_fmt}}/{{total_fmt}} {line.unit} |{{bar:24}}| ({line.counts()}), {line.tail()}"
         bar = self.bars.get(step)
         if bar is None:
-            self.bars[step] = self.tqdm(total=line.total, initial=line.done, desc=f"{INDENT}{step}: {line.stage}",
-                                        bar_format=look, file=self.file, position=len(self.bars), leave=True,
-                                        dynamic_ncols=True)
+            self.bars[step] = self.tqdm(
+                total=line.total,
+                initial=line.done,
+                desc=f"{INDENT}{step}: {line.stage}",
+                bar_format=look,
+                file=self.file,
+                position=len(self.bars),
+                leave=True,
+                dynamic_ncols=True,
+            )
             return
         bar.total, bar.n, bar.bar_format = line.total, line.done, look
         bar.refresh()
@@ -248,8 +267,10 @@ def run(args: argparse.Namespace) -> int:
         from videolake.assets.errors import first_line
 
         print(f"FAILED to load the pipeline definitions: {first_line(exc)}")
-        print("what to do: fix the setting named above (the VIDEOLAKE_* environment variables), then run the demo "
-              "again; `videolake doctor` checks the set-up")
+        print(
+            "what to do: fix the setting named above (the VIDEOLAKE_* environment variables), then run the demo "
+            "again; `videolake doctor` checks the set-up"
+        )
         return 1
     instance = dg.DagsterInstance.get()
     report_stale_runs(instance)
@@ -279,8 +300,9 @@ def run(args: argparse.Namespace) -> int:
     t1 = time.monotonic()
 
     def execute():
-        return job.execute_in_process(partition_key=args.date, instance=instance, raise_on_error=False,
-                                      run_id=run_id, tags=tags)
+        return job.execute_in_process(
+            partition_key=args.date, instance=instance, raise_on_error=False, run_id=run_id, tags=tags
+        )
 
     if args.verbose:
         result = execute()

@@ -23,9 +23,17 @@ from dataclasses import dataclass
 CHECKS = ("ffmpeg", "packages", "definitions", "object_store", "lake", "model", "dagster", "runs")
 # import name -> distribution name (for the version)
 PACKAGES = {
-    "dagster": "dagster", "dagster_ray": "dagster-ray", "ray": "ray", "deltalake": "deltalake",
-    "pyarrow": "pyarrow", "great_expectations": "great-expectations", "av": "av", "scenedetect": "scenedetect",
-    "boto3": "boto3", "torch": "torch", "vllm": None,
+    "dagster": "dagster",
+    "dagster_ray": "dagster-ray",
+    "ray": "ray",
+    "deltalake": "deltalake",
+    "pyarrow": "pyarrow",
+    "great_expectations": "great-expectations",
+    "av": "av",
+    "scenedetect": "scenedetect",
+    "boto3": "boto3",
+    "torch": "torch",
+    "vllm": None,
 }
 S3_PROBE_WINDOW_S = 5.0  # seconds the S3 probe keeps retrying an unreachable endpoint
 
@@ -111,9 +119,18 @@ def _resources(ctx) -> dict:
 def _probe_s3(bucket: str, prefix: str, endpoint_url, region: str, key_id, secret) -> str:
     from videolake.platform.objectstore.s3 import S3ObjectStore
 
-    store = S3ObjectStore(bucket, prefix, endpoint_url=endpoint_url, region=region, access_key_id=key_id,
-                          secret_access_key=secret, retry_window_s=S3_PROBE_WINDOW_S, max_attempts=2,
-                          connect_timeout_s=3.0, read_timeout_s=10.0)
+    store = S3ObjectStore(
+        bucket,
+        prefix,
+        endpoint_url=endpoint_url,
+        region=region,
+        access_key_id=key_id,
+        secret_access_key=secret,
+        retry_window_s=S3_PROBE_WINDOW_S,
+        max_attempts=2,
+        connect_timeout_s=3.0,
+        read_timeout_s=10.0,
+    )
     try:
         store.check()
     except Exception as exc:  # noqa: BLE001 (S3ObjectStore's messages are secret-free)
@@ -191,8 +208,10 @@ def check_dagster(ctx) -> str:
     storage = type(instance.run_storage).__name__
     launcher = type(instance.run_launcher).__name__
     monitoring = "on" if instance.run_monitoring_enabled else "OFF"
-    detail = (f"{os.environ.get('DAGSTER_HOME')}: {storage}, {launcher}, run monitoring {monitoring}, "
-              f"run retries {'on' if instance.run_retries_enabled else 'OFF'}")
+    detail = (
+        f"{os.environ.get('DAGSTER_HOME')}: {storage}, {launcher}, run monitoring {monitoring}, "
+        f"run retries {'on' if instance.run_retries_enabled else 'OFF'}"
+    )
     if not instance.run_monitoring_enabled:
         raise CheckFailed(detail + ": a killed run would hold its pool slots forever (enable run_monitoring)")
     return detail
@@ -208,8 +227,9 @@ def check_runs(ctx) -> str:
             f"run {s.run_id} ({s.status}, {s.reason}" + (f", holds {', '.join(s.slots)}" if s.slots else "") + ")"
             for s in stale
         )
-        raise CheckFailed(f"{len(stale)} stale run(s): {shown}. `videolake doctor --fix` fails them and frees "
-                          "the slots")
+        raise CheckFailed(
+            f"{len(stale)} stale run(s): {shown}. `videolake doctor --fix` fails them and frees the slots"
+        )
     held = slots_by_run(instance)
     busy = "; ".join(f"{', '.join(v)} by live run {k}" for k, v in held.items()) or "none"
     fixed = f"fixed {len(stale)} stale run(s); " if stale else "no stale runs; "
@@ -217,8 +237,13 @@ def check_runs(ctx) -> str:
 
 
 RUNNERS: dict[str, Callable] = {
-    "ffmpeg": check_ffmpeg, "packages": check_packages, "definitions": check_definitions,
-    "object_store": check_object_store, "lake": check_lake, "model": check_model, "dagster": check_dagster,
+    "ffmpeg": check_ffmpeg,
+    "packages": check_packages,
+    "definitions": check_definitions,
+    "object_store": check_object_store,
+    "lake": check_lake,
+    "model": check_model,
+    "dagster": check_dagster,
     "runs": check_runs,
 }
 
@@ -248,5 +273,8 @@ def run(args: argparse.Namespace) -> int:
     quiet_dagster_warnings()
     outcomes = run_checks(args.only or CHECKS, fix=args.fix)
     failed = [o.name for o in outcomes if not o.ok]
-    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} checks ok" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(outcomes) - len(failed)} of {len(outcomes)} checks ok"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0

@@ -14,8 +14,11 @@ import json
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="a sample key / clip_id, a video_id, or a source object's uri")
     p.add_argument("--json", action="store_true", help="print the chain as one JSON object")
-    p.add_argument("--sheet", default=None, help="where to write the clip's contact sheet (PNG; default: "
-                   "lineage-<id>.png in the current directory)")
+    p.add_argument(
+        "--sheet",
+        default=None,
+        help="where to write the clip's contact sheet (PNG; default: lineage-<id>.png in the current directory)",
+    )
     p.add_argument("--no-sheet", action="store_true", help="do not decode the clip's frames")
     p.add_argument("--frames", type=int, default=8, help="frames on the contact sheet (default 8)")
 
@@ -43,9 +46,20 @@ def run(args: argparse.Namespace) -> int:
             with open(sheet, "wb") as fh:
                 fh.write(contact_sheet_png(tiles))
     if args.json:
-        print(json.dumps({"query": chain.query, "kind": chain.kind, "video_id": chain.video_id,
-                          "clip_ids": chain.clip_ids, "versions": chain.versions, "rows": chain.rows,
-                          "contact_sheet": sheet}, default=str))
+        print(
+            json.dumps(
+                {
+                    "query": chain.query,
+                    "kind": chain.kind,
+                    "video_id": chain.video_id,
+                    "clip_ids": chain.clip_ids,
+                    "versions": chain.versions,
+                    "rows": chain.rows,
+                    "contact_sheet": sheet,
+                },
+                default=str,
+            )
+        )
         return 0 if chain.found else 1
     if not chain.found:
         print(f"{args.id}: no video in raw_videos has this id or source object")

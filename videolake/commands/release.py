@@ -11,24 +11,34 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Iterator
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="release_command", required=True, metavar="ACTION")
-    create = sub.add_parser("create", help="publish a release of the days [--start, --end] that passed every gate",
-                            description="Publish release NAME: the days from --start to --end (inclusive) whose "
-                            "partitions passed every blocking gate of every table; the others are listed in the "
-                            "manifest and the card with the reason. A name is never reused.")
+    create = sub.add_parser(
+        "create",
+        help="publish a release of the days [--start, --end] that passed every gate",
+        description="Publish release NAME: the days from --start to --end (inclusive) whose "
+        "partitions passed every blocking gate of every table; the others are listed in the "
+        "manifest and the card with the reason. A name is never reused.",
+    )
     create.add_argument("name", help="release name: letters, digits, '.', '_', '-'")
     create.add_argument("--start", required=True, help="first day YYYY-MM-DD")
     create.add_argument("--end", required=True, help="last day YYYY-MM-DD (inclusive)")
-    create.add_argument("--bucket", action="append", metavar="B",
-                        help="only shards of this bucket (repeatable), e.g. resolution_720/aspect_16_9/frames_64_127")
+    create.add_argument(
+        "--bucket",
+        action="append",
+        metavar="B",
+        help="only shards of this bucket (repeatable), e.g. resolution_720/aspect_16_9/frames_64_127",
+    )
     create.add_argument("--json", action="store_true", help="print the manifest instead of a summary")
-    verify = sub.add_parser("verify", help="re-check every shard's sha256, size and sample count",
-                            description="Read every shard of release NAME back and compare it with the manifest.")
+    verify = sub.add_parser(
+        "verify",
+        help="re-check every shard's sha256, size and sample count",
+        description="Read every shard of release NAME back and compare it with the manifest.",
+    )
     verify.add_argument("name")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
     listing = sub.add_parser("list", help="the releases with their days, samples and hours")
@@ -36,14 +46,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_vacuum_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retention-hours", type=int, default=168,
-                   help="delete files removed from their table longer ago than this (default 168 = 7 days)")
+    p.add_argument(
+        "--retention-hours",
+        type=int,
+        default=168,
+        help="delete files removed from their table longer ago than this (default 168 = 7 days)",
+    )
     p.add_argument("--dry-run", action="store_true", help="list what would be deleted and kept; delete nothing")
-    p.add_argument("--allow-short-retention", action="store_true",
-                   help="allow a retention below the tables' delta.deletedFileRetentionDuration (7 days): a reader "
-                   "of an older, unpinned version may then lose its files")
-    p.add_argument("--full", action="store_true",
-                   help="also delete files the Delta log never named (orphans of attempts that never committed)")
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help="allow a retention below the tables' delta.deletedFileRetentionDuration (7 days): a reader "
+        "of an older, unpinned version may then lose its files",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="also delete files the Delta log never named (orphans of attempts that never committed)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -71,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with lake_and_store() as (lake, store, config):
             return {"create": _create, "verify": _verify, "list": _list}[args.release_command](
-                args, lake, store, config)
+                args, lake, store, config
+            )
     except ReleaseError as exc:
         print(f"error: {exc}")
         return 2
@@ -80,14 +101,23 @@ def run(args: argparse.Namespace) -> int:
 def _create(args, lake, store, config) -> int:
     from videolake.platform.releases import create_release, gate_verdicts_from_lake
 
-    release = create_release(lake, store, args.name, args.start, args.end, buckets=args.bucket,
-                             gate_verdicts=gate_verdicts_from_lake(lake, config))
+    release = create_release(
+        lake,
+        store,
+        args.name,
+        args.start,
+        args.end,
+        buckets=args.bucket,
+        gate_verdicts=gate_verdicts_from_lake(lake, config),
+    )
     if args.json:
         print(json.dumps(release.manifest, indent=2))
         return 0
     t = release.totals
-    print(f"release {release.name}: {t['samples']} samples, {t['shards']} shards, {t['hours']:.3f} h, "
-          f"{len(release.partitions)} day(s): {', '.join(release.partitions)}")
+    print(
+        f"release {release.name}: {t['samples']} samples, {t['shards']} shards, {t['hours']:.3f} h, "
+        f"{len(release.partitions)} day(s): {', '.join(release.partitions)}"
+    )
     for e in release.excluded_partitions:
         print(f"  left out {e['partition_date']}: {e['reason']}")
     print(f"  manifest: {release.manifest_uri}")
@@ -100,8 +130,19 @@ def _verify(args, lake, store, config) -> int:
 
     result = verify_release(store, args.name)
     if args.json:
-        print(json.dumps({"name": result.name, "ok": result.ok, "shards": result.shards, "checked": result.checked,
-                          "problems": [vars(p) for p in result.problems]}, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "name": result.name,
+                    "ok": result.ok,
+                    "shards": result.shards,
+                    "checked": result.checked,
+                    "problems": [vars(p) for p in result.problems],
+                },
+                indent=2,
+                default=str,
+            )
+        )
     else:
         for p in result.problems:
             print(f"FAIL  {p}")
@@ -120,8 +161,10 @@ def _list(args, lake, store, config) -> int:
         else:
             days = f"{r.partitions[0]}..{r.partitions[-1]} ({len(r.partitions)} days)" if r.partitions else "no days"
             buckets = "all buckets" if r.buckets is None else f"{len(r.buckets)} bucket(s)"
-            print(f"{r.name:24} {r.created_at}  {days}, {r.samples} samples, {r.shards} shards, {r.hours:.3f} h, "
-                  f"{buckets}")
+            print(
+                f"{r.name:24} {r.created_at}  {days}, {r.samples} samples, {r.shards} shards, {r.hours:.3f} h, "
+                f"{buckets}"
+            )
     if not releases and not args.json:
         print(f"no releases under {store.uri('releases/')}")
     return 0
@@ -133,8 +176,14 @@ def _vacuum_run(args: argparse.Namespace) -> int:
 
     try:
         with lake_and_store() as (lake, store, _config):
-            report = vacuum_lake(lake, store, retention_hours=args.retention_hours, dry_run=args.dry_run,
-                                 enforce_retention_duration=not args.allow_short_retention, full=args.full)
+            report = vacuum_lake(
+                lake,
+                store,
+                retention_hours=args.retention_hours,
+                dry_run=args.dry_run,
+                enforce_retention_duration=not args.allow_short_retention,
+                full=args.full,
+            )
     except ReleaseError as exc:
         print(f"error: {exc}")
         return 2

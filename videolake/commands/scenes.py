@@ -15,19 +15,37 @@ import sys
 
 DEFAULT_DETECTOR = "luma"
 # --threshold sets this config field of each built-in detector.
-THRESHOLD_FIELD = {"luma": "threshold", "content": "threshold", "adaptive": "adaptive_threshold", "transnetv2": "threshold"}
+THRESHOLD_FIELD = {
+    "luma": "threshold",
+    "content": "threshold",
+    "adaptive": "adaptive_threshold",
+    "transnetv2": "threshold",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", help="video file")
-    p.add_argument("--detector", default=DEFAULT_DETECTOR, help="scene detector: luma (default), adaptive, content, transnetv2 (the TransNetV2 network; slow on CPU)")
-    p.add_argument("--threshold", type=float, default=None,
-                   help="the detector's main threshold (luma: min content change; content: score; adaptive: ratio; "
-                   "transnetv2: transition probability)")
+    p.add_argument(
+        "--detector",
+        default=DEFAULT_DETECTOR,
+        help="scene detector: luma (default), adaptive, content, transnetv2 (the TransNetV2 network; slow on CPU)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="the detector's main threshold (luma: min content change; content: score; adaptive: ratio; "
+        "transnetv2: transition probability)",
+    )
     p.add_argument("--min-scene-len", type=int, default=None, help="minimum frames between two cuts")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other parameter of the detector (repeatable, typed per detector), e.g. --param ratio=2.5; "
-                   "--list-params shows them")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other parameter of the detector (repeatable, typed per detector), e.g. --param ratio=2.5; "
+        "--list-params shows them",
+    )
     p.add_argument("--list-params", action="store_true", help="print the detector's parameters as JSON and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
 
@@ -37,10 +55,13 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import logging
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
-    from videolake.platform.scenes.base import detector_params, get_detector
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     from videolake.platform.params import ParamError
+    from videolake.platform.scenes.base import detector_params, get_detector
 
     if args.list_params:
         try:

@@ -65,7 +65,7 @@ def _local(uri: str) -> str:
     """A file:// URI as the path a shell reads (tar -tf PATH); other URIs as they are."""
     from urllib.parse import unquote
 
-    return unquote(uri[len("file://"):]) if uri.startswith("file://") else uri
+    return unquote(uri[len("file://") :]) if uri.startswith("file://") else uri
 
 
 def _verdict(evaluation) -> str:
@@ -101,8 +101,9 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
     """The first cause of a failed run: a failed blocking gate, else the first failed step (with its error)."""
     import dagster as dg
 
-    failed_gates = [e for e in result.get_asset_check_evaluations()
-                    if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
+    failed_gates = [
+        e for e in result.get_asset_check_evaluations() if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR
+    ]
     if failed_gates:
         gate = failed_gates[0]
         name = f"{gate.asset_key.to_user_string()}.{gate.check_name}"
@@ -111,8 +112,8 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
             where=f"gate {name}",
             error=error.removeprefix(f"{name} failed: "),
             todo=f"the data of {date} failed this quality gate (its measured values are in the UI: `make ui`, the "
-                 f"asset's Checks tab). Fix the data, or the threshold in $VIDEOLAKE_GATES_FILE and re-check with "
-                 f"`videolake check --partition {date}`",
+            f"asset's Checks tab). Fix the data, or the threshold in $VIDEOLAKE_GATES_FILE and re-check with "
+            f"`videolake check --partition {date}`",
         )
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     if not failures:
@@ -122,16 +123,22 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
     user = data.user_failure_data if data else None
     if user is not None and user.description:
         hint = user.metadata.get("hint")
-        return FailureReport(f"step {event.step_key}", _first_line(user.description),
-                             hint.value if hint is not None else _generic_todo(log_path))
+        return FailureReport(
+            f"step {event.step_key}",
+            _first_line(user.description),
+            hint.value if hint is not None else _generic_todo(log_path),
+        )
     error = _user_error(data.error) if data and data.error else None
     text = _first_line(error.message) if error else "unknown error"
     attempts = sum(1 for e in result.all_events if e.step_key == event.step_key and e.event_type_value == "STEP_START")
-    attempts += sum(1 for e in result.all_events
-                    if e.step_key == event.step_key and e.event_type_value == "STEP_RESTARTED")
+    attempts += sum(
+        1 for e in result.all_events if e.step_key == event.step_key and e.event_type_value == "STEP_RESTARTED"
+    )
     if attempts > 1:
-        todo = (f"a transient failure (storage, network or a lost Ray worker) persisted through {attempts} attempts: "
-                "check the services with `videolake doctor`, then run the demo again")
+        todo = (
+            f"a transient failure (storage, network or a lost Ray worker) persisted through {attempts} attempts: "
+            "check the services with `videolake doctor`, then run the demo again"
+        )
     else:
         todo = _generic_todo(log_path)
     return FailureReport(f"step {event.step_key}", text, todo)

@@ -17,17 +17,34 @@ import time
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="output folder for the media files (created); may be a landing day folder")
-    p.add_argument("--truth-dir", default=None, metavar="DIR",
-                   help="folder for the <stem>.json ground truths (default: the sibling folder OUT.truth; "
-                        "give OUT itself for truths beside the videos, the layout the scene evaluator reads)")
+    p.add_argument(
+        "--truth-dir",
+        default=None,
+        metavar="DIR",
+        help="folder for the <stem>.json ground truths (default: the sibling folder OUT.truth; "
+        "give OUT itself for truths beside the videos, the layout the scene evaluator reads)",
+    )
     p.add_argument("--count", type=int, default=12, help="varied videos to render (default 12)")
-    p.add_argument("--variants", type=int, default=0, metavar="K",
-                   help="perturbed copies of each decodable video: speed, scale, crop, codec (default 0)")
+    p.add_argument(
+        "--variants",
+        type=int,
+        default=0,
+        metavar="K",
+        help="perturbed copies of each decodable video: speed, scale, crop, codec (default 0)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
-    p.add_argument("--no-specials", action="store_true",
-                   help="omit the 7 special files (black, frozen, short, truncated, zero_bytes, not_video, audio_only)")
-    p.add_argument("--max-duration", type=float, default=None, metavar="SECONDS",
-                   help="cap on any one video's length (default 20; the long template runs to 150 s when allowed)")
+    p.add_argument(
+        "--no-specials",
+        action="store_true",
+        help="omit the 7 special files (black, frozen, short, truncated, zero_bytes, not_video, audio_only)",
+    )
+    p.add_argument(
+        "--max-duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="cap on any one video's length (default 20; the long template runs to 150 s when allowed)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,9 +65,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     truth_dir = args.truth_dir if args.truth_dir is not None else synth.default_truth_dir(args.out)
     start = time.monotonic()
-    paths = synth.generate(args.out, count=args.count, variants=args.variants, seed=args.seed,
-                           include_specials=not args.no_specials, max_duration_s=max_duration,
-                           progress=lambda line: print(line, flush=True), truth_dir=truth_dir)
-    print(f"wrote {len(paths)} files to {args.out} and {len(paths)} truth JSONs to {truth_dir} "
-          f"in {time.monotonic() - start:.1f} s")
+    paths = synth.generate(
+        args.out,
+        count=args.count,
+        variants=args.variants,
+        seed=args.seed,
+        include_specials=not args.no_specials,
+        max_duration_s=max_duration,
+        progress=lambda line: print(line, flush=True),
+        truth_dir=truth_dir,
+    )
+    print(
+        f"wrote {len(paths)} files to {args.out} and {len(paths)} truth JSONs to {truth_dir} "
+        f"in {time.monotonic() - start:.1f} s"
+    )
     return 0

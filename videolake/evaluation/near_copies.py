@@ -102,9 +102,18 @@ def copy_filters(duration: float) -> dict[str, tuple[list[str], list[str]]]:
         "trim_end": ([], ["-t", f"{0.8 * duration:.3f}", "-crf", "23"]),
     }
     if os.path.exists(FONT):  # drawtext needs a font file; the logo box covers the overlay case without one
-        kinds["text"] = ([], ["-vf", (f"drawtext=fontfile={FONT}:text='videolake 2024':fontcolor=yellow:"
-                                      "fontsize=h/9:x=(w-tw)/2:y=h-th-h/12:box=1:boxcolor=black@0.5"),
-                              "-crf", "23"])
+        kinds["text"] = (
+            [],
+            [
+                "-vf",
+                (
+                    f"drawtext=fontfile={FONT}:text='videolake 2024':fontcolor=yellow:"
+                    "fontsize=h/9:x=(w-tw)/2:y=h-th-h/12:box=1:boxcolor=black@0.5"
+                ),
+                "-crf",
+                "23",
+            ],
+        )
     return kinds
 
 
@@ -136,8 +145,23 @@ def cut_original(original: Original, source: Path, out_dir: Path) -> Path:
         tmp = out.with_suffix(".part.mp4")
         # Output-side -ss: decode from the start. Some corpus files (cockatoo.mp4) have broken IDR slices, and an
         # input-side seek lands on them and yields green garbage.
-        _ffmpeg(["-i", str(source), "-ss", f"{original.start:.3f}", "-t", f"{original.duration:.3f}",
-                 "-vf", scale, *X264, "-crf", "16", *BITEXACT, str(tmp)])
+        _ffmpeg(
+            [
+                "-i",
+                str(source),
+                "-ss",
+                f"{original.start:.3f}",
+                "-t",
+                f"{original.duration:.3f}",
+                "-vf",
+                scale,
+                *X264,
+                "-crf",
+                "16",
+                *BITEXACT,
+                str(tmp),
+            ]
+        )
         os.replace(tmp, out)
     return out
 
@@ -238,8 +262,9 @@ class Fingerprinted:
     seconds_decode: float  # decoding and scaling the frames, all clips
 
 
-def fingerprint_set(clips: dict[str, dict[str, Path]], config: near.NearDupConfig = near.NearDupConfig(),
-                    max_side: int = 256) -> Fingerprinted:
+def fingerprint_set(
+    clips: dict[str, dict[str, Path]], config: near.NearDupConfig = near.NearDupConfig(), max_side: int = 256
+) -> Fingerprinted:
     """Decode ``config.frames_per_clip`` frames of every clip of ``build_set``'s result and fingerprint them."""
     out = Fingerprinted([], {}, {}, [], 0.0, 0.0)
     for name, files in clips.items():
@@ -263,8 +288,10 @@ def _summary(values: list[int]) -> dict[str, float]:
     if v.size == 0:
         return {"n": 0}
     q = np.percentile(v, [0, 1, 5, 50, 95, 99, 100])
-    return {"n": int(v.size), **{k: round(float(x), 1) for k, x in zip(("min", "p1", "p5", "median", "p95", "p99",
-                                                                          "max"), q)}}
+    return {
+        "n": int(v.size),
+        **{k: round(float(x), 1) for k, x in zip(("min", "p1", "p5", "median", "p95", "p99", "max"), q)},
+    }
 
 
 def _nearest(a: np.ndarray, b: np.ndarray, config: near.NearDupConfig) -> dict[str, list[int]]:
@@ -275,8 +302,11 @@ def _nearest(a: np.ndarray, b: np.ndarray, config: near.NearDupConfig) -> dict[s
     v = near.hashes_per_frame(config)
     crop, half = near.frame_distances(a, b, config)
     whole = near.hamming_matrix(a[::v], b[::v])
-    return {"whole": whole.min(axis=1).tolist(), "crop": crop.min(axis=1).tolist(),
-            "half": [x for x in half.min(axis=1).tolist() if x < 256]}
+    return {
+        "whole": whole.min(axis=1).tolist(),
+        "crop": crop.min(axis=1).tolist(),
+        "half": [x for x in half.min(axis=1).tolist() if x < 256],
+    }
 
 
 def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) -> dict:
@@ -356,8 +386,12 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
     }
 
 
-def evaluate(work_dir: str | Path, config: near.NearDupConfig = near.NearDupConfig(),
-             originals: tuple[Original, ...] = ORIGINALS, max_side: int = 256) -> dict:
+def evaluate(
+    work_dir: str | Path,
+    config: near.NearDupConfig = near.NearDupConfig(),
+    originals: tuple[Original, ...] = ORIGINALS,
+    max_side: int = 256,
+) -> dict:
     """Build the set under ``work_dir`` (cached), fingerprint it with ``config`` and score ``near`` on it.
 
     * recall: share of (original, copy) pairs judged near-duplicates, over all and per kind (``missed`` names the

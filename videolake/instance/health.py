@@ -135,14 +135,30 @@ def find_stale_runs(instance: dg.DagsterInstance) -> list[StaleRun]:
     for run in instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED])):
         check = check_worker(instance, run)
         if check.state is WorkerState.DEAD:
-            stale.append(StaleRun(run.run_id, run.job_name, run.status.value, check.pid, check.reason,
-                                  tuple(slots.get(run.run_id, ()))))
+            stale.append(
+                StaleRun(
+                    run.run_id,
+                    run.job_name,
+                    run.status.value,
+                    check.pid,
+                    check.reason,
+                    tuple(slots.get(run.run_id, ())),
+                )
+            )
     for run_id, held in slots.items():
         run = instance.get_run_by_id(run_id)
         if run is None or run.is_finished:
             status = run.status.value if run else "DELETED"
-            stale.append(StaleRun(run_id, run.job_name if run else "?", status, None,
-                                  f"run is {status} but still holds pool slots", tuple(held)))
+            stale.append(
+                StaleRun(
+                    run_id,
+                    run.job_name if run else "?",
+                    status,
+                    None,
+                    f"run is {status} but still holds pool slots",
+                    tuple(held),
+                )
+            )
     return stale
 
 

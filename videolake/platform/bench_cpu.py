@@ -57,10 +57,10 @@ def ffmpeg_decode_cpu(path: str) -> float:
 
 def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     """CPU seconds of probe + scene detection + quality scoring of one file, in this process."""
-    from videolake.platform.stages.score import _score_stats_for_bench
     from videolake.platform.probe import ProbeConfig, probe_video
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.segments import cuts_to_ranges
+    from videolake.platform.stages.score import _score_stats_for_bench
 
     det = get_detector(detector)
     before = _self_cpu()
@@ -100,12 +100,16 @@ def make_bench_video(out_dir: Path, height: int, seconds: int) -> Path:
     return Path(path)
 
 
-def bench_cpu(heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: list[str] | None = None) -> list[CpuBenchRow]:
+def bench_cpu(
+    heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: list[str] | None = None
+) -> list[CpuBenchRow]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
-        paths = [(Path(f).name, f) for f in files] if files else [
-            (f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights
-        ]
+        paths = (
+            [(Path(f).name, f) for f in files]
+            if files
+            else [(f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights]
+        )
         for label, path in paths:
             cpu_stage_cpu(path)  # warm-up: imports and page cache, not measured
             ours, ff, frames = [], [], 0
@@ -117,15 +121,18 @@ def bench_cpu(heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: l
     return rows
 
 
-def bench_scenes_cli(heights=(360, 1080), seconds: int = 100, repeats: int = 2,
-                     files: list[str] | None = None) -> list[CpuBenchRow]:
+def bench_scenes_cli(
+    heights=(360, 1080), seconds: int = 100, repeats: int = 2, files: list[str] | None = None
+) -> list[CpuBenchRow]:
     """``videolake scenes FILE`` (whole process) vs ``ffmpeg -threads 1 -i FILE -f null -``, best of ``repeats``
     each, interleaved; the first CLI run of each file (page cache, bytecode) is not measured."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
-        paths = [(Path(f).name, f) for f in files] if files else [
-            (f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights
-        ]
+        paths = (
+            [(Path(f).name, f) for f in files]
+            if files
+            else [(f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights]
+        )
         for label, path in paths:
             scenes_cli_cpu(path)
             ours, ff, frames = [], [], 0
@@ -140,6 +147,8 @@ def bench_scenes_cli(heights=(360, 1080), seconds: int = 100, repeats: int = 2,
 def format_rows(rows: list[CpuBenchRow], what: str = "stage", measured: str = "probe + detect + score") -> str:
     lines = [f"{'file':>10} {'frames':>7} {what + ' f/s/core':>15} {'ffmpeg f/s/core':>16} {'ratio':>6}"]
     for r in rows:
-        lines.append(f"{r.label:>10} {r.frames:>7} {r.ours_fps_per_core:>15.0f} {r.ffmpeg_fps_per_core:>16.0f} {r.ratio:>6.2f}")
+        lines.append(
+            f"{r.label:>10} {r.frames:>7} {r.ours_fps_per_core:>15.0f} {r.ffmpeg_fps_per_core:>16.0f} {r.ratio:>6.2f}"
+        )
     lines.append(f"(ratio = ffmpeg CPU s / {what} CPU s for {measured}; target >= 0.8; cores: {os.cpu_count()})")
     return "\n".join(lines)

@@ -22,9 +22,10 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class FrameIndex:
         return int(self.pts.shape[0])
 
 
-_INDEX_CACHE: "collections.OrderedDict[tuple, FrameIndex]" = collections.OrderedDict()
+_INDEX_CACHE: collections.OrderedDict[tuple, FrameIndex] = collections.OrderedDict()
 _INDEX_CACHE_SIZE = 16  # videos whose index stays in memory (the captioner reads many clips of the same video)
 _INDEX_LOCK = threading.Lock()
 
@@ -219,11 +220,15 @@ def _iter_sequential(path: str, start: int, end: int, threads: int = 0):
                 if i >= end:
                     return
     except av.FFmpegError as exc:
-        raise ValueError(f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(
+            f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}"
+        ) from exc
     except ValueError:
         raise
     except Exception as exc:
-        raise ValueError(f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+        raise ValueError(
+            f"frames {max(i, start)}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}"
+        ) from exc
     raise ValueError(f"the video ends after {i} frames, before the range end {end}: {path}")
 
 
@@ -267,7 +272,9 @@ def read_clip_frames(
             w, h = _fit(frame.width, frame.height, max_side)
             out.append(Orientation.from_frame(frame).apply(frame.to_ndarray(width=w, height=h, format="rgb24")))
     if len(out) != len(wanted):
-        raise ValueError(f"decoded {len(out)} of the {len(wanted)} sampled frames of [{start_frame}, {end_frame}): {src_path}")
+        raise ValueError(
+            f"decoded {len(out)} of the {len(wanted)} sampled frames of [{start_frame}, {end_frame}): {src_path}"
+        )
     return out
 
 

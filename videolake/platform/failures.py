@@ -28,14 +28,30 @@ FAILURE_CLASSES = (TRANSIENT, PERMANENT)
 
 # Ray: a worker, actor, node or object lost with its process: the work can run again elsewhere.
 _RAY_TRANSIENT = (
-    "WorkerCrashedError", "RayActorError", "ActorDiedError", "ActorUnavailableError", "NodeDiedError",
-    "ObjectLostError", "OwnerDiedError", "ObjectFetchTimedOutError", "ObjectReconstructionFailedError",
-    "LocalRayletDiedError", "RaySystemError", "OutOfMemoryError", "ObjectStoreFullError", "GetTimeoutError",
+    "WorkerCrashedError",
+    "RayActorError",
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "NodeDiedError",
+    "ObjectLostError",
+    "OwnerDiedError",
+    "ObjectFetchTimedOutError",
+    "ObjectReconstructionFailedError",
+    "LocalRayletDiedError",
+    "RaySystemError",
+    "OutOfMemoryError",
+    "ObjectStoreFullError",
+    "GetTimeoutError",
 )
 # botocore: the request never got a usable answer.
 _BOTO_TRANSIENT = (
-    "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-    "ProxyConnectionError", "IncompleteReadError", "ResponseStreamingError",
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ConnectionClosedError",
+    "ProxyConnectionError",
+    "IncompleteReadError",
+    "ResponseStreamingError",
 )
 # httpx (the openai backend's client): connect errors, timeouts, dropped connections.
 _HTTPX_TRANSIENT = ("TransportError",)
@@ -78,9 +94,13 @@ def is_transient(e: BaseException) -> bool:
     marked = getattr(e, "transient", None)
     if isinstance(marked, bool):
         return marked  # videolake's own errors say so (e.g. EndpointError after its retries)
-    known = (_classes("ray.exceptions", _RAY_TRANSIENT) + _classes("botocore.exceptions", _BOTO_TRANSIENT)
-             + _classes("httpx", _HTTPX_TRANSIENT) + _classes("torch", _TORCH_TRANSIENT)
-             + _classes("torch.cuda", _TORCH_TRANSIENT))
+    known = (
+        _classes("ray.exceptions", _RAY_TRANSIENT)
+        + _classes("botocore.exceptions", _BOTO_TRANSIENT)
+        + _classes("httpx", _HTTPX_TRANSIENT)
+        + _classes("torch", _TORCH_TRANSIENT)
+        + _classes("torch.cuda", _TORCH_TRANSIENT)
+    )
     if isinstance(e, known):
         return True
     if isinstance(e, _classes("botocore.exceptions", ("ClientError",))):

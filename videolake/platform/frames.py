@@ -17,8 +17,9 @@ never exactly 0 on a lossy "frozen" video (encoder noise, ~0.02): compare with a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class FrameStats:
     def num_frames(self) -> int:
         return int(self.luma_mean.shape[0])
 
-    def slice(self, start: int, end: int) -> "FrameStats":
+    def slice(self, start: int, end: int) -> FrameStats:
         """The statistics of frames [start, end)."""
         return FrameStats(
             pts_s=self.pts_s[start:end],
@@ -73,7 +74,7 @@ class FrameStats:
         return buf.getvalue()
 
     @classmethod
-    def from_npz_bytes(cls, data: bytes) -> "FrameStats":
+    def from_npz_bytes(cls, data: bytes) -> FrameStats:
         import io
 
         z = np.load(io.BytesIO(data))
@@ -214,7 +215,7 @@ class SampledDecoder:
     def close(self) -> None:
         self._container.close()
 
-    def __enter__(self) -> "SampledDecoder":
+    def __enter__(self) -> SampledDecoder:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -309,7 +310,9 @@ class SampledDecoder:
             yield SampledChunk(start, ybuf[:i].copy(), uvbuf[:i].copy(), pts[:i].copy())
         self.num_frames = count
         if count == 0:
-            raise ValueError(f"cannot decode {self.path}: no decodable video frame" + (f" ({errors} bad packets)" if errors else ""))
+            raise ValueError(
+                f"cannot decode {self.path}: no decodable video frame" + (f" ({errors} bad packets)" if errors else "")
+            )
         if errors:
             log.warning("%s: %d undecodable packets skipped, %d frames decoded", self.path, errors, count)
 
@@ -326,7 +329,10 @@ def _plane_geometry(frame, step: int, ox: int, oy: int, ws: int, hs: int, wc: in
         sx, sy = max(1, round(2 * step * cw / width)), max(1, round(2 * step * ch / height))
         cx = min(int(ox * cw / width), max(0, cw - wc * sx))
         cy = min(int(oy * ch / height), max(0, ch - hc * sy))
-        return (slice(cy, cy + hc * sy, sy), slice(interleave * cx + offset, interleave * (cx + wc * sx), interleave * sx))
+        return (
+            slice(cy, cy + hc * sy, sy),
+            slice(interleave * cx + offset, interleave * (cx + wc * sx), interleave * sx),
+        )
 
     if name in _PLANAR_8BIT:
         u = frame.planes[1]
@@ -370,7 +376,9 @@ class FrameStatsAccumulator:
     """Builds ``FrameStats`` from ``SampledChunk``s, chunk by chunk (vectorised numpy, no per-frame Python)."""
 
     def __init__(self) -> None:
-        self._parts: dict[str, list[np.ndarray]] = {k: [] for k in ("pts_s", "luma_mean", "luma_diff", "sharpness", "edge_density", "dhash")}
+        self._parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("pts_s", "luma_mean", "luma_diff", "sharpness", "edge_density", "dhash")
+        }
         self._prev: np.ndarray | None = None  # last sampled luma frame of the previous chunk
 
     def add(self, chunk: SampledChunk, grid: np.ndarray | None = None) -> None:
@@ -407,7 +415,9 @@ class FrameStatsAccumulator:
         p["sharpness"].append(np.maximum(np.einsum("ij,ij->i", lf, lf) / m - mean * mean, 0).astype(np.float32))
         grad = np.abs(yi[:, 1:, 1:] - yi[:, :-1, 1:])
         grad += np.abs(yi[:, 1:, 1:] - yi[:, 1:, :-1])
-        p["edge_density"].append(np.count_nonzero((grad >= EDGE_THRESHOLD).reshape(n, -1), axis=1) * np.float32(1 / grad[0].size))
+        p["edge_density"].append(
+            np.count_nonzero((grad >= EDGE_THRESHOLD).reshape(n, -1), axis=1) * np.float32(1 / grad[0].size)
+        )
         p["dhash"].append(dhash64(grid if grid.shape[1] >= 8 and grid.shape[2] >= 9 else y))
 
     def result(self, width: int, height: int) -> FrameStats:

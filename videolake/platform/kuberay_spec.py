@@ -102,7 +102,9 @@ class RayClusterSpecConfig:
     shm_size: str = "16Gi"  # /dev/shm (memory-backed emptyDir): Ray's object store and vLLM/NCCL need a large one
     # model cache on node-local disk, mounted at model_cache_path in the workers
     model_cache_path: str = "/models-cache"
-    model_cache_volume: str = "hostPath"  # "hostPath" (survives clusters), "ephemeral" (a PVC per pod), "emptyDir", "none"
+    model_cache_volume: str = (
+        "hostPath"  # "hostPath" (survives clusters), "ephemeral" (a PVC per pod), "emptyDir", "none"
+    )
     model_cache_host_path: str = "/mnt/videolake/models-cache"  # node directory for "hostPath"
     model_cache_size: str = "200Gi"  # size of an "ephemeral" claim / limit of an "emptyDir"
     model_cache_storage_class: str | None = None  # "ephemeral": a node-local class (e.g. local-path); None = default
@@ -157,7 +159,13 @@ class RayClusterSpecConfig:
 
 # The CPU stages' CPU group: 8-CPU workers on any node (no GPU toleration), autoscaling from one worker up to sixteen.
 CPU_STAGE_GROUP = WorkerGroupConfig(
-    name="cpu", replicas=1, min_replicas=1, max_replicas=16, gpus_per_worker=0, cpu="8", memory="32Gi",
+    name="cpu",
+    replicas=1,
+    min_replicas=1,
+    max_replicas=16,
+    gpus_per_worker=0,
+    cpu="8",
+    memory="32Gi",
     tolerations=(),
 )
 
@@ -166,7 +174,11 @@ CPU_STAGE_GROUP = WorkerGroupConfig(
 # it tolerates nvidia.com/gpu (DEFAULT_TOLERATIONS) unless given other tolerations. Its maximum is the deployment's
 # (``cpu_stage_gpu_group``).
 CPU_STAGE_GPU_GROUP = WorkerGroupConfig(
-    name="gpu", replicas=0, min_replicas=0, max_replicas=1, gpus_per_worker=1,
+    name="gpu",
+    replicas=0,
+    min_replicas=0,
+    max_replicas=1,
+    gpus_per_worker=1,
     cpu="8",  # the predictor actor and the window decoding next to it
     memory="32Gi",
 )
@@ -227,7 +239,10 @@ def _resources(cpu: str, memory: str, extra_limits: dict[str, str] | None = None
 
 def _model_cache_volume(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     if cfg.model_cache_volume == "hostPath":
-        return {"name": MODEL_CACHE_VOLUME, "hostPath": {"path": cfg.model_cache_host_path, "type": "DirectoryOrCreate"}}
+        return {
+            "name": MODEL_CACHE_VOLUME,
+            "hostPath": {"path": cfg.model_cache_host_path, "type": "DirectoryOrCreate"},
+        }
     if cfg.model_cache_volume == "emptyDir":
         return {"name": MODEL_CACHE_VOLUME, "emptyDir": {"sizeLimit": cfg.model_cache_size}}
     claim: dict[str, Any] = {
@@ -246,12 +261,23 @@ def _shm_volume(cfg: RayClusterSpecConfig) -> dict[str, Any]:
 def _autoscaler_token_volume(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     """What Kubernetes mounts for a ServiceAccount (token, cluster CA, namespace), as a volume that only the
     autoscaler container mounts: the pod itself has automountServiceAccountToken false."""
-    return {"name": AUTOSCALER_TOKEN_VOLUME, "projected": {"defaultMode": 0o444, "sources": [
-        {"serviceAccountToken": {"path": "token", "expirationSeconds": cfg.autoscaler_token_expiration_s}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace",
-                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-    ]}}
+    return {
+        "name": AUTOSCALER_TOKEN_VOLUME,
+        "projected": {
+            "defaultMode": 0o444,
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": cfg.autoscaler_token_expiration_s}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}
+                        ]
+                    }
+                },
+            ],
+        },
+    }
 
 
 def build_autoscaler_options(cfg: RayClusterSpecConfig) -> dict[str, Any]:
@@ -264,8 +290,13 @@ def build_autoscaler_options(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     }
 
 
-def _pod_spec(cfg: RayClusterSpecConfig, container: dict[str, Any], volumes: list[dict[str, Any]],
-              *, group: WorkerGroupConfig | None) -> dict[str, Any]:
+def _pod_spec(
+    cfg: RayClusterSpecConfig,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+    *,
+    group: WorkerGroupConfig | None,
+) -> dict[str, Any]:
     """A Ray pod's spec; ``group``: the worker group whose placement it takes (None: the head, any node)."""
     spec: dict[str, Any] = {
         "containers": [container],
@@ -358,8 +389,9 @@ def build_raycluster_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     return spec
 
 
-def build_raycluster_manifest(cfg: RayClusterSpecConfig, name: str,
-                              labels: dict[str, str] | None = None) -> dict[str, Any]:
+def build_raycluster_manifest(
+    cfg: RayClusterSpecConfig, name: str, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A complete RayCluster object (apiVersion, kind, metadata, spec)."""
     metadata: dict[str, Any] = {"name": name, "namespace": cfg.namespace, "labels": {**cfg.labels, **(labels or {})}}
     if cfg.annotations:

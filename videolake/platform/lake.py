@@ -32,7 +32,7 @@ class PartitionRange:
     end: dt.date
 
     @classmethod
-    def of(cls, keys: list[str] | tuple[str, ...]) -> "PartitionRange":
+    def of(cls, keys: list[str] | tuple[str, ...]) -> PartitionRange:
         """The range of partition keys (YYYY-MM-DD) that form one run of contiguous days (any order, repeats fine).
 
         Refuses keys with gaps (ValueError naming the missing days): a range spanning them would let an overwrite
@@ -52,7 +52,7 @@ class PartitionRange:
         return ranges[0]
 
     @classmethod
-    def split(cls, keys: list[str] | tuple[str, ...]) -> list["PartitionRange"]:
+    def split(cls, keys: list[str] | tuple[str, ...]) -> list[PartitionRange]:
         """The partition keys as the fewest contiguous ranges, in date order (empty for no keys)."""
         days = sorted({dt.date.fromisoformat(k) for k in keys})
         out: list[PartitionRange] = []
@@ -158,7 +158,10 @@ class Lake:
         schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             return schema.empty_table().select(columns)
-        return conform(self._dataset(table, None).to_table(columns=columns, filter=where), pa.schema([schema.field(c) for c in columns]))
+        return conform(
+            self._dataset(table, None).to_table(columns=columns, filter=where),
+            pa.schema([schema.field(c) for c in columns]),
+        )
 
     def row_count(self, table: str, partitions: PartitionRange | None) -> int:
         """Rows in the given partitions (None: the whole table), from the Delta log's per-file record counts (no
@@ -216,7 +219,7 @@ class Lake:
         filters = [(PARTITION_COLUMN, "in", [d.isoformat() for d in partitions.days()])]
         return dtbl.to_pyarrow_dataset(file_pruning_predicate=filters, filesystem=filesystem)
 
-    def files(self) -> "LakeFiles":
+    def files(self) -> LakeFiles:
         """The lake root as a filesystem, for workers that write data files and checkpoints (picklable)."""
         from videolake.platform.lake_files import LakeFiles
 
@@ -230,8 +233,13 @@ class Lake:
             self._add_new_columns(table)
             return
         try:
-            DeltaTable.create(self.table_uri(table), schema=LAKE_SCHEMAS[table], partition_by=[PARTITION_COLUMN],
-                              mode="ignore", storage_options=self._options())
+            DeltaTable.create(
+                self.table_uri(table),
+                schema=LAKE_SCHEMAS[table],
+                partition_by=[PARTITION_COLUMN],
+                mode="ignore",
+                storage_options=self._options(),
+            )
         except Exception:  # noqa: BLE001 - lost a creation race: fine if the table now exists
             if not self.exists(table):
                 raise
@@ -252,14 +260,16 @@ class Lake:
             raise SchemaMismatchError(
                 f"{self.table_uri(table)} has another schema than videolake's {table}: unknown columns {unknown}, "
                 f"changed types {changed}, missing required columns {missing_required}; move the table away or "
-                "point the lake root elsewhere")
+                "point the lake root elsewhere"
+            )
         new = [f for f in want if f.name not in have]
         if new:
             log.info("%s: adding columns %s", table, [f.name for f in new])
             dtbl.alter.add_columns([Field.from_arrow(f) for f in new])
 
-    def commit_files(self, table: str, files: list[DataFile], partitions: PartitionRange, *,
-                     token: str | None = None) -> WriteResult:
+    def commit_files(
+        self, table: str, files: list[DataFile], partitions: PartitionRange, *, token: str | None = None
+    ) -> WriteResult:
         """ONE Delta transaction: add ``files`` and remove every previous file of the run's partitions.
 
         The same partition-exact overwrite as ``write_partitions``, but the rows never pass through this process:
@@ -298,8 +308,15 @@ class Lake:
         version = DeltaTable(uri, storage_options=self._options()).version()
         removed = self.remove_orphans(table, partitions)
         rows = sum(f.rows for f in files)
-        log.info("committed %d files (%d rows) to %s partitions %s (version %d; %d orphan files removed)",
-                 len(files), rows, table, partitions, version, removed)
+        log.info(
+            "committed %d files (%d rows) to %s partitions %s (version %d; %d orphan files removed)",
+            len(files),
+            rows,
+            table,
+            partitions,
+            version,
+            removed,
+        )
         return WriteResult(table=table, uri=uri, version=version, rows=rows, files=len(files), orphans_removed=removed)
 
     def remove_orphans(self, table: str, partitions: PartitionRange, *, history: int = 1000) -> int:
@@ -359,7 +376,7 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 def _relative(uri: str) -> str:
     """A data file's path relative to its table root (the partition directory and the name)."""
     marker = f"/{PARTITION_COLUMN}="
-    return _unquote(uri[uri.rindex(marker) + 1:]) if marker in uri else _unquote(uri.rsplit("/", 1)[-1])
+    return _unquote(uri[uri.rindex(marker) + 1 :]) if marker in uri else _unquote(uri.rsplit("/", 1)[-1])
 
 
 def file_token(path: str) -> str | None:

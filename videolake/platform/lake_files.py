@@ -16,8 +16,8 @@ import io
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -78,8 +78,11 @@ class LakeFiles:
             scheme, _, host = endpoint.partition("://")
             kwargs.update(endpoint_override=host, scheme=scheme or "https")
         if o.get(AWS_ACCESS_KEY_ID):
-            kwargs.update(access_key=o[AWS_ACCESS_KEY_ID], secret_key=o.get(AWS_SECRET_ACCESS_KEY),
-                          session_token=o.get(AWS_SESSION_TOKEN))
+            kwargs.update(
+                access_key=o[AWS_ACCESS_KEY_ID],
+                secret_key=o.get(AWS_SECRET_ACCESS_KEY),
+                session_token=o.get(AWS_SESSION_TOKEN),
+            )
         if o.get(AWS_ALLOW_HTTP) == "true" and "scheme" not in kwargs:
             kwargs["scheme"] = "http"
         # Path-style requests: what S3-compatible servers expect; AWS accepts them too.

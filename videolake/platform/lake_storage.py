@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import urlparse
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,29 @@ import pyarrow.compute as pc
 
 # What a row of each table shows in the chain (the rest stays in the table).
 SHOWN: dict[str, tuple[str, ...]] = {
-    "raw_videos": ("video_id", "source_uri", "status", "reject_reason", "duplicate_of_uri", "width", "height", "fps",
-                   "num_frames", "partition_date"),
-    "scene_clips": ("clip_id", "video_id", "start_frame", "end_frame", "start_s", "end_s", "detector", "detect_error",
-                    "partition_date"),
+    "raw_videos": (
+        "video_id",
+        "source_uri",
+        "status",
+        "reject_reason",
+        "duplicate_of_uri",
+        "width",
+        "height",
+        "fps",
+        "num_frames",
+        "partition_date",
+    ),
+    "scene_clips": (
+        "clip_id",
+        "video_id",
+        "start_frame",
+        "end_frame",
+        "start_s",
+        "end_s",
+        "detector",
+        "detect_error",
+        "partition_date",
+    ),
     "clip_embeddings": ("clip_id", "model", "status", "dim", "partition_date"),
     "filtered_clips": ("clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kind", "partition_date"),
     "clip_captions": ("clip_id", "status", "caption", "model", "prompt_version", "partition_date"),
@@ -106,7 +125,9 @@ def clip_frames(store: Any, lineage: Lineage, count: int = 8, max_pixels: int = 
     if not clips or not videos:
         return []
     clip = clips[0]
-    video = next((v for v in videos if v.get("status") == "ok"), videos[0])  # a later day's copy names no file of its own
+    video = next(
+        (v for v in videos if v.get("status") == "ok"), videos[0]
+    )  # a later day's copy names no file of its own
     config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
     with store.open_local(store.key_from_uri(video["source_uri"])) as path:
         got = read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), float(video["fps"] or 0.0), config)

@@ -61,7 +61,7 @@ class Orientation:
         return np.ascontiguousarray(out)
 
     @classmethod
-    def from_matrix(cls, matrix: tuple[int, ...] | list[int]) -> "Orientation":
+    def from_matrix(cls, matrix: tuple[int, ...] | list[int]) -> Orientation:
         """From FFmpeg's nine display-matrix values (see the module docstring)."""
         a, b, _u, c, d, _v = (float(v) for v in matrix[:6])
         if abs(a) >= abs(b):  # the picture's x axis stays horizontal
@@ -74,7 +74,7 @@ class Orientation:
         return cls(transpose=True, flip_rows=b < 0, flip_cols=c < 0)
 
     @classmethod
-    def from_frame(cls, frame: Any) -> "Orientation":
+    def from_frame(cls, frame: Any) -> Orientation:
         """The orientation a decoded PyAV frame carries (identity without DISPLAYMATRIX side data)."""
         matrix = display_matrix(frame)
         return IDENTITY if matrix is None else cls.from_matrix(matrix)
@@ -84,14 +84,21 @@ IDENTITY = Orientation()
 
 # (transpose, flip_rows, flip_cols) -> clockwise rotation; the mirrored four read as "mirror left-right, then turn".
 _ROTATION = {
-    (False, False, False): 0, (True, False, True): 90, (False, True, True): 180, (True, True, False): 270,
-    (False, False, True): 0, (True, True, True): 90, (False, True, False): 180, (True, False, False): 270,
+    (False, False, False): 0,
+    (True, False, True): 90,
+    (False, True, True): 180,
+    (True, True, False): 270,
+    (False, False, True): 0,
+    (True, True, True): 90,
+    (False, True, False): 180,
+    (True, False, False): 270,
 }
 
 
 def _warn_angle(a: float, b: float) -> None:
-    log.warning("display matrix rotates by %.1f degrees: rounded to the nearest multiple of 90",
-                math.degrees(math.atan2(b, a)))
+    log.warning(
+        "display matrix rotates by %.1f degrees: rounded to the nearest multiple of 90", math.degrees(math.atan2(b, a))
+    )
 
 
 def display_matrix(frame: Any) -> tuple[int, ...] | None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class ParamError(ValueError):
     """A plugin parameter that does not exist or does not fit its field (the message says which and why)."""
 
 
-def param(default: Any, help: str, *, min: float | None = None, max: float | None = None,
-          choices: tuple | None = None) -> Any:
+def param(
+    default: Any, help: str, *, min: float | None = None, max: float | None = None, choices: tuple | None = None
+) -> Any:
     """A config field with its description and the values it accepts (read by ``parse_params`` and ``describe``)."""
     return dataclasses.field(default=default, metadata={"help": help, "min": min, "max": max, "choices": choices})
 
@@ -71,8 +73,9 @@ def _check(owner: str, f: dataclasses.Field, value: Any) -> None:
         raise ParamError(f"{where} must be <= {meta['max']}, got {value!r}")
 
 
-def parse_params(config_cls: type, params: Mapping[str, Any] | None, owner: str = "detector",
-                 base: Any | None = None) -> Any:
+def parse_params(
+    config_cls: type, params: Mapping[str, Any] | None, owner: str = "detector", base: Any | None = None
+) -> Any:
     """``config_cls`` (or ``base``) with ``params`` applied, every value typed and range-checked.
 
     Raises ``ParamError`` for an unknown name (listing the known ones), a value of the wrong type or out of range.

@@ -196,8 +196,9 @@ def probe_video(path: str, config: ProbeConfig | None = None) -> ProbeOutcome:
         return _classify_failure(path, size, family, f"probe failed: {_short_error(exc)}", None)
 
 
-def _classify_failure(path: str, size: int, family: str | None, detail: str, probe: ProbeResult | None,
-                      packets_short: str | None = None) -> ProbeOutcome:
+def _classify_failure(
+    path: str, size: int, family: str | None, detail: str, probe: ProbeResult | None, packets_short: str | None = None
+) -> ProbeOutcome:
     """truncated when the file shows signs of being cut short, else corrupt (or not_a_video without a signature)."""
     if packets_short:
         return _reject(TRUNCATED, f"{packets_short}; {detail}", probe)
@@ -244,9 +245,19 @@ def _probe_av(path: str, size: int, family: str | None, config: ProbeConfig) -> 
                 fps = measured
             orient = scan.orientation if scan is not None else None
             dw, dh = orient.display_size(width, height) if orient is not None else (width, height)
-            return ProbeResult(container_name, codec, width, height, fps, float(duration_s), int(num_frames), has_audio,
-                               rotation=orient.rotation if orient is not None else 0,
-                               display_width=dw, display_height=dh)
+            return ProbeResult(
+                container_name,
+                codec,
+                width,
+                height,
+                fps,
+                float(duration_s),
+                int(num_frames),
+                has_audio,
+                rotation=orient.rotation if orient is not None else 0,
+                display_width=dw,
+                display_height=dh,
+            )
 
         scan: _Scan | None = None
         if width <= 0 or height <= 0:
@@ -402,7 +413,9 @@ def _scan_stream(container: Any, stream: Any, config: ProbeConfig) -> _Scan:
             f"(first: frame {scan.first_corrupt})"
         )
     if scan.error is None and scan.packets > 0 and scan.frames_decoded < min(config.preflight_frames, scan.packets):
-        scan.error = f"only {scan.frames_decoded} of the first {min(config.preflight_frames, scan.packets)} frames decode"
+        scan.error = (
+            f"only {scan.frames_decoded} of the first {min(config.preflight_frames, scan.packets)} frames decode"
+        )
     return scan
 
 
@@ -462,5 +475,9 @@ def unread_video_id(source_uri: str) -> str:
 def rejected_row(source_uri: str, size_bytes: int, reason: str, detail: str) -> dict[str, Any]:
     """A rejected raw_videos row for an object that was not (or could not be) read: a listing problem
     (``not_a_regular_file``, ``permission_denied``, ``invalid_name``...), or ``vanished``."""
-    return raw_video_row(unread_video_id(source_uri), source_uri, size_bytes,
-                         ProbeOutcome(probe=None, reject_reason=reason, detail=detail))
+    return raw_video_row(
+        unread_video_id(source_uri),
+        source_uri,
+        size_bytes,
+        ProbeOutcome(probe=None, reject_reason=reason, detail=detail),
+    )

@@ -22,8 +22,8 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 HEARTBEAT_S = 30.0
 MIN_INTERVAL_S = 5.0
@@ -107,7 +107,11 @@ def parse_line(text: str) -> ProgressLine | None:
     g = m.groupdict()
     took = g["took"]
     return ProgressLine(
-        stage=g["stage"], done=int(g["done"]), total=int(g["total"]), unit=g["unit"], reused=int(g["reused"]),
+        stage=g["stage"],
+        done=int(g["done"]),
+        total=int(g["total"]),
+        unit=g["unit"],
+        reused=int(g["reused"]),
         computed=int(g["computed"]),
         rate=float(g["rate"]) if g["rate"] else None,
         eta_s=parse_duration(g["eta"]) if g["eta"] else None,
@@ -120,9 +124,16 @@ class StageReporter:
     """Writes a stage's progress lines (see the module docstring). Thread-safe: the heartbeat thread and the
     stage's loop share it. ``emit=None`` writes nothing and starts no thread."""
 
-    def __init__(self, stage: str, emit: Callable[[str], None] | None, *, unit: str = "units",
-                 heartbeat_s: float = HEARTBEAT_S, min_interval_s: float = MIN_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stage: str,
+        emit: Callable[[str], None] | None,
+        *,
+        unit: str = "units",
+        heartbeat_s: float = HEARTBEAT_S,
+        min_interval_s: float = MIN_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stage, self.emit, self.unit = stage, emit, unit
         self.heartbeat_s, self.min_interval_s, self.clock = heartbeat_s, min_interval_s, clock
         self.total: int | None = None
@@ -177,9 +188,18 @@ class StageReporter:
         if self.computed > 0 and elapsed > 0:
             rate = self.computed / elapsed
             eta = None if final else max(self.total - self.done, 0) / rate
-        return ProgressLine(stage=self.stage, done=self.done, total=self.total, unit=self.unit, reused=self.reused,
-                            computed=self.computed, rate=rate, eta_s=eta,
-                            elapsed_s=elapsed if (rate is None or final) else None, final=final)
+        return ProgressLine(
+            stage=self.stage,
+            done=self.done,
+            total=self.total,
+            unit=self.unit,
+            reused=self.reused,
+            computed=self.computed,
+            rate=rate,
+            eta_s=eta,
+            elapsed_s=elapsed if (rate is None or final) else None,
+            final=final,
+        )
 
     # ------------------------------------------------------------------ heartbeat thread
 

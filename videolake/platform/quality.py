@@ -25,8 +25,9 @@ import atexit
 import json
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -148,8 +149,9 @@ class QualityConfig:
         """The fingerprint and matching settings (dedup.near.NearDupConfig) these thresholds give."""
         from dataclasses import replace
 
-        return replace(_NEAR, frames_per_clip=self.dup_frames, max_distance=self.dup_max_distance,
-                       min_share=self.dup_min_share)
+        return replace(
+            _NEAR, frames_per_clip=self.dup_frames, max_distance=self.dup_max_distance, min_share=self.dup_min_share
+        )
 
     def semantic_config(self) -> Any:
         """The semantic rule's settings (embedding.semantic.SemanticDedupConfig); None when it is off."""
@@ -214,8 +216,9 @@ class Scorer(ABC):
     def __init__(self, config: QualityConfig) -> None:
         self.config = config
         name = getattr(self, "registered_name", type(self).__name__)
-        self.params = plugin_params(self.Config, config.scorer_params.get(name), f"quality scorer {name!r}",
-                                    "QualityConfig")
+        self.params = plugin_params(
+            self.Config, config.scorer_params.get(name), f"quality scorer {name!r}", "QualityConfig"
+        )
 
     def setup(self) -> None:
         """Once per worker process, before the first clip (load a model here). Default: nothing."""
@@ -456,8 +459,12 @@ def _teardown_all() -> None:
 
 
 def score_video_clips(
-    clips: list[dict[str, Any]], stats: FrameStats, video: dict[str, Any] | None, config: QualityConfig | None = None,
-    *, pixels: PixelSource | None = None,
+    clips: list[dict[str, Any]],
+    stats: FrameStats,
+    video: dict[str, Any] | None,
+    config: QualityConfig | None = None,
+    *,
+    pixels: PixelSource | None = None,
 ) -> list[dict[str, Any]]:
     """filtered_clips rows (without partition_date, duplicates not yet assigned) for the clips of ONE video.
 
@@ -472,7 +479,9 @@ def score_video_clips(
     for clip in clips:
         start, end = int(clip["start_frame"]), int(clip["end_frame"])
         if end > stats.num_frames:
-            log.warning("clip %s ends at frame %d but the statistics cover %d frames", clip["clip_id"], end, stats.num_frames)
+            log.warning(
+                "clip %s ends at frame %d but the statistics cover %d frames", clip["clip_id"], end, stats.num_frames
+            )
         frames = stats.slice(max(0, start), max(max(0, start), min(end, stats.num_frames)))
         view = ClipView(clip=clip, stats=frames, width=width, height=height, pixels=pixels)
         row = _empty_row(clip, video)
@@ -502,8 +511,10 @@ def _score_number(scorer: Scorer, name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"quality scorer {scorer.registered_name!r} returned {type(value).__name__} for score "
-                        f"{name!r}: scores that are not filtered_clips columns must be numbers")
+        raise TypeError(
+            f"quality scorer {scorer.registered_name!r} returned {type(value).__name__} for score "
+            f"{name!r}: scores that are not filtered_clips columns must be numbers"
+        )
     return float(value)
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -86,7 +87,9 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             if name in self._broken:
-                raise KeyError(f"{self.kind} plugin {name!r} is installed but did not load: {self._broken[name]}") from None
+                raise KeyError(
+                    f"{self.kind} plugin {name!r} is installed but did not load: {self._broken[name]}"
+                ) from None
             raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}") from None
 
     def names(self) -> list[str]:

@@ -6,8 +6,9 @@ Ids are deterministic: the same input bytes and parameters give the same ids, so
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,77 +23,195 @@ RAW_VIDEOS = pa.schema(
         pa.field(
             "duplicate_uris",
             pa.list_(pa.string()),
-            metadata={"description": "other objects of the partition with the same bytes (kept once, never dropped silently)"},
+            metadata={
+                "description": "other objects of the partition with the same bytes (kept once, never dropped silently)"
+            },
         ),
         pa.field("size_bytes", pa.int64(), nullable=False, metadata={"description": "file size in bytes"}),
-        pa.field("container", pa.string(), metadata={"description": "short container name, e.g. mp4, mov, webm, matroska, avi"}),
-        pa.field("codec", pa.string(), metadata={"description": "FFmpeg codec name of the video stream, e.g. h264, hevc, vp9, mpeg4"}),
-        pa.field("width", pa.int32(), metadata={"description": "coded frame width in pixels (as stored, before rotation)"}),
-        pa.field("height", pa.int32(), metadata={"description": "coded frame height in pixels (as stored, before rotation)"}),
-        pa.field("fps", pa.float64(), metadata={"description": "average frame rate: num_frames / duration_s (the header rate when within 1%)"}),
-        pa.field("duration_s", pa.float64(), metadata={"description": "presentation-time span of the video stream in seconds"}),
-        pa.field("num_frames", pa.int64(), metadata={"description": "video frames (decoded count, or the demuxed packet count)"}),
+        pa.field(
+            "container",
+            pa.string(),
+            metadata={"description": "short container name, e.g. mp4, mov, webm, matroska, avi"},
+        ),
+        pa.field(
+            "codec",
+            pa.string(),
+            metadata={"description": "FFmpeg codec name of the video stream, e.g. h264, hevc, vp9, mpeg4"},
+        ),
+        pa.field(
+            "width", pa.int32(), metadata={"description": "coded frame width in pixels (as stored, before rotation)"}
+        ),
+        pa.field(
+            "height", pa.int32(), metadata={"description": "coded frame height in pixels (as stored, before rotation)"}
+        ),
+        pa.field(
+            "fps",
+            pa.float64(),
+            metadata={"description": "average frame rate: num_frames / duration_s (the header rate when within 1%)"},
+        ),
+        pa.field(
+            "duration_s",
+            pa.float64(),
+            metadata={"description": "presentation-time span of the video stream in seconds"},
+        ),
+        pa.field(
+            "num_frames",
+            pa.int64(),
+            metadata={"description": "video frames (decoded count, or the demuxed packet count)"},
+        ),
         pa.field("has_audio", pa.bool_(), metadata={"description": "the file has at least one audio stream"}),
         pa.field(
             "rotation",
             pa.int32(),
-            metadata={"description": "clockwise degrees (0, 90, 180, 270) a player turns the coded frame by (display "
-                                     "matrix, e.g. phone portrait video); caption frames and clip files are upright"},
+            metadata={
+                "description": "clockwise degrees (0, 90, 180, 270) a player turns the coded frame by (display "
+                "matrix, e.g. phone portrait video); caption frames and clip files are upright"
+            },
         ),
         pa.field("display_width", pa.int32(), metadata={"description": "width as displayed (after rotation)"}),
         pa.field("display_height", pa.int32(), metadata={"description": "height as displayed (after rotation)"}),
-        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | rejected | duplicate (the same bytes were landed on an earlier day: duplicate_of_date, duplicate_of_uri; no clip is cut from it)"}),
+        pa.field(
+            "status",
+            pa.string(),
+            nullable=False,
+            metadata={
+                "description": "ok | rejected | duplicate (the same bytes were landed on an earlier day: duplicate_of_date, duplicate_of_uri; no clip is cut from it)"
+            },
+        ),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when status is ok"}),
         pa.field("reject_detail", pa.string(), metadata={"description": "human-readable explanation of the rejection"}),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a rejected row: whether probing again can succeed (a storage error, a lost worker) or not (the file itself); null when ok"}),
-        pa.field("duplicate_of_date", pa.date32(), metadata={"description": "on a duplicate row: the partition of the original, the earliest day these bytes were landed"}),
-        pa.field("duplicate_of_uri", pa.string(), metadata={"description": "on a duplicate row: the original's source_uri (raw_videos of duplicate_of_date)"}),
-        pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False, metadata={"description": "when the video was probed (UTC)"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day (Dagster partition key): the object was under landing/YYYY-MM-DD/"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent on a rejected row: whether probing again can succeed (a storage error, a lost worker) or not (the file itself); null when ok"
+            },
+        ),
+        pa.field(
+            "duplicate_of_date",
+            pa.date32(),
+            metadata={
+                "description": "on a duplicate row: the partition of the original, the earliest day these bytes were landed"
+            },
+        ),
+        pa.field(
+            "duplicate_of_uri",
+            pa.string(),
+            metadata={"description": "on a duplicate row: the original's source_uri (raw_videos of duplicate_of_date)"},
+        ),
+        pa.field(
+            "ingested_at",
+            pa.timestamp("us", tz="UTC"),
+            nullable=False,
+            metadata={"description": "when the video was probed (UTC)"},
+        ),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={
+                "description": "the landing day (Dagster partition key): the object was under landing/YYYY-MM-DD/"
+            },
+        ),
     ]
 )
 
 SCENE_CLIPS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "`<video_id>_<start_frame>_<end_frame>`"}),
-        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the video the clip is cut from (raw_videos.video_id)"}),
-        pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object of the source video (raw_videos.source_uri)"}),
-        pa.field("clip_index", pa.int32(), nullable=False, metadata={"description": "position of the clip in its video, from 0"}),
+        pa.field(
+            "clip_id", pa.string(), nullable=False, metadata={"description": "`<video_id>_<start_frame>_<end_frame>`"}
+        ),
+        pa.field(
+            "video_id",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "the video the clip is cut from (raw_videos.video_id)"},
+        ),
+        pa.field(
+            "source_uri",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "object of the source video (raw_videos.source_uri)"},
+        ),
+        pa.field(
+            "clip_index",
+            pa.int32(),
+            nullable=False,
+            metadata={"description": "position of the clip in its video, from 0"},
+        ),
         pa.field("start_frame", pa.int64(), nullable=False, metadata={"description": "first frame, inclusive"}),
         pa.field("end_frame", pa.int64(), nullable=False, metadata={"description": "last frame, exclusive"}),
-        pa.field("start_s", pa.float64(), nullable=False, metadata={"description": "start time in seconds (start_frame / fps)"}),
-        pa.field("end_s", pa.float64(), nullable=False, metadata={"description": "end time in seconds, exclusive (end_frame / fps)"}),
+        pa.field(
+            "start_s",
+            pa.float64(),
+            nullable=False,
+            metadata={"description": "start time in seconds (start_frame / fps)"},
+        ),
+        pa.field(
+            "end_s",
+            pa.float64(),
+            nullable=False,
+            metadata={"description": "end time in seconds, exclusive (end_frame / fps)"},
+        ),
         pa.field("duration_s", pa.float64(), nullable=False, metadata={"description": "clip length in seconds"}),
-        pa.field("clip_uri", pa.string(), metadata={"description": "transcoded clip object, null when kept as a range"}),
-        pa.field("detector", pa.string(), nullable=False, metadata={"description": "scene detector that found the cuts (luma, adaptive, content)"}),
-        pa.field("detector_params", pa.string(), nullable=False, metadata={"description": "JSON of the detector config"}),
+        pa.field(
+            "clip_uri", pa.string(), metadata={"description": "transcoded clip object, null when kept as a range"}
+        ),
+        pa.field(
+            "detector",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "scene detector that found the cuts (luma, adaptive, content)"},
+        ),
+        pa.field(
+            "detector_params", pa.string(), nullable=False, metadata={"description": "JSON of the detector config"}
+        ),
         pa.field(
             "detect_error",
             pa.string(),
             metadata={"description": "why detection failed; the video is then one clip that the quality stage rejects"},
         ),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent when detect_error is set: whether detecting again can succeed; null otherwise"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent when detect_error is set: whether detecting again can succeed; null otherwise"
+            },
+        ),
         pa.field(
             "max_clip_s",
             pa.float64(),
-            metadata={"description": "the longest clip the split allowed when this row was cut (scene_clips' run "
-                      "config), seconds; the duration gate checks each row against it"},
+            metadata={
+                "description": "the longest clip the split allowed when this row was cut (scene_clips' run "
+                "config), seconds; the duration gate checks each row against it"
+            },
         ),
         pa.field(
             "frame_stats_uri",
             pa.string(),
-            metadata={"description": "object holding the video's per-frame statistics, written by the detection that "
-                      "made this row; quality scoring reads them from here. Null when the detector keeps none "
-                      "(transnetv2): scoring then decodes the video"},
+            metadata={
+                "description": "object holding the video's per-frame statistics, written by the detection that "
+                "made this row; quality scoring reads them from here. Null when the detector keeps none "
+                "(transnetv2): scoring then decodes the video"
+            },
         ),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={"description": "the landing day of the source video (Dagster partition key)"},
+        ),
     ]
 )
 
 FILTERED_CLIPS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the scored clip (scene_clips.clip_id)"}),
-        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}),
+        pa.field(
+            "clip_id", pa.string(), nullable=False, metadata={"description": "the scored clip (scene_clips.clip_id)"}
+        ),
+        pa.field(
+            "video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}
+        ),
         pa.field("duration_s", pa.float64(), nullable=False, metadata={"description": "clip length in seconds"}),
         pa.field("width", pa.int32(), metadata={"description": "frame width of the source video in pixels"}),
         pa.field("height", pa.int32(), metadata={"description": "frame height of the source video in pixels"}),
@@ -100,86 +219,265 @@ FILTERED_CLIPS = pa.schema(
         pa.field("sharpness", pa.float64(), metadata={"description": "variance of the Laplacian of luma"}),
         pa.field("brightness", pa.float64(), metadata={"description": "mean luma, 0..255"}),
         pa.field("black_ratio", pa.float64(), metadata={"description": "share of near-black frames, 0..1"}),
-        pa.field("frozen_ratio", pa.float64(), metadata={"description": "share of frames identical to the previous, 0..1"}),
-        pa.field("text_area", pa.float64(), metadata={"description": "share of the frame covered by text-like edges, 0..1"}),
-        pa.field("dhash", pa.string(), metadata={"description": "64-bit difference hash of the middle frame (hex); filled only when the dhash scorer is configured (duplicates are judged on near_hashes)"}),
-        pa.field("near_hashes", pa.binary(), metadata={"description": "the clip's near-duplicate fingerprint: 32-byte PDQ hashes of its informative frames, bars removed (dedup.near); empty when every frame is flat"}),
-        pa.field("duplicate_group", pa.string(), metadata={"description": "clip_id of the clip kept of this clip's near-duplicate group, on every member (the kept one too), also when it lies in an earlier day; the kept clip is the earliest by (partition_date, clip_id)"}),
-        pa.field("duplicate_kept_date", pa.date32(), metadata={"description": "partition_date of the kept clip named by duplicate_group"}),
-        pa.field("duplicate_kind", pa.string(), metadata={"description": "on a clip rejected as duplicate: near (fingerprints match) or semantic (embeddings within eps)"}),
+        pa.field(
+            "frozen_ratio", pa.float64(), metadata={"description": "share of frames identical to the previous, 0..1"}
+        ),
+        pa.field(
+            "text_area", pa.float64(), metadata={"description": "share of the frame covered by text-like edges, 0..1"}
+        ),
+        pa.field(
+            "dhash",
+            pa.string(),
+            metadata={
+                "description": "64-bit difference hash of the middle frame (hex); filled only when the dhash scorer is configured (duplicates are judged on near_hashes)"
+            },
+        ),
+        pa.field(
+            "near_hashes",
+            pa.binary(),
+            metadata={
+                "description": "the clip's near-duplicate fingerprint: 32-byte PDQ hashes of its informative frames, bars removed (dedup.near); empty when every frame is flat"
+            },
+        ),
+        pa.field(
+            "duplicate_group",
+            pa.string(),
+            metadata={
+                "description": "clip_id of the clip kept of this clip's near-duplicate group, on every member (the kept one too), also when it lies in an earlier day; the kept clip is the earliest by (partition_date, clip_id)"
+            },
+        ),
+        pa.field(
+            "duplicate_kept_date",
+            pa.date32(),
+            metadata={"description": "partition_date of the kept clip named by duplicate_group"},
+        ),
+        pa.field(
+            "duplicate_kind",
+            pa.string(),
+            metadata={
+                "description": "on a clip rejected as duplicate: near (fingerprints match) or semantic (embeddings within eps)"
+            },
+        ),
         pa.field(
             "scores",
             pa.map_(pa.string(), pa.float64()),
-            metadata={"description": "scores of installed scorer plugins by name (e.g. {aesthetic: 5.1}); the "
-                      "built-in scores have columns of their own; null when no plugin scorer ran"},
+            metadata={
+                "description": "scores of installed scorer plugins by name (e.g. {aesthetic: 5.1}); the "
+                "built-in scores have columns of their own; null when no plugin scorer ran"
+            },
         ),
-        pa.field("passed", pa.bool_(), nullable=False, metadata={"description": "the clip passed every quality rule and goes to captioning"}),
+        pa.field(
+            "passed",
+            pa.bool_(),
+            nullable=False,
+            metadata={"description": "the clip passed every quality rule and goes to captioning"},
+        ),
         pa.field("reject_reason", pa.string(), metadata={"description": "null when passed; ';'-joined rule names"}),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent when the clip could not be scored (score_error, detect_error, video_missing); null for a scored clip"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent when the clip could not be scored (score_error, detect_error, video_missing); null for a scored clip"
+            },
+        ),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={"description": "the landing day of the source video (Dagster partition key)"},
+        ),
     ]
 )
 
 CLIP_CAPTIONS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the captioned clip (filtered_clips.clip_id, a passed clip)"}),
-        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}),
-        pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object of the source video (raw_videos.source_uri)"}),
+        pa.field(
+            "clip_id",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "the captioned clip (filtered_clips.clip_id, a passed clip)"},
+        ),
+        pa.field(
+            "video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}
+        ),
+        pa.field(
+            "source_uri",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "object of the source video (raw_videos.source_uri)"},
+        ),
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | failed"}),
         pa.field("caption", pa.string(), metadata={"description": "null when failed"}),
         pa.field("error", pa.string(), metadata={"description": "null when ok"}),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether captioning again can succeed (timeout, endpoint 5xx, lost actor, out of memory) or not (empty or invalid output, undecodable clip); null when ok"}),
-        pa.field("model", pa.string(), nullable=False, metadata={"description": "model that wrote the caption (name or path)"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent on a failed row: whether captioning again can succeed (timeout, endpoint 5xx, lost actor, out of memory) or not (empty or invalid output, undecodable clip); null when ok"
+            },
+        ),
+        pa.field(
+            "model",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "model that wrote the caption (name or path)"},
+        ),
         pa.field("model_revision", pa.string(), metadata={"description": "model revision (commit hash) when known"}),
-        pa.field("prompt_version", pa.string(), nullable=False, metadata={"description": "versioned prompt used (e.g. v1-describe)"}),
+        pa.field(
+            "prompt_version",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "versioned prompt used (e.g. v1-describe)"},
+        ),
         pa.field("num_frames", pa.int32(), metadata={"description": "frames of the clip shown to the model"}),
         pa.field("prompt_tokens", pa.int64(), metadata={"description": "tokens in the prompt, frames included"}),
         pa.field("output_tokens", pa.int64(), metadata={"description": "tokens generated"}),
-        pa.field("latency_s", pa.float64(), metadata={"description": "wall seconds of the generate call that produced this caption (its whole batch)"}),
-        pa.field("captioned_at", pa.timestamp("us", tz="UTC"), nullable=False, metadata={"description": "when the caption was written (UTC)"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+        pa.field(
+            "latency_s",
+            pa.float64(),
+            metadata={"description": "wall seconds of the generate call that produced this caption (its whole batch)"},
+        ),
+        pa.field(
+            "captioned_at",
+            pa.timestamp("us", tz="UTC"),
+            nullable=False,
+            metadata={"description": "when the caption was written (UTC)"},
+        ),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={"description": "the landing day of the source video (Dagster partition key)"},
+        ),
     ]
 )
 
 TRAINING_SHARDS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the sample's clip (clip_captions.clip_id), also its WebDataset key (`__key__`)"}),
-        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}),
-        pa.field("source_uri", pa.string(), nullable=False, metadata={"description": "object of the source video (raw_videos.source_uri)"}),
-        pa.field("status", pa.string(), nullable=False, metadata={"description": "ok (the sample is in shard_uri) | failed (the clip could not be encoded: error)"}),
+        pa.field(
+            "clip_id",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "the sample's clip (clip_captions.clip_id), also its WebDataset key (`__key__`)"},
+        ),
+        pa.field(
+            "video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}
+        ),
+        pa.field(
+            "source_uri",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "object of the source video (raw_videos.source_uri)"},
+        ),
+        pa.field(
+            "status",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "ok (the sample is in shard_uri) | failed (the clip could not be encoded: error)"},
+        ),
         pa.field("error", pa.string(), metadata={"description": "why the clip could not be encoded; null when ok"}),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether encoding again can succeed; null when ok"}),
-        pa.field("bucket", pa.string(), metadata={"description": "the sample's bucket and shard folder, e.g. `resolution_720/aspect_16_9/frames_64_127` (README, Training shards)"}),
-        pa.field("shard_uri", pa.string(), metadata={"description": "the tar shard holding the sample (object store, under shards/); null when failed"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent on a failed row: whether encoding again can succeed; null when ok"
+            },
+        ),
+        pa.field(
+            "bucket",
+            pa.string(),
+            metadata={
+                "description": "the sample's bucket and shard folder, e.g. `resolution_720/aspect_16_9/frames_64_127` (README, Training shards)"
+            },
+        ),
+        pa.field(
+            "shard_uri",
+            pa.string(),
+            metadata={
+                "description": "the tar shard holding the sample (object store, under shards/); null when failed"
+            },
+        ),
         pa.field("shard_sha256", pa.string(), metadata={"description": "sha256 of the whole shard file (hex)"}),
         pa.field("shard_samples", pa.int64(), metadata={"description": "samples in the shard"}),
         pa.field("shard_bytes", pa.int64(), metadata={"description": "size of the shard file in bytes"}),
-        pa.field("sample_offset", pa.int64(), metadata={"description": "byte offset of the sample's first tar member in its shard (a ranged read fetches one sample)"}),
-        pa.field("sample_bytes", pa.int64(), metadata={"description": "bytes of the sample's tar members (json, mp4, txt) in the shard"}),
+        pa.field(
+            "sample_offset",
+            pa.int64(),
+            metadata={
+                "description": "byte offset of the sample's first tar member in its shard (a ranged read fetches one sample)"
+            },
+        ),
+        pa.field(
+            "sample_bytes",
+            pa.int64(),
+            metadata={"description": "bytes of the sample's tar members (json, mp4, txt) in the shard"},
+        ),
         pa.field("sample_sha256", pa.string(), metadata={"description": "sha256 of the sample's tar members (hex)"}),
-        pa.field("num_frames", pa.int64(), metadata={"description": "frames of the sample's mp4: end_frame - start_frame of the clip"}),
-        pa.field("width", pa.int32(), metadata={"description": "width of the encoded mp4 (upright, scaled to max_short_side), pixels"}),
+        pa.field(
+            "num_frames",
+            pa.int64(),
+            metadata={"description": "frames of the sample's mp4: end_frame - start_frame of the clip"},
+        ),
+        pa.field(
+            "width",
+            pa.int32(),
+            metadata={"description": "width of the encoded mp4 (upright, scaled to max_short_side), pixels"},
+        ),
         pa.field("height", pa.int32(), metadata={"description": "height of the encoded mp4, pixels"}),
         pa.field("fps", pa.float64(), metadata={"description": "frame rate of the mp4 (the source's average rate)"}),
         pa.field("duration_s", pa.float64(), metadata={"description": "num_frames / fps, seconds"}),
         pa.field("caption_chars", pa.int32(), metadata={"description": "length of the sample's caption in characters"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={"description": "the landing day of the source video (Dagster partition key)"},
+        ),
     ]
 )
 
 CLIP_EMBEDDINGS = pa.schema(
     [
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "scene_clips.clip_id of the embedded clip"}),
-        pa.field("video_id", pa.string(), nullable=False, metadata={"description": "raw_videos.video_id of the clip's source"}),
-        pa.field("model", pa.string(), metadata={"description": "the embedding model's name and revision (EmbedderConfig.model_label)"}),
+        pa.field(
+            "clip_id", pa.string(), nullable=False, metadata={"description": "scene_clips.clip_id of the embedded clip"}
+        ),
+        pa.field(
+            "video_id",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "raw_videos.video_id of the clip's source"},
+        ),
+        pa.field(
+            "model",
+            pa.string(),
+            metadata={"description": "the embedding model's name and revision (EmbedderConfig.model_label)"},
+        ),
         pa.field("status", pa.string(), nullable=False, metadata={"description": "ok | failed"}),
         pa.field("error", pa.string(), metadata={"description": "why the clip could not be embedded; null when ok"}),
-        pa.field("failure_class", pa.string(), metadata={"description": "transient | permanent on a failed row: whether embedding again can succeed; null when ok"}),
-        pa.field("embedding", pa.list_(pa.float32()), metadata={"description": "the clip's L2-normalised embedding (frame embeddings mean-pooled); empty when failed"}),
+        pa.field(
+            "failure_class",
+            pa.string(),
+            metadata={
+                "description": "transient | permanent on a failed row: whether embedding again can succeed; null when ok"
+            },
+        ),
+        pa.field(
+            "embedding",
+            pa.list_(pa.float32()),
+            metadata={
+                "description": "the clip's L2-normalised embedding (frame embeddings mean-pooled); empty when failed"
+            },
+        ),
         pa.field("dim", pa.int32(), metadata={"description": "length of embedding (0 when failed)"}),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the landing day of the source video (Dagster partition key)"}),
+        pa.field(
+            PARTITION_COLUMN,
+            pa.date32(),
+            nullable=False,
+            metadata={"description": "the landing day of the source video (Dagster partition key)"},
+        ),
     ]
 )
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -234,18 +532,29 @@ _SCORED_FROM = (*_SCENE_RANGE, ("scene_clips", "frame_stats_uri"), ("raw_videos"
 # In pipeline order: each table's upstream comes before it.
 TABLE_SPECS: tuple[TableSpec, ...] = (
     TableSpec(
-        "raw_videos", RAW_VIDEOS, key="video_id", upstream=None,
+        "raw_videos",
+        RAW_VIDEOS,
+        key="video_id",
+        upstream=None,
         preview=("video_id", "source_uri", "codec", "width", "height", "fps", "status", "reject_reason"),
-        figures=(fig.RowCount(), fig.Count("videos_ok", "status", equals="ok"),
-                 fig.Count("videos_rejected", "status", equals="rejected"), fig.Rate("reject_rate", "videos_rejected"),
-                 fig.Count("copies_of_earlier_days", "status", equals="duplicate"),
-                 fig.Reasons("rejections_by_reason", "reject_reason"), fig.Total("bytes", "size_bytes"),
-                 fig.Total("frames", "num_frames")),
+        figures=(
+            fig.RowCount(),
+            fig.Count("videos_ok", "status", equals="ok"),
+            fig.Count("videos_rejected", "status", equals="rejected"),
+            fig.Rate("reject_rate", "videos_rejected"),
+            fig.Count("copies_of_earlier_days", "status", equals="duplicate"),
+            fig.Reasons("rejections_by_reason", "reject_reason"),
+            fig.Total("bytes", "size_bytes"),
+            fig.Total("frames", "num_frames"),
+        ),
         plotted=(fig.ROW_COUNT, "videos_rejected", "reject_rate", "copies_of_earlier_days", "videos_per_s"),
         throughput=("videos_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
-        "scene_clips", SCENE_CLIPS, key="clip_id", upstream="raw_videos",
+        "scene_clips",
+        SCENE_CLIPS,
+        key="clip_id",
+        upstream="raw_videos",
         lineage={
             "clip_id": (("raw_videos", "video_id"),),
             "video_id": (("raw_videos", "video_id"),),
@@ -261,7 +570,11 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         throughput=("frames_per_s", "frames"),
     ),
     TableSpec(
-        "clip_embeddings", CLIP_EMBEDDINGS, key="clip_id", upstream="scene_clips", optional=True,
+        "clip_embeddings",
+        CLIP_EMBEDDINGS,
+        key="clip_id",
+        upstream="scene_clips",
+        optional=True,
         lineage={
             "clip_id": (("scene_clips", "clip_id"),),
             "video_id": (("scene_clips", "video_id"),),
@@ -269,14 +582,21 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
         },
         preview=("clip_id", "video_id", "model", "status", "dim", "error"),
-        figures=(fig.RowCount(), fig.Remainder("embeddings", of="embeddings_failed"),
-                 fig.Count("embeddings_failed", "status", equals="failed"), fig.Rate("failure_rate", "embeddings_failed"),
-                 fig.Reasons("failures_by_reason", "error", whole=True)),
+        figures=(
+            fig.RowCount(),
+            fig.Remainder("embeddings", of="embeddings_failed"),
+            fig.Count("embeddings_failed", "status", equals="failed"),
+            fig.Rate("failure_rate", "embeddings_failed"),
+            fig.Reasons("failures_by_reason", "error", whole=True),
+        ),
         plotted=(fig.ROW_COUNT, "embeddings_failed", "clips_per_s"),
         throughput=("clips_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
-        "filtered_clips", FILTERED_CLIPS, key="clip_id", upstream="scene_clips",
+        "filtered_clips",
+        FILTERED_CLIPS,
+        key="clip_id",
+        upstream="scene_clips",
         reads=("clip_embeddings",),
         lineage={
             "clip_id": (("scene_clips", "clip_id"),),
@@ -291,19 +611,27 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             PARTITION_COLUMN: (("scene_clips", PARTITION_COLUMN),),
         },
         preview=("clip_id", "motion", "sharpness", "brightness", "passed", "reject_reason"),
-        figures=(fig.RowCount(), fig.Count("passed", "passed"), fig.Remainder("rejected", of="passed"),
-                 fig.Rate("pass_rate", "passed"), fig.Reasons("rejections_by_reason", "reject_reason"),
-                 fig.RuleCount("duplicates", "reject_reason", rule="duplicate"),
-                 fig.Count("near_duplicates", "duplicate_kind", equals="near"),
-                 fig.Count("semantic_duplicates", "duplicate_kind", equals="semantic"),
-                 fig.EarlierDay("duplicates_of_earlier_days", "duplicate_kept_date"),
-                 fig.Remainder("duplicates_within_day", of="duplicates_of_earlier_days", total="duplicates"),
-                 fig.GroupSizes("duplicate_group_sizes", "duplicate_group")),
+        figures=(
+            fig.RowCount(),
+            fig.Count("passed", "passed"),
+            fig.Remainder("rejected", of="passed"),
+            fig.Rate("pass_rate", "passed"),
+            fig.Reasons("rejections_by_reason", "reject_reason"),
+            fig.RuleCount("duplicates", "reject_reason", rule="duplicate"),
+            fig.Count("near_duplicates", "duplicate_kind", equals="near"),
+            fig.Count("semantic_duplicates", "duplicate_kind", equals="semantic"),
+            fig.EarlierDay("duplicates_of_earlier_days", "duplicate_kept_date"),
+            fig.Remainder("duplicates_within_day", of="duplicates_of_earlier_days", total="duplicates"),
+            fig.GroupSizes("duplicate_group_sizes", "duplicate_group"),
+        ),
         plotted=(fig.ROW_COUNT, "passed", "pass_rate", "duplicates", "duplicates_of_earlier_days", "clips_per_s"),
         throughput=("clips_per_s", fig.ROW_COUNT),
     ),
     TableSpec(
-        "clip_captions", CLIP_CAPTIONS, key="clip_id", upstream="filtered_clips",
+        "clip_captions",
+        CLIP_CAPTIONS,
+        key="clip_id",
+        upstream="filtered_clips",
         lineage={
             "clip_id": (("filtered_clips", "clip_id"),),
             "video_id": (("scene_clips", "video_id"),),
@@ -315,13 +643,20 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         # The caption first (whole ids make the preview wider than the page), then its way back: clip, video and
         # source object, whole.
         preview=("status", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
-        figures=(fig.RowCount(), fig.Remainder("captions", of="captions_failed"),
-                 fig.Count("captions_failed", "status", equals="failed"), fig.Rate("failure_rate", "captions_failed"),
-                 fig.Reasons("failures_by_reason", "error", whole=True)),
+        figures=(
+            fig.RowCount(),
+            fig.Remainder("captions", of="captions_failed"),
+            fig.Count("captions_failed", "status", equals="failed"),
+            fig.Rate("failure_rate", "captions_failed"),
+            fig.Reasons("failures_by_reason", "error", whole=True),
+        ),
         plotted=(fig.ROW_COUNT, "captions_failed", "captions_per_s", "goodput", "stragglers"),
     ),
     TableSpec(
-        "training_shards", TRAINING_SHARDS, key="clip_id", upstream="clip_captions",
+        "training_shards",
+        TRAINING_SHARDS,
+        key="clip_id",
+        upstream="clip_captions",
         lineage={
             "clip_id": (("clip_captions", "clip_id"),),
             "video_id": (("clip_captions", "video_id"),),
@@ -333,10 +668,16 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             PARTITION_COLUMN: (("clip_captions", PARTITION_COLUMN),),
         },
         preview=("clip_id", "bucket", "shard_uri", "num_frames", "width", "height", "status"),
-        figures=(fig.RowCount(), fig.Remainder("samples", of="samples_failed"),
-                 fig.Count("samples_failed", "status", equals="failed"), fig.Distinct("shards", "shard_uri"),
-                 fig.Reasons("samples_by_bucket", "bucket"), fig.Total("sample_bytes", "sample_bytes"),
-                 fig.Total("frames", "num_frames"), fig.Total("seconds_of_video", "duration_s")),
+        figures=(
+            fig.RowCount(),
+            fig.Remainder("samples", of="samples_failed"),
+            fig.Count("samples_failed", "status", equals="failed"),
+            fig.Distinct("shards", "shard_uri"),
+            fig.Reasons("samples_by_bucket", "bucket"),
+            fig.Total("sample_bytes", "sample_bytes"),
+            fig.Total("frames", "num_frames"),
+            fig.Total("seconds_of_video", "duration_s"),
+        ),
         plotted=(fig.ROW_COUNT, "samples_failed", "shards", "samples_per_s"),
         throughput=("samples_per_s", fig.ROW_COUNT),
     ),
@@ -345,8 +686,20 @@ TABLE_NAMES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS)
 # Tables the engine keeps for itself beside the asset tables: no asset, no gates; written with the asset they serve.
 NEAR_DUP_INDEX = pa.schema(
     [
-        pa.field("band_key", pa.int64(), nullable=False, metadata={"description": "band number << 16 | that band's 16 bits of a PDQ frame hash (dedup.near.band_keys)"}),
-        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "the clip whose fingerprint has this key (filtered_clips.clip_id)"}),
+        pa.field(
+            "band_key",
+            pa.int64(),
+            nullable=False,
+            metadata={
+                "description": "band number << 16 | that band's 16 bits of a PDQ frame hash (dedup.near.band_keys)"
+            },
+        ),
+        pa.field(
+            "clip_id",
+            pa.string(),
+            nullable=False,
+            metadata={"description": "the clip whose fingerprint has this key (filtered_clips.clip_id)"},
+        ),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
     ]
 )

@@ -6,8 +6,9 @@ CLI must start fast.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,16 @@ class UnitResources:
         return out
 
     @staticmethod
-    def union(items: Iterable["UnitResources"]) -> "UnitResources":
+    def union(items: Iterable[UnitResources]) -> UnitResources:
         """The most of each resource: one task that runs all of them (e.g. every scorer of a clip) needs that."""
         items = list(items) or [UnitResources()]
         custom: dict[str, float] = {}
         for r in items:
             for k, v in r.custom:
                 custom[k] = max(custom.get(k, 0.0), v)
-        return UnitResources(num_cpus=max(r.num_cpus for r in items), num_gpus=max(r.num_gpus for r in items),
-                             memory_mb=max(r.memory_mb for r in items), custom=tuple(sorted(custom.items())))
+        return UnitResources(
+            num_cpus=max(r.num_cpus for r in items),
+            num_gpus=max(r.num_gpus for r in items),
+            memory_mb=max(r.memory_mb for r in items),
+            custom=tuple(sorted(custom.items())),
+        )

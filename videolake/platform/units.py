@@ -28,9 +28,10 @@ import logging
 import time
 import traceback
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -110,8 +111,11 @@ class Checkpoints:
     def finished_keys(self, day: str) -> set[str]:
         """Keys of the units of ``day`` that have a checkpoint: one listing (one request on S3), not one per unit."""
         suffix = ".parquet"
-        return {e.path.rsplit("/", 1)[-1][: -len(suffix)] for e in self.files.list(self.day_dir(day), recursive=False)
-                if e.path.endswith(suffix)}
+        return {
+            e.path.rsplit("/", 1)[-1][: -len(suffix)]
+            for e in self.files.list(self.day_dir(day), recursive=False)
+            if e.path.endswith(suffix)
+        }
 
     def ledger_dir(self, run_key: str) -> str:
         return self.files.path(CHECKPOINT_DIR, self.table, self.version, "_ledger", run_key)
@@ -197,10 +201,18 @@ class UnitTask:
             r[PARTITION_COLUMN] = _date(day)
         table = rows_to_table(out, self.schema)
         transient = sum(1 for r in out if r.get(FAILURE_CLASS) == TRANSIENT)
-        self.checkpoints.files.write_parquet(self.checkpoints.unit_path(day, key), table,
-                                             {ROWS_KEY: str(table.num_rows), TRANSIENT_KEY: str(transient)})
-        return {"key": key, "partition_date": day, "reused": False, "rows": table.num_rows, "seconds": seconds,
-                "error": error, "retried": retried}
+        self.checkpoints.files.write_parquet(
+            self.checkpoints.unit_path(day, key), table, {ROWS_KEY: str(table.num_rows), TRANSIENT_KEY: str(transient)}
+        )
+        return {
+            "key": key,
+            "partition_date": day,
+            "reused": False,
+            "rows": table.num_rows,
+            "seconds": seconds,
+            "error": error,
+            "retried": retried,
+        }
 
     def __call__(self, row: dict) -> dict:
 
@@ -212,8 +224,15 @@ class UnitTask:
             meta = files.read_metadata(path)
             if int(meta.get(TRANSIENT_KEY, "0")) == 0:
                 rows = int(meta.get(ROWS_KEY, "0"))
-                return {"key": key, "partition_date": day, "reused": True, "rows": rows, "seconds": 0.0,
-                        "error": None, "retried": False}
+                return {
+                    "key": key,
+                    "partition_date": day,
+                    "reused": True,
+                    "rows": rows,
+                    "seconds": 0.0,
+                    "error": None,
+                    "retried": False,
+                }
             retried = True  # the last attempt failed in a way that can heal: compute it again
         payload = json.loads(row["payload"])
         t0 = time.perf_counter()
@@ -308,9 +327,11 @@ def run_units(
     if len(lost) > max_lost_units(len(units)):
         # Not one odd file: the stage itself is broken (bad code in the workers, a lost cluster). Fail the step
         # (transient causes are retried by the step's retry policy) instead of rejecting every video.
-        raise LostUnitsError(f"{len(lost)} of {len(units)} units failed in their Ray workers (see the Ray worker "
-                             "logs); more than a few lost units means the stage or the cluster, not one input, "
-                             "is broken")
+        raise LostUnitsError(
+            f"{len(lost)} of {len(units)} units failed in their Ray workers (see the Ray worker "
+            "logs); more than a few lost units means the stage or the cluster, not one input, "
+            "is broken"
+        )
     for u in lost:  # its worker died on every attempt (a decoder crash on one odd file)
         log.error("unit %s: worker lost on every attempt; recording it as failed", u["unit_key"])
         prog.add(task.record_lost(u))
@@ -385,8 +406,8 @@ def finalize(
     calls, days_of = [], []
     for day, paths in sorted(unit_paths_by_day.items()):
         chunk = len(paths) if step.reduce is not None else FINALIZE_MAX_UNITS
-        chunks = [paths[i:i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]
-        for i, group in enumerate(chunks):
+        chunks = [paths[i : i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]
+        for group in chunks:
             calls.append((checkpoints, table, day, group, token, len(calls), step))
             days_of.append(day)
     results = call_each(_finalize_part, calls, on_ray=any(unit_paths_by_day.values()))
@@ -426,8 +447,9 @@ def file_stats(table: pa.Table) -> str:
                 if pa.types.is_floating(t) and (mm["min"] != mm["min"] or mm["max"] != mm["max"]):
                     continue  # NaN: no usable bounds
                 mins[name], maxs[name] = mm["min"], mm["max"]
-    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
-                      default=str)
+    return json.dumps(
+        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}, default=str
+    )
 
 
 def commit_stage(

@@ -17,8 +17,11 @@ WEBHOOK_ENV = "VIDEOLAKE_ALERT_WEBHOOK_URL"
 
 
 class AlertWebhookResource(dg.ConfigurableResource):
-    url: str = Field(default="", description="Incoming-webhook URL that takes {\"text\": ...} (Slack, Mattermost, "
-                     "Rocket.Chat, Teams workflows). Set VIDEOLAKE_ALERT_WEBHOOK_URL; empty: alerts are only logged.")
+    url: str = Field(
+        default="",
+        description='Incoming-webhook URL that takes {"text": ...} (Slack, Mattermost, '
+        "Rocket.Chat, Teams workflows). Set VIDEOLAKE_ALERT_WEBHOOK_URL; empty: alerts are only logged.",
+    )
     timeout_s: float = Field(default=10.0, description="Seconds to wait for the webhook to answer.")
 
     def post(self, text: str, log=None) -> bool:
@@ -28,8 +31,12 @@ class AlertWebhookResource(dg.ConfigurableResource):
             if log:
                 log.info(f"alert (no webhook configured): {text}")
             return False
-        req = urllib.request.Request(self.url, data=json.dumps({"text": text}).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url,
+            data=json.dumps({"text": text}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 return 200 <= resp.status < 300
@@ -42,5 +49,3 @@ class AlertWebhookResource(dg.ConfigurableResource):
 def alert_webhook_from_env() -> AlertWebhookResource:
     """The webhook resource: its URL from VIDEOLAKE_ALERT_WEBHOOK_URL (dg.EnvVar, resolved at run time) when set."""
     return AlertWebhookResource(url=dg.EnvVar(WEBHOOK_ENV) if os.environ.get(WEBHOOK_ENV) else "")
-
-

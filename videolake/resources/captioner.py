@@ -7,7 +7,6 @@ prompt or sampling marks existing partitions stale in the UI.
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
 
 import dagster as dg
 from pydantic import Field
@@ -34,36 +33,46 @@ class CaptionerResource(dg.ConfigurableResource):
         description="Model directory or object-store URI (copied once to the node-local cache). Empty: the tiny "
         "random-weight test model, built offline on first use under data/models (its captions are random text).",
     )
-    model_name: Optional[str] = Field(default=None, description="Name recorded in clip_captions.model (default: model).")
-    model_revision: Optional[str] = Field(default=None, description="Model revision recorded with every caption.")
+    model_name: str | None = Field(default=None, description="Name recorded in clip_captions.model (default: model).")
+    model_revision: str | None = Field(default=None, description="Model revision recorded with every caption.")
     prompt_version: str = Field(default=_ENGINE.prompt_version, description="Name of the versioned prompt template.")
-    prompt: Optional[str] = Field(default=None, description="Overrides the template's text (hashed into code_version).")
+    prompt: str | None = Field(default=None, description="Overrides the template's text (hashed into code_version).")
     temperature: float = Field(default=_SAMPLING.temperature, description="Sampling temperature.")
     top_p: float = Field(default=_SAMPLING.top_p, description="Nucleus sampling probability mass.")
     max_tokens: int = Field(default=_SAMPLING.max_tokens, description="Maximum generated tokens per caption.")
-    min_tokens: int = Field(default=_SAMPLING.min_tokens,
-                            description="Tokens the model must write before it may stop (vLLM min_tokens; 0: none).")
+    min_tokens: int = Field(
+        default=_SAMPLING.min_tokens,
+        description="Tokens the model must write before it may stop (vLLM min_tokens; 0: none).",
+    )
     seed: int = Field(default=_SAMPLING.seed, description="Base sampling seed (per-clip seeds derive from it).")
     sample_fps: float = Field(default=_FRAMES.sample_fps, description="Frames sampled per second of clip.")
     min_frames: int = Field(default=_FRAMES.min_frames, description="At least this many frames per clip.")
     max_frames: int = Field(default=_FRAMES.max_frames, description="At most this many frames per clip.")
     max_pixels: int = Field(default=_FRAMES.max_pixels, description="Frames are resized to at most this many pixels.")
     input_mode: str = Field(default=_ENGINE.input_mode, description="'video' (frames + metadata) or 'images'.")
-    batch_size: int = Field(default=_ENGINE.batch_size, description="Clips per actor batch (>= max_num_seqs keeps vLLM busy).")
-    num_actors: int = Field(default=_ENGINE.num_actors, description="Captioner actors (model replicas) in the Ray actor pool.")
+    batch_size: int = Field(
+        default=_ENGINE.batch_size, description="Clips per actor batch (>= max_num_seqs keeps vLLM busy)."
+    )
+    num_actors: int = Field(
+        default=_ENGINE.num_actors, description="Captioner actors (model replicas) in the Ray actor pool."
+    )
     num_gpus_per_actor: float = Field(default=_ENGINE.num_gpus_per_actor, description="GPUs per actor (0 on CPU).")
-    num_cpus_per_actor: float = Field(default=_ENGINE.num_cpus_per_actor, description="CPUs per actor; fractional avoids 2-core deadlocks.")
+    num_cpus_per_actor: float = Field(
+        default=_ENGINE.num_cpus_per_actor, description="CPUs per actor; fractional avoids 2-core deadlocks."
+    )
     max_model_len: int = Field(default=_VLLM.max_model_len, description="vLLM max_model_len.")
     max_num_seqs: int = Field(default=_VLLM.max_num_seqs, description="vLLM concurrent sequences per engine.")
-    enforce_eager: Optional[bool] = Field(
-        default=None, description="Skip CUDA graph capture; unset: True for CPU actors, False for GPU actors.")
-    model_cache_dir: Optional[str] = Field(default=None, description="Node-local model cache directory.")
+    enforce_eager: bool | None = Field(
+        default=None, description="Skip CUDA graph capture; unset: True for CPU actors, False for GPU actors."
+    )
+    model_cache_dir: str | None = Field(default=None, description="Node-local model cache directory.")
     openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
     openai_api_key_env: str = Field(default=_ENDPOINT.api_key_env, description="Env var with the API key.")
-    backend_params: Dict[str, str] = Field(
-        default={}, description="A plugin backend's settings by name (typed by its Config; a bad one fails the step).")
+    backend_params: dict[str, str] = Field(
+        default={}, description="A plugin backend's settings by name (typed by its Config; a bad one fails the step)."
+    )
 
-    def test_model(self) -> Optional[TinyModelPolicy]:
+    def test_model(self) -> TinyModelPolicy | None:
         """The tiny test model's policy when no model is configured (videolake.resources.test_model), else None."""
         return tiny_model_policy(self.model)
 
@@ -74,8 +83,13 @@ class CaptionerResource(dg.ConfigurableResource):
 
     def to_config(self):
         policy = self.test_model()
-        sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                                  min_tokens=self.min_tokens, seed=self.seed)
+        sampling = SamplingConfig(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            min_tokens=self.min_tokens,
+            seed=self.seed,
+        )
         return CaptionerConfig(
             model=self.model_path(),
             backend=self.backend,
@@ -85,8 +99,12 @@ class CaptionerResource(dg.ConfigurableResource):
             prompt_version=self.prompt_version,
             prompt=self.prompt,
             sampling=policy.sampling(sampling) if policy else sampling,
-            frames=FrameConfig(sample_fps=self.sample_fps, min_frames=self.min_frames, max_frames=self.max_frames,
-                               max_pixels=self.max_pixels),
+            frames=FrameConfig(
+                sample_fps=self.sample_fps,
+                min_frames=self.min_frames,
+                max_frames=self.max_frames,
+                max_pixels=self.max_pixels,
+            ),
             input_mode=self.input_mode,
             batch_size=self.batch_size,
             num_actors=self.num_actors,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -25,13 +25,15 @@ class LakeResource(dg.ConfigurableResource):
     resolves at run time (the prod profile gives ``bucket`` and ``prefix`` as ``dg.EnvVar``); else ``data/lake``.
     """
 
-    root: Optional[str] = Field(
+    root: str | None = Field(
         default=None,
         description="Directory or s3://bucket/prefix holding the Delta tables. Unset: s3://<bucket>/<prefix>/tables "
-                    "when bucket is set, else data/lake.")
+        "when bucket is set, else data/lake.",
+    )
     bucket: str = Field(default="", description="S3 bucket of the tables when root is unset.")
-    prefix: str = Field(default="", description="Key prefix inside the bucket when root is unset (tables under "
-                                                "<prefix>/tables).")
+    prefix: str = Field(
+        default="", description="Key prefix inside the bucket when root is unset (tables under <prefix>/tables)."
+    )
     s3: S3Resource = Field(description="S3 connection (endpoint, region, credentials) for s3:// roots.")
 
     def __init__(self, **data: Any):
@@ -48,8 +50,10 @@ class LakeResource(dg.ConfigurableResource):
     def get_lake(self) -> Lake:
         root = self.root
         if root is None:
-            raise RuntimeError("LakeResource: bucket/prefix are dg.EnvVar, resolved only when Dagster initializes "
-                               "the resource (in a run, or with dg.build_resources)")
+            raise RuntimeError(
+                "LakeResource: bucket/prefix are dg.EnvVar, resolved only when Dagster initializes "
+                "the resource (in a run, or with dg.build_resources)"
+            )
         if not root.startswith("s3://"):
             import os
 

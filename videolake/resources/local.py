@@ -9,10 +9,10 @@ from videolake.resources.embedder import embedder_from_env
 
 
 def local_resources() -> dict:
-    from videolake.resources.alerts import alert_webhook_from_env
     from dagster_ray import Lifecycle, LocalRay
 
     from videolake.resources import LakeResource, ObjectStoreResource
+    from videolake.resources.alerts import alert_webhook_from_env
 
     data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
     ray_cpus = int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))

@@ -96,10 +96,16 @@ def cpu_cluster_gpu_group():
     GPU step's workers (VIDEOLAKE_RAY_NODE_SELECTOR, VIDEOLAKE_RAY_TOLERATIONS)."""
     from videolake.platform.kuberay_spec import cpu_stage_gpu_group
 
-    max_workers = _int_env("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS") if os.environ.get(
-        "VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "").strip() else 0
-    gpus = _int_env("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER") if os.environ.get(
-        "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER", "").strip() else 1
+    max_workers = (
+        _int_env("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS")
+        if os.environ.get("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS", "").strip()
+        else 0
+    )
+    gpus = (
+        _int_env("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER")
+        if os.environ.get("VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER", "").strip()
+        else 1
+    )
     if max_workers < 0:
         raise ValueError(f"VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS must be >= 0 (0: no GPU group), got {max_workers}")
     if gpus < 1:
@@ -149,8 +155,10 @@ def run_job_owner(api_client, namespace: str, log=None) -> dict | None:
     pod_name = os.environ.get("HOSTNAME")
     if not os.environ.get(IN_CLUSTER_ENV) or not pod_name:
         if log:
-            log.warning("not running in a Kubernetes pod: the RayCluster has no owner (the reaper sensor deletes it "
-                        "if this step dies)")
+            log.warning(
+                "not running in a Kubernetes pod: the RayCluster has no owner (the reaper sensor deletes it "
+                "if this step dies)"
+            )
         return None
     try:
         pod = k8s.CoreV1Api(api_client).read_namespaced_pod(pod_name, namespace)
@@ -160,8 +168,14 @@ def run_job_owner(api_client, namespace: str, log=None) -> dict | None:
         return None
     for ref in pod.metadata.owner_references or []:
         if ref.kind == "Job":
-            return {"apiVersion": ref.api_version or "batch/v1", "kind": "Job", "name": ref.name, "uid": ref.uid,
-                    "controller": False, "blockOwnerDeletion": False}
+            return {
+                "apiVersion": ref.api_version or "batch/v1",
+                "kind": "Job",
+                "name": ref.name,
+                "uid": ref.uid,
+                "controller": False,
+                "blockOwnerDeletion": False,
+            }
     if log:
         log.warning(f"pod {pod_name} is not owned by a Job: the RayCluster has no owner")
     return None
@@ -247,10 +261,10 @@ def prod_resources() -> dict:
     Bucket, prefix, endpoint, region and the credentials are dg.EnvVar (see ``_env_var``): Dagster resolves them
     when a run initializes the resources, the UI shows which variable each comes from, and the lake builds its root,
     s3://<bucket>/<prefix>/tables, from the resolved bucket and prefix."""
-    from videolake.resources.captioner import captioner_from_env
-    from videolake.resources.alerts import alert_webhook_from_env
-    from videolake.resources.embedder import embedder_from_env
     from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
+    from videolake.resources.alerts import alert_webhook_from_env
+    from videolake.resources.captioner import captioner_from_env
+    from videolake.resources.embedder import embedder_from_env
 
     s3 = S3Resource(
         endpoint_url=_env_var("VIDEOLAKE_S3_ENDPOINT_URL"),

@@ -11,7 +11,7 @@ runs.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import dagster as dg
 from dagster_ray import RayResource

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import dagster as dg
 from pydantic import Field
 
@@ -16,16 +14,19 @@ class S3Resource(dg.ConfigurableResource):
     name, never its value, and the code location does not bake the values in.
     """
 
-    endpoint_url: Optional[str] = Field(
-        default=None, description="Endpoint URL of an S3-compatible server (None or empty = AWS default).")
+    endpoint_url: str | None = Field(
+        default=None, description="Endpoint URL of an S3-compatible server (None or empty = AWS default)."
+    )
     region: str = Field(default="us-east-1", description="S3 region.")
-    access_key_id: Optional[str] = Field(
-        default=None, description="Access key id (use dg.EnvVar; None = the SDKs' own credential chain).")
-    secret_access_key: Optional[str] = Field(
-        default=None, description="Secret key (use dg.EnvVar; None = the SDKs' own credential chain).")
+    access_key_id: str | None = Field(
+        default=None, description="Access key id (use dg.EnvVar; None = the SDKs' own credential chain)."
+    )
+    secret_access_key: str | None = Field(
+        default=None, description="Secret key (use dg.EnvVar; None = the SDKs' own credential chain)."
+    )
 
     @property
-    def endpoint(self) -> Optional[str]:
+    def endpoint(self) -> str | None:
         """The endpoint URL, None for AWS (an empty environment variable counts as unset)."""
         return self.endpoint_url or None
 
@@ -33,12 +34,22 @@ class S3Resource(dg.ConfigurableResource):
         """An S3ObjectStore for ``s3://<bucket>/<prefix>/`` on this connection."""
         from videolake.platform.objectstore.s3 import S3ObjectStore
 
-        return S3ObjectStore(bucket=bucket, prefix=prefix, endpoint_url=self.endpoint, region=self.region,
-                             access_key_id=self.access_key_id, secret_access_key=self.secret_access_key)
+        return S3ObjectStore(
+            bucket=bucket,
+            prefix=prefix,
+            endpoint_url=self.endpoint,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+        )
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs storage options for tables under ``s3://`` on this connection."""
         from videolake.platform.lake_storage import storage_options_for_s3
 
-        return storage_options_for_s3(endpoint_url=self.endpoint, region=self.region,
-                                      access_key_id=self.access_key_id, secret_access_key=self.secret_access_key)
+        return storage_options_for_s3(
+            endpoint_url=self.endpoint,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+        )

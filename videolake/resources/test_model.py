@@ -32,9 +32,12 @@ class TinyModelPolicy:
     min_tokens: int = 8  # the model may not stop before this many tokens: never an empty caption
 
     def sampling(self, configured: SamplingConfig) -> SamplingConfig:
-        return replace(configured, temperature=max(configured.temperature, self.min_temperature),
-                       top_p=max(configured.top_p, self.min_top_p),
-                       min_tokens=min(max(configured.min_tokens, self.min_tokens), configured.max_tokens))
+        return replace(
+            configured,
+            temperature=max(configured.temperature, self.min_temperature),
+            top_p=max(configured.top_p, self.min_top_p),
+            min_tokens=min(max(configured.min_tokens, self.min_tokens), configured.max_tokens),
+        )
 
     def gate_overrides(self) -> dict[str, Any]:
         """Gate config on top of the defaults: the caption content gates warn (random text cannot pass them)."""

@@ -27,8 +27,11 @@ def prune(node):
 def extract(crd_path: str) -> Path:
     crd = yaml.load(Path(crd_path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    doc = {"kind": crd["spec"]["names"]["kind"], "version": "v1",
-           "openAPIV3Schema": prune(version["schema"]["openAPIV3Schema"])}
+    doc = {
+        "kind": crd["spec"]["names"]["kind"],
+        "version": "v1",
+        "openAPIV3Schema": prune(version["schema"]["openAPIV3Schema"]),
+    }
     out = Path(__file__).parent / f"{crd['spec']['names']['plural']}.v1.schema.json.gz"
     # mtime=0: the same input gives the same bytes
     out.write_bytes(gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), mtime=0))

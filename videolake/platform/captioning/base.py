@@ -28,8 +28,9 @@ import os
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -108,7 +109,9 @@ class VllmEngineConfig:
     enforce_eager: bool = False  # True skips CUDA graph capture (faster start; use on CPU and in tests)
     dtype: str = "auto"  # weight dtype
     gpu_memory_utilization: float = 0.9  # share of GPU memory the engine may take (GPU actors only)
-    engine_kwargs: Mapping[str, Any] = field(default_factory=dict)  # extra vllm.LLM(...) keyword arguments (override the above)
+    engine_kwargs: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # extra vllm.LLM(...) keyword arguments (override the above)
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,9 @@ class CaptionerConfig:
     batch_size: int = 32  # clips per actor call = per generate call; >= vllm.max_num_seqs keeps the engine full and
     # amortises Ray Data's per-batch cost (~0.1 s on a 2-core CPU node)
     num_actors: int = 1  # captioner actors (one model replica each)
-    num_cpus_per_actor: float = 0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (docs/stack-facts.md)
+    num_cpus_per_actor: float = (
+        0.5  # fractional on purpose: whole CPUs per actor deadlock 2-core nodes (docs/stack-facts.md)
+    )
     num_gpus_per_actor: float = 0.0  # GPUs per replica; 0 on CPU
     extract_num_cpus: float = 0.25  # CPUs per frame-extraction task (fractional so decoding overlaps the actors)
     extract_batch_size: int = 2  # clips per frame-extraction task
@@ -165,7 +170,7 @@ class CaptionerConfig:
 
         return get_prompt(self.prompt_version, override_text=self.prompt)
 
-    def replace(self, **changes: Any) -> "CaptionerConfig":
+    def replace(self, **changes: Any) -> CaptionerConfig:
         """A copy with ``changes``; nested settings change as a whole, e.g.
         ``cfg.replace(vllm=dataclasses.replace(cfg.vllm, max_num_seqs=64))``."""
         import dataclasses
@@ -297,8 +302,10 @@ class CaptionerBackend(ABC):
         todo: list[int] = []
         for i, item in enumerate(items):
             if item["frame_error"]:
-                results[i] = CaptionResult(error=f"frame extraction failed: {item['frame_error']}",
-                                           failure_class=item["frame_error_class"] or PERMANENT)
+                results[i] = CaptionResult(
+                    error=f"frame extraction failed: {item['frame_error']}",
+                    failure_class=item["frame_error_class"] or PERMANENT,
+                )
             else:
                 todo.append(i)
         t0 = time.perf_counter()
@@ -317,7 +324,9 @@ class CaptionerBackend(ABC):
             return out
         except Exception as exc:  # noqa: BLE001 - isolate the bad clip instead of failing the batch
             if len(items) == 1:
-                return [CaptionResult(error=f"model error: {type(exc).__name__}: {exc}", failure_class=failure_class(exc))]
+                return [
+                    CaptionResult(error=f"model error: {type(exc).__name__}: {exc}", failure_class=failure_class(exc))
+                ]
             log.warning("batch of %d failed (%s: %s); retrying clip by clip", len(items), type(exc).__name__, exc)
             return [self._caption_isolated([item])[0] for item in items]
 
@@ -340,8 +349,13 @@ class CaptionerBackend(ABC):
             "status": np.array([STATUS_OK if g else STATUS_FAILED for g in ok], dtype=object),
             "caption": np.array([r.caption if g else None for r, g in zip(results, ok)], dtype=object),
             "error": np.array(errors, dtype=object),
-            "failure_class": np.array([None if g else ((r.failure_class if r is not None else None) or PERMANENT)
-                                       for r, g in zip(results, ok)], dtype=object),
+            "failure_class": np.array(
+                [
+                    None if g else ((r.failure_class if r is not None else None) or PERMANENT)
+                    for r, g in zip(results, ok)
+                ],
+                dtype=object,
+            ),
             "model": np.array([self.config.model_label] * n, dtype=object),
             "model_revision": np.array([self.config.model_revision] * n, dtype=object),
             "prompt_version": np.array([self.prompt.version] * n, dtype=object),
@@ -394,8 +408,11 @@ def _actor_id() -> str:
 # The built-ins import vllm/httpx only when a backend loads; plugins come through the entry-point group.
 CAPTIONERS: Registry[CaptionerBackend] = Registry(
     "captioner backend",
-    builtins=("videolake.platform.captioning.vllm_backend", "videolake.platform.captioning.openai_backend",
-              "videolake.platform.captioning.standin_backend"),
+    builtins=(
+        "videolake.platform.captioning.vllm_backend",
+        "videolake.platform.captioning.openai_backend",
+        "videolake.platform.captioning.standin_backend",
+    ),
     entry_point_group="videolake.caption_backends",
 )
 
@@ -410,8 +427,9 @@ def backend_params(cls: type[CaptionerBackend], config: CaptionerConfig) -> Any:
     the parameter. The caption stage calls it before any actor starts, so a bad parameter fails the step at once."""
     from videolake.platform.params import plugin_params
 
-    return plugin_params(cls.Config, config.backend_params, f"caption backend {config.backend!r}",
-                         "its own nested config")
+    return plugin_params(
+        cls.Config, config.backend_params, f"caption backend {config.backend!r}", "its own nested config"
+    )
 
 
 def get_captioner(config: CaptionerConfig, store: Any | None = None) -> CaptionerBackend:

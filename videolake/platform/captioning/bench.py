@@ -34,9 +34,10 @@ import shutil
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,9 +70,14 @@ class CaptionBench:
     stage_decoding_captions_per_s: float | None = None  # steady rate of a second stage run that decodes itself
 
     def report(self) -> str:
-        decoding = "" if self.stage_decoding_captions_per_s is None else (
-            f"\nstage decoding its own frames (shares the cores with the engine): "
-            f"{self.stage_decoding_captions_per_s:.2f} captions/s steady")
+        decoding = (
+            ""
+            if self.stage_decoding_captions_per_s is None
+            else (
+                f"\nstage decoding its own frames (shares the cores with the engine): "
+                f"{self.stage_decoding_captions_per_s:.2f} captions/s steady"
+            )
+        )
         return (
             f"caption stage (Ray Data + actors): {self.stage_captions_per_s:.2f} captions/s steady, median of "
             f"{self.stage_runs} runs "
@@ -89,9 +95,17 @@ class CaptionBench:
         return asdict(self)
 
 
-def bench_caption(clips: pa.Table, config: CaptionerConfig, *, open_source: SourceOpener | None = None,
-                  stage_runs: int = 3, raw_repeats: int = 2, decode: bool = False, work_dir: str | None = None,
-                  echo: Callable[[str], None] | None = print) -> CaptionBench:
+def bench_caption(
+    clips: pa.Table,
+    config: CaptionerConfig,
+    *,
+    open_source: SourceOpener | None = None,
+    stage_runs: int = 3,
+    raw_repeats: int = 2,
+    decode: bool = False,
+    work_dir: str | None = None,
+    echo: Callable[[str], None] | None = print,
+) -> CaptionBench:
     """Decode the frames once; then, on those frames, ``stage_runs`` pairs of (a fresh raw engine: its first
     generate pass, then ``raw_repeats`` more for the record; a whole stage run). Print and return both rates.
 
@@ -134,12 +148,20 @@ def bench_caption(clips: pa.Table, config: CaptionerConfig, *, open_source: Sour
     table, metrics = stage[-1]
     ok = metrics.captions
     if echo:
-        echo(f"raw: {raw_ok} captions per pass; fresh engines' first passes, captions/s in order "
-             + ", ".join(f"{n / s:.1f}" for n, s in first_passes)
-             + "; their later passes " + ", ".join(f"{n / s:.1f}" for n, s in warm_passes))
-        echo("stage runs, steady captions/s in order: " + ", ".join(
-            f"{r:.1f} ({m.captions + m.failed} rows in {(m.captions + m.failed) / max(m.steady_captions_per_s, 1e-9):.2f}s"
-            f", {sum(a.generate_s for a in m.per_actor):.2f}s inside generate)" for r, (_, m) in zip(rates, stage)))
+        echo(
+            f"raw: {raw_ok} captions per pass; fresh engines' first passes, captions/s in order "
+            + ", ".join(f"{n / s:.1f}" for n, s in first_passes)
+            + "; their later passes "
+            + ", ".join(f"{n / s:.1f}" for n, s in warm_passes)
+        )
+        echo(
+            "stage runs, steady captions/s in order: "
+            + ", ".join(
+                f"{r:.1f} ({m.captions + m.failed} rows in {(m.captions + m.failed) / max(m.steady_captions_per_s, 1e-9):.2f}s"
+                f", {sum(a.generate_s for a in m.per_actor):.2f}s inside generate)"
+                for r, (_, m) in zip(rates, stage)
+            )
+        )
         echo(f"stage: {ok} ok / {table.num_rows} clips in {metrics.wall_s:.1f}s (last run)")
         for cid, err in zip(table.column("clip_id").to_pylist(), table.column("error").to_pylist()):
             if err:
@@ -173,8 +195,10 @@ def bench_caption(clips: pa.Table, config: CaptionerConfig, *, open_source: Sour
 
 def _extract_all(clips: pa.Table, config: CaptionerConfig, open_source: SourceOpener | None) -> dict:
     """The captioner inputs of every clip, decoded here once (the same extraction code the stage runs)."""
-    cols = {c: clips.column(c).to_numpy(zero_copy_only=False) for c in
-            ("clip_id", "video_id", "source_uri", "start_frame", "end_frame", "fps")}
+    cols = {
+        c: clips.column(c).to_numpy(zero_copy_only=False)
+        for c in ("clip_id", "video_id", "source_uri", "start_frame", "end_frame", "fps")
+    }
     if "clip_uri" in clips.column_names:
         cols["clip_uri"] = clips.column("clip_uri").to_numpy(zero_copy_only=False)
     return extract_frames(cols, frame_config=config.frames, input_mode=config.input_mode, open_source=open_source)
@@ -184,8 +208,13 @@ def _distinct_clips(extracted: dict) -> int:
     """How many clips have frames no other clip has (by content hash, as vLLM's multimodal cache keys them)."""
     import hashlib
 
-    return len({hashlib.blake2b(memoryview(np.ascontiguousarray(f)).cast("B")).hexdigest()
-                for f, err in zip(extracted["frames"], extracted["frame_error"]) if not err})
+    return len(
+        {
+            hashlib.blake2b(memoryview(np.ascontiguousarray(f)).cast("B")).hexdigest()
+            for f, err in zip(extracted["frames"], extracted["frame_error"])
+            if not err
+        }
+    )
 
 
 class _RawEngine:
@@ -195,15 +224,18 @@ class _RawEngine:
         from videolake.platform.captioning.vllm_backend import VLLMCaptioner
 
         self.items = [
-            {"clip_id": str(batch["clip_id"][i]), "frames": batch["frames"][i],
-             "video_meta": json.loads(batch["video_meta"][i])}
+            {
+                "clip_id": str(batch["clip_id"][i]),
+                "frames": batch["frames"][i],
+                "video_meta": json.loads(batch["video_meta"][i]),
+            }
             for i in range(len(batch["clip_id"]))
             if not batch["frame_error"][i]
         ]
         self.backend = VLLMCaptioner(config)
         self.load_s = 0.0
 
-    def __enter__(self) -> "_RawEngine":
+    def __enter__(self) -> _RawEngine:
         self.backend.setup()
         self.load_s = self.backend.load_s
         self.prompts, self.params = self.backend.build_requests(self.items)
@@ -224,8 +256,15 @@ class _RawEngine:
         return sum(1 for o in outputs if o.outputs and (o.outputs[0].text or "").strip()), seconds
 
 
-def make_bench_clips(work_dir: str | os.PathLike, *, videos: int = 4, clips_per_video: int = 8,
-                     seconds_per_clip: float = 1.0, fps: int = 24, size: str = "320x240") -> pa.Table:
+def make_bench_clips(
+    work_dir: str | os.PathLike,
+    *,
+    videos: int = 4,
+    clips_per_video: int = 8,
+    seconds_per_clip: float = 1.0,
+    fps: int = 24,
+    size: str = "320x240",
+) -> pa.Table:
     """A synthetic workload: ``videos`` ffmpeg lavfi videos, each cut into ``clips_per_video`` equal clips.
 
     Every clip's frames are distinct: each video's hue is turned by its own offset and keeps turning with time.
@@ -246,8 +285,27 @@ def make_bench_clips(work_dir: str | os.PathLike, *, videos: int = 4, clips_per_
         hue = f"hue=H=2*PI*({v}*0.618034+t/7.3)"
         if not path.exists():
             subprocess.run(
-                [ffmpeg, "-v", "error", "-y", "-f", "lavfi", "-i", f"{src}=size={size}:rate={fps}",
-                 "-frames:v", str(total), "-vf", hue, "-pix_fmt", "yuv420p", "-c:v", "libx264", "-g", str(fps), str(path)],
+                [
+                    ffmpeg,
+                    "-v",
+                    "error",
+                    "-y",
+                    "-f",
+                    "lavfi",
+                    "-i",
+                    f"{src}=size={size}:rate={fps}",
+                    "-frames:v",
+                    str(total),
+                    "-vf",
+                    hue,
+                    "-pix_fmt",
+                    "yuv420p",
+                    "-c:v",
+                    "libx264",
+                    "-g",
+                    str(fps),
+                    str(path),
+                ],
                 check=True,
             )
         for c in range(clips_per_video):
@@ -274,9 +332,18 @@ def tiny_bench_config(model_dir: str, **overrides) -> CaptionerConfig:
     return base.replace(**overrides) if overrides else base
 
 
-def run_local_bench(work_dir: str, *, model: str | None = None, videos: int = 4, clips_per_video: int = 8,
-                    model_dir: str | None = None, echo: Callable[[str], None] | None = print,
-                    decode: bool = False, stage_runs: int = 3, **overrides) -> CaptionBench:
+def run_local_bench(
+    work_dir: str,
+    *,
+    model: str | None = None,
+    videos: int = 4,
+    clips_per_video: int = 8,
+    model_dir: str | None = None,
+    echo: Callable[[str], None] | None = print,
+    decode: bool = False,
+    stage_runs: int = 3,
+    **overrides,
+) -> CaptionBench:
     """Build the tiny model (cached, in ``model_dir`` or under ``work_dir``) when no model is given, make the
     workload, run the bench."""
     from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
@@ -286,8 +353,9 @@ def run_local_bench(work_dir: str, *, model: str | None = None, videos: int = 4,
         if echo:
             echo(f"model: tiny random-weight Qwen2.5-VL at {model} (its captions are random text)")
     clips = make_bench_clips(os.path.join(work_dir, "videos"), videos=videos, clips_per_video=clips_per_video)
-    return bench_caption(clips, tiny_bench_config(model, **overrides), decode=decode, work_dir=work_dir, echo=echo,
-                         stage_runs=stage_runs)
+    return bench_caption(
+        clips, tiny_bench_config(model, **overrides), decode=decode, work_dir=work_dir, echo=echo, stage_runs=stage_runs
+    )
 
 
 def main(clips: int = 16, model: str | None = None, work_dir: str | None = None, decode: bool = False) -> int:
@@ -303,9 +371,15 @@ def main(clips: int = 16, model: str | None = None, work_dir: str | None = None,
     per_video = 8
     videos = max(1, -(-clips // per_video))
     # A 64-clip stage run's steady window lasts about a second, so 5 pairs; at 1,000 clips (~20 s each) 3 suffice.
-    result = run_local_bench(work, model=model, videos=videos, clips_per_video=per_video,
-                             model_dir=os.path.join(data, "models", TINY_MODEL_DIRNAME), decode=decode,
-                             stage_runs=5 if clips <= 256 else 3)
+    result = run_local_bench(
+        work,
+        model=model,
+        videos=videos,
+        clips_per_video=per_video,
+        model_dir=os.path.join(data, "models", TINY_MODEL_DIRNAME),
+        decode=decode,
+        stage_runs=5 if clips <= 256 else 3,
+    )
     return 0 if result.captions_ok > 0 else 1
 
 

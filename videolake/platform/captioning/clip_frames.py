@@ -22,8 +22,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any
 from urllib.parse import unquote_to_bytes, urlparse
 
 import numpy as np
@@ -33,7 +34,7 @@ from videolake.platform.failures import PERMANENT, failure_class
 
 log = logging.getLogger(__name__)
 
-SourceOpener = Callable[[str], "str | ContextManager[str]"]
+SourceOpener = Callable[[str], "str | contextlib.AbstractContextManager[str]"]
 
 EMPTY_FRAMES = np.zeros((0, 0, 0, 3), dtype=np.uint8)
 
@@ -73,7 +74,7 @@ def default_open_source(uri: str) -> str:
     if uri.startswith("file://"):
         # Percent-decoded to bytes, then as the filesystem decodes names: '#', '%', spaces and non-UTF-8 names are
         # the file's own (urlparse would cut at '#').
-        return os.fsdecode(unquote_to_bytes(uri[len("file://"):]))
+        return os.fsdecode(unquote_to_bytes(uri[len("file://") :]))
     parsed = urlparse(uri)
     if parsed.scheme == "":
         return uri
@@ -84,7 +85,7 @@ def store_opener(store_factory: Callable[[str], Any]) -> SourceOpener:
     """An opener over object stores: ``store_factory(uri)`` returns the ObjectStore holding ``uri``; the object is
     read through ``store.open_local`` (the file itself for a local store, a temporary download otherwise)."""
 
-    def open_source(uri: str) -> ContextManager[str]:
+    def open_source(uri: str) -> contextlib.AbstractContextManager[str]:
         store = store_factory(uri)
         return store.open_local(store.key_from_uri(uri))
 
@@ -126,8 +127,9 @@ def max_side_for(width: int, height: int, max_pixels: int) -> int | None:
     return max(1, int(math.floor(math.sqrt(max_pixels * long / short))))
 
 
-def read_frames(path: str, start_frame: int, end_frame: int, fps: float, config: FrameConfig,
-                even: bool = False) -> ClipFrames:
+def read_frames(
+    path: str, start_frame: int, end_frame: int, fps: float, config: FrameConfig, even: bool = False
+) -> ClipFrames:
     """Sample and decode the frames of [start_frame, end_frame) of a local video. Raises ValueError with a reason."""
     from videolake.platform.clips import frame_index, read_clip_frames, sample_indices
 
@@ -149,8 +151,9 @@ def read_frames(path: str, start_frame: int, end_frame: int, fps: float, config:
     return ClipFrames(frames=arr, frame_indices=indices, fps=float(fps), clip_num_frames=n_clip)
 
 
-def extract_clip(row: dict[str, Any], config: FrameConfig, open_source: SourceOpener | None = None,
-                 even: bool = False) -> ClipFrames:
+def extract_clip(
+    row: dict[str, Any], config: FrameConfig, open_source: SourceOpener | None = None, even: bool = False
+) -> ClipFrames:
     """The frames of one clip row (from its clip file when ``clip_uri`` is set, else from its source range)."""
     start, end = int(row["start_frame"]), int(row["end_frame"])
     fps = float(row["fps"] or 0.0)
@@ -163,8 +166,13 @@ def extract_clip(row: dict[str, Any], config: FrameConfig, open_source: SourceOp
         return read_frames(path, start, end, fps, config, even=even)
 
 
-def extract_frames(batch: dict[str, np.ndarray], *, frame_config: FrameConfig, input_mode: str = "video",
-                   open_source: SourceOpener | None = None) -> dict[str, np.ndarray]:
+def extract_frames(
+    batch: dict[str, np.ndarray],
+    *,
+    frame_config: FrameConfig,
+    input_mode: str = "video",
+    open_source: SourceOpener | None = None,
+) -> dict[str, np.ndarray]:
     """Ray Data ``map_batches`` function (numpy format): clip rows in, captioner input rows out (see base.py).
 
     Never raises for a bad clip: the reason goes into ``frame_error``.
@@ -227,22 +235,26 @@ class FrameCache:
         return json.dumps({"frames": asdict(frame_config), "input_mode": input_mode}, sort_keys=True)
 
     @classmethod
-    def write(cls, directory: str, extracted: dict[str, np.ndarray], frame_config: FrameConfig,
-              input_mode: str) -> "FrameCache":
+    def write(
+        cls, directory: str, extracted: dict[str, np.ndarray], frame_config: FrameConfig, input_mode: str
+    ) -> FrameCache:
         """Keep ``extracted`` (``extract_frames``' output) under ``directory``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         frames = [np.ascontiguousarray(f) for f in extracted["frames"]]
-        table = pa.table({
-            "clip_id": pa.array([str(c) for c in extracted["clip_id"]], pa.string()),
-            "frames": pa.array([f.tobytes() for f in frames], pa.binary()),
-            "shape": pa.array([list(f.shape) for f in frames], pa.list_(pa.int32())),
-            "frame_error": pa.array([str(e) for e in extracted["frame_error"]], pa.string()),
-            "video_meta": pa.array([str(m) for m in extracted["video_meta"]], pa.string()),
-        })
+        table = pa.table(
+            {
+                "clip_id": pa.array([str(c) for c in extracted["clip_id"]], pa.string()),
+                "frames": pa.array([f.tobytes() for f in frames], pa.binary()),
+                "shape": pa.array([list(f.shape) for f in frames], pa.list_(pa.int32())),
+                "frame_error": pa.array([str(e) for e in extracted["frame_error"]], pa.string()),
+                "video_meta": pa.array([str(m) for m in extracted["video_meta"]], pa.string()),
+            }
+        )
         table = table.sort_by("clip_id").replace_schema_metadata(
-            {"videolake.frames": cls._fingerprint(frame_config, input_mode)})
+            {"videolake.frames": cls._fingerprint(frame_config, input_mode)}
+        )
         os.makedirs(directory, exist_ok=True)
         # Sorted, in small row groups: a lookup of a batch's clip ids reads the few groups that hold them.
         pq.write_table(table, os.path.join(directory, cls.FILE), row_group_size=cls.ROW_GROUP)
@@ -261,10 +273,19 @@ class FrameCache:
             raise ValueError(f"the frame cache {path} was made with other frame settings ({made_with or 'none'})")
         cached = {cid: i for i, cid in enumerate(table.column("clip_id").to_pylist())}
         missing = [i for i, cid in enumerate(wanted) if cid not in cached]
-        decoded = extract_frames({k: np.asarray(v)[missing] for k, v in batch.items()}, frame_config=self.frame_config,
-                                 input_mode=self.input_mode, open_source=open_source) if missing else None
-        out = extract_frames({k: np.asarray(v)[:0] for k, v in batch.items()}, frame_config=self.frame_config,
-                             input_mode=self.input_mode)  # the output's columns and types, no rows
+        decoded = (
+            extract_frames(
+                {k: np.asarray(v)[missing] for k, v in batch.items()},
+                frame_config=self.frame_config,
+                input_mode=self.input_mode,
+                open_source=open_source,
+            )
+            if missing
+            else None
+        )
+        out = extract_frames(
+            {k: np.asarray(v)[:0] for k, v in batch.items()}, frame_config=self.frame_config, input_mode=self.input_mode
+        )  # the output's columns and types, no rows
         out = {k: np.empty(len(wanted), dtype=v.dtype) for k, v in out.items()}
         for k in ("clip_id", "video_id", "source_uri"):
             out[k] = np.asarray(batch[k], dtype=object)

@@ -30,8 +30,9 @@ def day_samples(lake: Any, day: str, count: int = COUNT) -> list[dict]:
     if caps.num_rows == 0:
         return []
     ids = caps.column("clip_id")
-    clips = lake.read_where("scene_clips", ["clip_id", "start_frame", "end_frame", "partition_date"],
-                            pc.field("clip_id").isin(ids))
+    clips = lake.read_where(
+        "scene_clips", ["clip_id", "start_frame", "end_frame", "partition_date"], pc.field("clip_id").isin(ids)
+    )
     ranges = {r["clip_id"]: (r["start_frame"], r["end_frame"]) for r in clips.to_pylist()}
     vids = pc.unique(caps.column("video_id"))
     videos = lake.read_where("raw_videos", ["video_id", "fps", "status"], pc.field("video_id").isin(vids))
@@ -39,8 +40,14 @@ def day_samples(lake: Any, day: str, count: int = COUNT) -> list[dict]:
     out = []
     for r in caps.to_pylist():
         if r["clip_id"] in ranges and fps.get(r["video_id"]):
-            out.append({**r, "start_frame": ranges[r["clip_id"]][0], "end_frame": ranges[r["clip_id"]][1],
-                        "fps": fps[r["video_id"]]})
+            out.append(
+                {
+                    **r,
+                    "start_frame": ranges[r["clip_id"]][0],
+                    "end_frame": ranges[r["clip_id"]][1],
+                    "fps": fps[r["video_id"]],
+                }
+            )
     return out
 
 

@@ -81,8 +81,14 @@ class CaptionMetrics:
         return out
 
 
-def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float, num_actors: int | None = None,
-                    ended_at: float | None = None) -> CaptionMetrics:
+def compute_metrics(
+    rows: pa.Table,
+    *,
+    wall_s: float,
+    num_gpus_per_actor: float,
+    num_actors: int | None = None,
+    ended_at: float | None = None,
+) -> CaptionMetrics:
     """Metrics from the captioner's output rows (clip_captions columns + METRIC_COLUMNS).
 
     ``num_actors``: the pool size (default: actors seen in the rows); ``ended_at``: epoch seconds when the stage
@@ -136,65 +142,96 @@ def compute_metrics(rows: pa.Table, *, wall_s: float, num_gpus_per_actor: float,
 
 
 def _per_actor(rows: pa.Table) -> list[ActorStats]:
-    cols: dict[str, Any] = {c: rows.column(c).to_numpy(zero_copy_only=False) for c in
-                            ("actor_id", "generate_s", "actor_load_s", "actor_started_at", "batch_finished_at")}
+    cols: dict[str, Any] = {
+        c: rows.column(c).to_numpy(zero_copy_only=False)
+        for c in ("actor_id", "generate_s", "actor_load_s", "actor_started_at", "batch_finished_at")
+    }
     out = []
     for actor in sorted(set(cols["actor_id"].tolist())):
         m = cols["actor_id"] == actor
         gen = float(np.sum(cols["generate_s"][m]))
         count = int(np.sum(m))
         lifetime = float(np.max(cols["batch_finished_at"][m]) - np.min(cols["actor_started_at"][m]))
-        out.append(ActorStats(
-            actor_id=str(actor),
-            captions=count,
-            generate_s=gen,
-            load_s=float(np.max(cols["actor_load_s"][m])),
-            lifetime_s=max(lifetime, 0.0),
-            captions_per_s=count / gen if gen > 0 else 0.0,
-            straggler=False,
-        ))
+        out.append(
+            ActorStats(
+                actor_id=str(actor),
+                captions=count,
+                generate_s=gen,
+                load_s=float(np.max(cols["actor_load_s"][m])),
+                lifetime_s=max(lifetime, 0.0),
+                captions_per_s=count / gen if gen > 0 else 0.0,
+                straggler=False,
+            )
+        )
     return out
 
 
-def compute_metrics_from_batches(batches: list[dict], *, wall_s: float, num_gpus_per_actor: float,
-                                 num_actors: int | None = None, ended_at: float | None = None) -> CaptionMetrics:
+def compute_metrics_from_batches(
+    batches: list[dict],
+    *,
+    wall_s: float,
+    num_gpus_per_actor: float,
+    num_actors: int | None = None,
+    ended_at: float | None = None,
+) -> CaptionMetrics:
     """The same metrics from one summary per captioned batch (what the streaming stage's driver holds: counts and
     timings per batch, never the rows). Keys: rows, ok, prompt_tokens, output_tokens and the METRIC_COLUMNS."""
     if not batches:
-        return compute_metrics(_EMPTY, wall_s=wall_s, num_gpus_per_actor=num_gpus_per_actor, num_actors=num_actors,
-                               ended_at=ended_at)
+        return compute_metrics(
+            _EMPTY, wall_s=wall_s, num_gpus_per_actor=num_gpus_per_actor, num_actors=num_actors, ended_at=ended_at
+        )
     # One synthetic row per batch carrying the batch's totals reproduces compute_metrics' sums exactly; counts
     # (captions, rows per actor) are weighted by the batch's rows.
     n_rows = sum(int(b["rows"]) for b in batches)
     ok = sum(int(b["ok"]) for b in batches)
-    rows = pa.table({
-        "status": ["ok"] * len(batches),
-        "prompt_tokens": [int(b["prompt_tokens"]) for b in batches],
-        "output_tokens": [int(b["output_tokens"]) for b in batches],
-        "actor_id": [str(b["actor_id"]) for b in batches],
-        "generate_s": [float(b["generate_s"]) for b in batches],
-        "actor_load_s": [float(b["actor_load_s"]) for b in batches],
-        "actor_started_at": [float(b["actor_started_at"]) for b in batches],
-        "actor_ready_at": [float(b["actor_ready_at"]) for b in batches],
-        "batch_finished_at": [float(b["batch_finished_at"]) for b in batches],
-    })
-    m = compute_metrics(rows, wall_s=wall_s, num_gpus_per_actor=num_gpus_per_actor, num_actors=num_actors,
-                        ended_at=ended_at)
+    rows = pa.table(
+        {
+            "status": ["ok"] * len(batches),
+            "prompt_tokens": [int(b["prompt_tokens"]) for b in batches],
+            "output_tokens": [int(b["output_tokens"]) for b in batches],
+            "actor_id": [str(b["actor_id"]) for b in batches],
+            "generate_s": [float(b["generate_s"]) for b in batches],
+            "actor_load_s": [float(b["actor_load_s"]) for b in batches],
+            "actor_started_at": [float(b["actor_started_at"]) for b in batches],
+            "actor_ready_at": [float(b["actor_ready_at"]) for b in batches],
+            "batch_finished_at": [float(b["batch_finished_at"]) for b in batches],
+        }
+    )
+    m = compute_metrics(
+        rows, wall_s=wall_s, num_gpus_per_actor=num_gpus_per_actor, num_actors=num_actors, ended_at=ended_at
+    )
     per_actor = []
     for a in m.per_actor:
         count = sum(int(b["rows"]) for b in batches if str(b["actor_id"]) == a.actor_id)
-        per_actor.append(ActorStats(**{**a.__dict__, "captions": count,
-                                       "captions_per_s": count / a.generate_s if a.generate_s > 0 else 0.0}))
+        per_actor.append(
+            ActorStats(
+                **{**a.__dict__, "captions": count, "captions_per_s": count / a.generate_s if a.generate_s > 0 else 0.0}
+            )
+        )
     rates = [a.captions_per_s for a in per_actor if a.generate_s > 0]
     median = statistics.median(rates) if rates else 0.0
-    per_actor = [ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
-                 for a in per_actor]
+    per_actor = [
+        ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
+        for a in per_actor
+    ]
     steady = m.steady_captions_per_s * n_rows / len(batches)  # compute_metrics counted one row per batch
-    return CaptionMetrics(**{**m.__dict__, "captions": ok, "failed": n_rows - ok,
-                             "captions_per_s": n_rows / wall_s if wall_s > 0 else 0.0,
-                             "steady_captions_per_s": steady, "per_actor": per_actor,
-                             "stragglers": sum(a.straggler for a in per_actor)})
+    return CaptionMetrics(
+        **{
+            **m.__dict__,
+            "captions": ok,
+            "failed": n_rows - ok,
+            "captions_per_s": n_rows / wall_s if wall_s > 0 else 0.0,
+            "steady_captions_per_s": steady,
+            "per_actor": per_actor,
+            "stragglers": sum(a.straggler for a in per_actor),
+        }
+    )
 
 
-_EMPTY = pa.table({"status": pa.array([], pa.string()), "prompt_tokens": pa.array([], pa.int64()),
-                   "output_tokens": pa.array([], pa.int64())})
+_EMPTY = pa.table(
+    {
+        "status": pa.array([], pa.string()),
+        "prompt_tokens": pa.array([], pa.int64()),
+        "output_tokens": pa.array([], pa.int64()),
+    }
+)

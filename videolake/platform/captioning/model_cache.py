@@ -19,9 +19,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 from urllib.parse import unquote, urlparse
 
 from videolake.platform.objectstore.base import ObjectStore, sha256_file
@@ -55,8 +55,9 @@ def default_store_factory(uri: str) -> ObjectStore:
     raise ValueError(f"no object store for {uri}: pass store_factory= to resolve_model")
 
 
-def resolve_model(model: str, *, cache_dir: str | None = None, store_factory: StoreFactory | None = None,
-                  verify: str = "sha256") -> LocalModel:
+def resolve_model(
+    model: str, *, cache_dir: str | None = None, store_factory: StoreFactory | None = None, verify: str = "sha256"
+) -> LocalModel:
     """A local directory for ``model``: a plain path is used in place; a URI (file://, s3://...) is copied once
     into ``cache_dir`` and loaded from there."""
     t0 = time.perf_counter()
@@ -76,8 +77,9 @@ def cache_entry(cache_dir: str, uri: str) -> Path:
     return Path(cache_dir) / f"{name}-{digest}"
 
 
-def ensure_cached(store: ObjectStore, prefix: str, cache_dir: str, *, verify: str = "sha256",
-                  uri: str | None = None) -> LocalModel:
+def ensure_cached(
+    store: ObjectStore, prefix: str, cache_dir: str, *, verify: str = "sha256", uri: str | None = None
+) -> LocalModel:
     """Copy the objects under ``prefix`` to the node cache unless a verified complete copy is already there."""
     t0 = time.perf_counter()
     uri = uri or store.uri(prefix)
@@ -95,15 +97,25 @@ def ensure_cached(store: ObjectStore, prefix: str, cache_dir: str, *, verify: st
             shutil.rmtree(entry)
         _copy(store, prefix, remote, entry)
     seconds = time.perf_counter() - t0
-    log.info("copied model %s (%d files, %.1f MB) to %s in %.1fs", uri, len(remote),
-             sum(remote.values()) / 1e6, entry, seconds)
+    log.info(
+        "copied model %s (%d files, %.1f MB) to %s in %.1fs",
+        uri,
+        len(remote),
+        sum(remote.values()) / 1e6,
+        entry,
+        seconds,
+    )
     return LocalModel(path=str(entry), seconds=seconds, copied=True)
 
 
 def _remote_files(store: ObjectStore, prefix: str) -> dict[str, int]:
     """Relative path -> size of every object under the prefix (the prefix is a directory)."""
     base = prefix.strip("/") + "/"
-    return {o.key[len(base):]: int(o.size) for o in store.readable_objects(base) if o.key.startswith(base) and o.key != base}
+    return {
+        o.key[len(base) :]: int(o.size)
+        for o in store.readable_objects(base)
+        if o.key.startswith(base) and o.key != base
+    }
 
 
 def verify_entry(entry: Path, remote: dict[str, int], *, verify: str = "sha256") -> str | None:
@@ -158,4 +170,3 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-

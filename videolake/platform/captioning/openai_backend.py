@@ -76,8 +76,12 @@ class OpenAICaptioner(CaptionerBackend):
         key = os.environ.get(ep.api_key_env, "")
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=httpx.Timeout(ep.timeout_s),
-                                   limits=httpx.Limits(max_connections=ep.max_concurrency))
+        self.client = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(ep.timeout_s),
+            limits=httpx.Limits(max_connections=ep.max_concurrency),
+        )
         self.pool = ThreadPoolExecutor(max_workers=ep.max_concurrency, thread_name_prefix="caption-http")
         try:  # reachability and model name, so a misconfiguration shows up in the log before the first clip
             served = [m.get("id") for m in self._request("GET", "/models").get("data", [])]
@@ -99,8 +103,9 @@ class OpenAICaptioner(CaptionerBackend):
     def request_body(self, item: dict[str, Any]) -> dict[str, Any]:
         fmt = self.config.endpoint.image_format
         frames = item["frames"]
-        media = [{"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}}
-                 for t in range(frames.shape[0])]
+        media = [
+            {"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}} for t in range(frames.shape[0])
+        ]
         s = self.config.sampling
         body: dict[str, Any] = {
             "model": self.model,
@@ -128,8 +133,9 @@ class OpenAICaptioner(CaptionerBackend):
         try:
             resp = self._request("POST", "/chat/completions", json=self.request_body(item))
         except Exception as exc:  # noqa: BLE001 - one clip's failure, with its reason
-            return CaptionResult(error=f"endpoint error: {exc}", latency_s=time.perf_counter() - t0,
-                                 failure_class=failure_class(exc))
+            return CaptionResult(
+                error=f"endpoint error: {exc}", latency_s=time.perf_counter() - t0, failure_class=failure_class(exc)
+            )
         latency = time.perf_counter() - t0
         usage = resp.get("usage") or {}
         choices = resp.get("choices") or []
@@ -137,8 +143,12 @@ class OpenAICaptioner(CaptionerBackend):
             return CaptionResult(error="endpoint error: no choices in the response", latency_s=latency)
         choice = choices[0]
         text = ((choice.get("message") or {}).get("content") or "").strip()
-        res = CaptionResult(caption=text or None, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                            output_tokens=int(usage.get("completion_tokens") or 0), latency_s=latency)
+        res = CaptionResult(
+            caption=text or None,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+        )
         if not text:
             res.error = f"empty output (finish_reason={choice.get('finish_reason')})"
         elif (reason := check_structured_output(self.prompt, text)) is not None:
@@ -165,7 +175,7 @@ class OpenAICaptioner(CaptionerBackend):
                 last = f"{type(exc).__name__}: {exc}"
             if attempt == ep.max_retries:
                 break
-            delay = retry_after if retry_after is not None else ep.backoff_s * (2 ** attempt) * (0.5 + random.random())
+            delay = retry_after if retry_after is not None else ep.backoff_s * (2**attempt) * (0.5 + random.random())
             log.info("%s %s failed (%s); retry %d/%d in %.2fs", method, path, last, attempt + 1, ep.max_retries, delay)
             time.sleep(delay)
         raise EndpointError(f"{last} (after {ep.max_retries} retries)", transient=True)

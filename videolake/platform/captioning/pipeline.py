@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -78,8 +79,9 @@ def caption_clips(
         raise ValueError("clip_id values must be unique")
     if clips.num_rows == 0:
         empty = CAPTION_SCHEMA.empty_table()
-        return _with_partition(empty, clips), compute_metrics(_with_metric_columns(empty), wall_s=0.0,
-                                                             num_gpus_per_actor=config.num_gpus_per_actor)
+        return _with_partition(empty, clips), compute_metrics(
+            _with_metric_columns(empty), wall_s=0.0, num_gpus_per_actor=config.num_gpus_per_actor
+        )
     has_day = PARTITION_COLUMN in clips.column_names
     inputs = clips
     if not has_day:
@@ -93,8 +95,16 @@ def caption_clips(
         rng = PartitionRange.of(days) if _contiguous(days) else None
         if rng is None:
             raise ValueError("caption_clips needs rows of contiguous days")
-        run = caption_partitions(lake, rng, config, store=store, open_source=open_source, progress=progress,
-                                 inputs=inputs, frame_cache=frame_cache)
+        run = caption_partitions(
+            lake,
+            rng,
+            config,
+            store=store,
+            open_source=open_source,
+            progress=progress,
+            inputs=inputs,
+            frame_cache=frame_cache,
+        )
         table = lake.read_partitions("clip_captions", rng).sort_by("clip_id")
     if not has_day:
         table = table.drop_columns([PARTITION_COLUMN])

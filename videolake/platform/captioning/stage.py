@@ -27,8 +27,9 @@ import hashlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +62,8 @@ def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
     filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed"])
     passed = filtered.filter(pc.equal(filtered.column("passed"), True)).select(["clip_id"])
     clips = lake.read_partitions(
-        "scene_clips", rng,
+        "scene_clips",
+        rng,
         columns=["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "clip_uri", PARTITION_COLUMN],
     )
     videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps"])
@@ -70,12 +72,16 @@ def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
 
 
 def _pieces(checkpoints: Checkpoints, day: str) -> list[str]:
-    return sorted(e.path for e in checkpoints.files.list(checkpoints.day_dir(day), recursive=False)
-                  if e.path.rsplit("/", 1)[-1].startswith(PIECE_PREFIX))
+    return sorted(
+        e.path
+        for e in checkpoints.files.list(checkpoints.day_dir(day), recursive=False)
+        if e.path.rsplit("/", 1)[-1].startswith(PIECE_PREFIX)
+    )
 
 
-def plan_day(lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, token: str,
-             inputs: pa.Table | None = None) -> dict:
+def plan_day(
+    lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, token: str, inputs: pa.Table | None = None
+) -> dict:
     """Runs on a worker: which clips of ``day`` still need a caption; writes them as todo files.
 
     ``inputs``: the day's clips to caption (default: read from the lake). Returns counts and the todo paths.
@@ -110,23 +116,32 @@ def plan_day(lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, to
         files.write_parquet(path, _plain_inputs(unit))
         paths.append(path)
         units_retried += bool(retried.intersection(unit.column("clip_id").to_pylist()))
-    return {"day": day, "wanted": len(wanted), "clips_reused": len(done), "pieces_reused": pieces_reused,
-            "clips_retried": len(retried), "units_retried": units_retried, "todo_paths": paths,
-            "wanted_path": wanted_path}
+    return {
+        "day": day,
+        "wanted": len(wanted),
+        "clips_reused": len(done),
+        "pieces_reused": pieces_reused,
+        "clips_retried": len(retried),
+        "units_retried": units_retried,
+        "todo_paths": paths,
+        "wanted_path": wanted_path,
+    }
 
 
 def _plain_inputs(t: pa.Table) -> pa.Table:
     """Only what extraction needs, in plain types (the date as text: it names the piece's day)."""
-    return pa.table({
-        "clip_id": t.column("clip_id").cast(pa.string()),
-        "video_id": t.column("video_id").cast(pa.string()),
-        "source_uri": t.column("source_uri").cast(pa.string()),
-        "start_frame": t.column("start_frame").cast(pa.int64()),
-        "end_frame": t.column("end_frame").cast(pa.int64()),
-        "fps": t.column("fps").cast(pa.float64()),
-        "clip_uri": t.column("clip_uri").cast(pa.string()),
-        "day": t.column(PARTITION_COLUMN).cast(pa.string()),
-    })
+    return pa.table(
+        {
+            "clip_id": t.column("clip_id").cast(pa.string()),
+            "video_id": t.column("video_id").cast(pa.string()),
+            "source_uri": t.column("source_uri").cast(pa.string()),
+            "start_frame": t.column("start_frame").cast(pa.int64()),
+            "end_frame": t.column("end_frame").cast(pa.int64()),
+            "fps": t.column("fps").cast(pa.float64()),
+            "clip_uri": t.column("clip_uri").cast(pa.string()),
+            "day": t.column(PARTITION_COLUMN).cast(pa.string()),
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------------- pipeline
@@ -149,14 +164,20 @@ class LoadAndExtract:
         rows = {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
         if self.config.input_mode == "none":
             n = t.num_rows  # no frames decoded, none shipped to the actors
-            out = {"clip_id": rows["clip_id"], "video_id": rows["video_id"], "source_uri": rows["source_uri"],
-                   "frame_error": np.array([""] * n, dtype=object), "frame_error_class": np.array([""] * n, dtype=object),
-                   "num_frames": np.zeros(n, np.int32)}
+            out = {
+                "clip_id": rows["clip_id"],
+                "video_id": rows["video_id"],
+                "source_uri": rows["source_uri"],
+                "frame_error": np.array([""] * n, dtype=object),
+                "frame_error_class": np.array([""] * n, dtype=object),
+                "num_frames": np.zeros(n, np.int32),
+            }
         elif self.frame_cache is not None:
             out = self.frame_cache.extract(rows, open_source=self.open_source)
         else:
-            out = extract_frames(rows, frame_config=self.config.frames, input_mode=self.config.input_mode,
-                                 open_source=self.open_source)
+            out = extract_frames(
+                rows, frame_config=self.config.frames, input_mode=self.config.input_mode, open_source=self.open_source
+            )
         out["day"] = rows["day"]
         return out
 
@@ -185,8 +206,11 @@ class CaptionWriterActor:
         self._ledger()
 
     def _ledger(self) -> None:
-        doc = {"started_at": self.started_at, "last_at": time.time(),
-               "accelerators": self.config.num_gpus_per_actor or 1.0}
+        doc = {
+            "started_at": self.started_at,
+            "last_at": time.time(),
+            "accelerators": self.config.num_gpus_per_actor or 1.0,
+        }
         tbl = pa.table({k: [v] for k, v in doc.items()})
         self.checkpoints.files.write_parquet(self.ledger_path, tbl)
 
@@ -220,8 +244,9 @@ def actor_pool(config: CaptionerConfig):
     """
     import ray.data
 
-    return ray.data.ActorPoolStrategy(size=config.num_actors, max_concurrent_calls_per_actor=1,
-                                      enable_true_multi_threading=True)
+    return ray.data.ActorPoolStrategy(
+        size=config.num_actors, max_concurrent_calls_per_actor=1, enable_true_multi_threading=True
+    )
 
 
 def _summary(piece: pa.Table, day: str) -> dict:
@@ -245,8 +270,14 @@ def _summary(piece: pa.Table, day: str) -> dict:
 # ---------------------------------------------------------------------------------------------------- finalize
 
 
-def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: str, config_label: dict,
-                 attempts_since: float | None = None) -> tuple[list, dict]:
+def finalize_day(
+    checkpoints: Checkpoints,
+    day: str,
+    wanted_path: str,
+    token: str,
+    config_label: dict,
+    attempts_since: float | None = None,
+) -> tuple[list, dict]:
     """Runs on a worker: the day's committed rows = pieces ∩ wanted clips, one row per wanted clip."""
     from videolake.platform.lake import DataFile
 
@@ -261,10 +292,14 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         rows = rows.filter(pc.is_in(rows.column("clip_id"), value_set=wanted_ids))
         # A clip in two pieces (two attempts raced on it, or a transient failure captioned again): keep its
         # earliest row that is no transient failure, else its latest transient one; deterministically.
-        rows = rows.set_column(rows.column_names.index("failure_class"), "failure_class",
-                               rows.column("failure_class").cast(pa.string()))
-        late_first = pc.if_else(pc.equal(pc.fill_null(rows.column("failure_class"), ""), TRANSIENT),
-                                pc.negate(rows.column("batch_finished_at")), rows.column("batch_finished_at"))
+        rows = rows.set_column(
+            rows.column_names.index("failure_class"), "failure_class", rows.column("failure_class").cast(pa.string())
+        )
+        late_first = pc.if_else(
+            pc.equal(pc.fill_null(rows.column("failure_class"), ""), TRANSIENT),
+            pc.negate(rows.column("batch_finished_at")),
+            rows.column("batch_finished_at"),
+        )
         rows = rows.append_column("_transient", pc.fill_null(pc.equal(rows.column("failure_class"), TRANSIENT), False))
         rows = rows.append_column("_order", late_first)
         rows = rows.sort_by([("clip_id", "ascending"), ("_transient", "ascending"), ("_order", "ascending")])
@@ -276,8 +311,13 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         if rows.num_rows == 0:
             rows = None
     got = rows.column("clip_id") if rows is not None else pa.array([], pa.string())
-    missing = wanted.filter(pc.invert(pc.is_in(wanted.column("clip_id"), value_set=got.combine_chunks()
-                                               if isinstance(got, pa.ChunkedArray) else got)))
+    missing = wanted.filter(
+        pc.invert(
+            pc.is_in(
+                wanted.column("clip_id"), value_set=got.combine_chunks() if isinstance(got, pa.ChunkedArray) else got
+            )
+        )
+    )
     useful_s = 0.0  # generate seconds of committed rows captioned by this range's attempts (not older reuse)
     if rows is not None and attempts_since is not None:
         recent = pc.greater_equal(rows.column("batch_finished_at"), attempts_since)
@@ -288,12 +328,16 @@ def finalize_day(checkpoints: Checkpoints, day: str, wanted_path: str, token: st
         data = filled if data is None else pa.concat_tables([conform(data, filled.schema), filled])
     import datetime as dt
 
-    summary = {**table_spec(TABLE).figures_of(CLIP_CAPTIONS.empty_table()), "missing_filled": missing.num_rows,
-               "useful_s": useful_s}
+    summary = {
+        **table_spec(TABLE).figures_of(CLIP_CAPTIONS.empty_table()),
+        "missing_filled": missing.num_rows,
+        "useful_s": useful_s,
+    }
     if data is None or data.num_rows == 0:
         return [], summary
-    data = data.append_column(CLIP_CAPTIONS.field(PARTITION_COLUMN),
-                              pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32()))
+    data = data.append_column(
+        CLIP_CAPTIONS.field(PARTITION_COLUMN), pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32())
+    )
     data = conform(data, CLIP_CAPTIONS).sort_by("clip_id")
     summary.update(table_spec(TABLE).figures_of(data))
     data = data.drop_columns([PARTITION_COLUMN])
@@ -306,16 +350,25 @@ def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:
     n = missing.num_rows
     now = pa.array([int(time.time() * 1e6)] * n, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     schema = pa.schema([f for f in CLIP_CAPTIONS if f.name != PARTITION_COLUMN])
-    return pa.table({
-        "clip_id": missing.column("clip_id"), "video_id": missing.column("video_id"),
-        "source_uri": missing.column("source_uri"), "status": pa.array([STATUS_FAILED] * n),
-        "caption": pa.nulls(n, pa.string()), "error": pa.array([LOST_ROW_ERROR] * n),
-        "failure_class": pa.array([TRANSIENT] * n),  # a lost actor: captioning again can succeed
-        "model": pa.array([label["model"]] * n), "model_revision": pa.array([label["model_revision"]] * n, pa.string()),
-        "prompt_version": pa.array([label["prompt_version"]] * n), "num_frames": pa.array([0] * n, pa.int32()),
-        "prompt_tokens": pa.array([0] * n, pa.int64()), "output_tokens": pa.array([0] * n, pa.int64()),
-        "latency_s": pa.array([0.0] * n), "captioned_at": now,
-    }).cast(schema)
+    return pa.table(
+        {
+            "clip_id": missing.column("clip_id"),
+            "video_id": missing.column("video_id"),
+            "source_uri": missing.column("source_uri"),
+            "status": pa.array([STATUS_FAILED] * n),
+            "caption": pa.nulls(n, pa.string()),
+            "error": pa.array([LOST_ROW_ERROR] * n),
+            "failure_class": pa.array([TRANSIENT] * n),  # a lost actor: captioning again can succeed
+            "model": pa.array([label["model"]] * n),
+            "model_revision": pa.array([label["model_revision"]] * n, pa.string()),
+            "prompt_version": pa.array([label["prompt_version"]] * n),
+            "num_frames": pa.array([0] * n, pa.int32()),
+            "prompt_tokens": pa.array([0] * n, pa.int64()),
+            "output_tokens": pa.array([0] * n, pa.int64()),
+            "latency_s": pa.array([0.0] * n),
+            "captioned_at": now,
+        }
+    ).cast(schema)
 
 
 # ------------------------------------------------------------------------------------------------------ driver
@@ -389,8 +442,7 @@ def caption_partitions(
         day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in days}
     elif inputs is not None:
         day_inputs = {d: inputs for d in days}  # empty
-    plans = call_each(plan_day, [(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days],
-                      on_ray=on_ray)
+    plans = call_each(plan_day, [(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days], on_ray=on_ray)
     del day_inputs
     phase = {"plan_s": time.monotonic() - t0}
     todo = [p for plan in plans for p in plan["todo_paths"]]
@@ -399,9 +451,11 @@ def caption_partitions(
     clips_retried = sum(p["clips_retried"] for p in plans)
     pieces_reused = sum(p["pieces_reused"] for p in plans)
     if progress:
-        progress(f"{wanted} clips to caption in {len(days)} partition(s): {clips_reused} already captioned "
-                 f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units"
-                 f" ({clips_retried} again after a transient failure)")
+        progress(
+            f"{wanted} clips to caption in {len(days)} partition(s): {clips_reused} already captioned "
+            f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units"
+            f" ({clips_retried} again after a transient failure)"
+        )
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()
@@ -415,13 +469,19 @@ def caption_partitions(
         if todo:
             ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
             ds = ds.map_batches(
-                LoadAndExtract(checkpoints, config, open_source, frame_cache), batch_size=1, batch_format="numpy",
+                LoadAndExtract(checkpoints, config, open_source, frame_cache),
+                batch_size=1,
+                batch_format="numpy",
                 num_cpus=config.extract_num_cpus,
             )
             ds = ds.map_batches(
                 CaptionWriterActor,
-                fn_constructor_kwargs={"config": config, "checkpoints": checkpoints, "ledger_dir": ledger_dir,
-                                       "store": store},
+                fn_constructor_kwargs={
+                    "config": config,
+                    "checkpoints": checkpoints,
+                    "ledger_dir": ledger_dir,
+                    "store": store,
+                },
                 compute=actor_pool(config),
                 batch_size=config.batch_size,
                 batch_format="numpy",
@@ -442,10 +502,14 @@ def caption_partitions(
 
     ledger = _read_ledger(checkpoints, ledger_dir)
     since = min((e["started_at"] for e in ledger), default=None)
-    label = {"model": config.model_label, "model_revision": config.model_revision,
-             "prompt_version": config.prompt_template().version}
-    results = call_each(finalize_day, [(checkpoints, p["day"], p["wanted_path"], token, label, since)
-                                       for p in plans], on_ray=on_ray)
+    label = {
+        "model": config.model_label,
+        "model_revision": config.model_revision,
+        "prompt_version": config.prompt_template().version,
+    }
+    results = call_each(
+        finalize_day, [(checkpoints, p["day"], p["wanted_path"], token, label, since) for p in plans], on_ray=on_ray
+    )
     files = [f for fs_, _ in results for f in fs_]
     per_day = {p["day"]: s for p, (_, s) in zip(plans, results)}
     phase["finalize_s"] = time.monotonic() - t0 - phase["plan_s"] - wall
@@ -468,15 +532,36 @@ def caption_partitions(
     for b in batches:
         prog.add({"rows": b["rows"], "reused": False, "seconds": b["generate_s"]})
     prog.units_retried = sum(p["units_retried"] for p in plans)  # todo units holding a clip captioned again
-    metrics = compute_metrics_from_batches(batches, wall_s=wall, num_gpus_per_actor=config.num_gpus_per_actor,
-                                           num_actors=config.num_actors if todo else 0, ended_at=ended_at)
-    log.info("captioned %d clips (%d reused, %d retried after a transient failure) into %d rows in %.1fs; "
-             "goodput %.3f", wanted - clips_reused, clips_reused, clips_retried, write.rows, time.monotonic() - t0,
-             goodput)
-    return CaptionRun(write=write, progress=prog, metrics=metrics, per_partition=per_day,
-                      seconds=time.monotonic() - t0, goodput=goodput, accelerator_s_all_attempts=held,
-                      clips_reused=clips_reused, clips_computed=sum(b["rows"] for b in batches),
-                      clips_retried=clips_retried, phases=phase, batches=batches)
+    metrics = compute_metrics_from_batches(
+        batches,
+        wall_s=wall,
+        num_gpus_per_actor=config.num_gpus_per_actor,
+        num_actors=config.num_actors if todo else 0,
+        ended_at=ended_at,
+    )
+    log.info(
+        "captioned %d clips (%d reused, %d retried after a transient failure) into %d rows in %.1fs; goodput %.3f",
+        wanted - clips_reused,
+        clips_reused,
+        clips_retried,
+        write.rows,
+        time.monotonic() - t0,
+        goodput,
+    )
+    return CaptionRun(
+        write=write,
+        progress=prog,
+        metrics=metrics,
+        per_partition=per_day,
+        seconds=time.monotonic() - t0,
+        goodput=goodput,
+        accelerator_s_all_attempts=held,
+        clips_reused=clips_reused,
+        clips_computed=sum(b["rows"] for b in batches),
+        clips_retried=clips_retried,
+        phases=phase,
+        batches=batches,
+    )
 
 
 def _read_ledger(checkpoints: Checkpoints, ledger_dir: str) -> list[dict]:

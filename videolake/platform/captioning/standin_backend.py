@@ -24,5 +24,4 @@ class StandInCaptioner(CaptionerBackend):
         pass
 
     def caption(self, items: list[dict[str, Any]]) -> list[CaptionResult]:
-        return [CaptionResult(caption=STANDIN_CAPTION, prompt_tokens=0, output_tokens=0, latency_s=0.0)
-                for _ in items]
+        return [CaptionResult(caption=STANDIN_CAPTION, prompt_tokens=0, output_tokens=0, latency_s=0.0) for _ in items]

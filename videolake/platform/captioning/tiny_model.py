@@ -99,8 +99,14 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
         else:
             _build_qwen3_vl(tmp, tokenizer, ids, vocab_size, seed)
         (tmp / "generation_config.json").write_text(
-            json.dumps({"bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-                        "pad_token_id": ids["<|endoftext|>"]}, indent=2)
+            json.dumps(
+                {
+                    "bos_token_id": ids["<|endoftext|>"],
+                    "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+                    "pad_token_id": ids["<|endoftext|>"],
+                },
+                indent=2,
+            )
         )
         (tmp / COMPLETE_MARKER).write_text(json.dumps({"family": family, "seed": seed, "random_weights": True}))
         os.chmod(tmp, 0o755)
@@ -110,8 +116,12 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log.info("built tiny random-weight %s checkpoint at %s in %.1fs (captions will be random text)",
-             family, out, time.perf_counter() - t0)
+    log.info(
+        "built tiny random-weight %s checkpoint at %s in %.1fs (captions will be random text)",
+        family,
+        out,
+        time.perf_counter() - t0,
+    )
     return str(out)
 
 
@@ -162,10 +172,15 @@ def _save_processor(out: Path, tokenizer, family: str) -> None:
     factor = patch * 2  # patch * spatial_merge
     size = {"shortest_edge": factor * factor, "longest_edge": _MAX_PIXELS}
     image_processor = ImageProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2, size=size)
-    video_processor = VideoProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2, size=size,
-                                     do_sample_frames=False)
-    processor = Processor(image_processor=image_processor, tokenizer=tokenizer, video_processor=video_processor,
-                          chat_template=CHAT_TEMPLATE)
+    video_processor = VideoProcessor(
+        patch_size=patch, merge_size=2, temporal_patch_size=2, size=size, do_sample_frames=False
+    )
+    processor = Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
     processor.save_pretrained(out)
 
 
@@ -178,8 +193,9 @@ def _save_random_model(out: Path, config, model_cls, seed: int) -> None:
     model.save_pretrained(out, safe_serialization=True)
 
 
-def _config_kwargs(ids: dict[str, int], vocab_size: int, *, rope: dict, patch_size: int, text: dict,
-                   vision: dict) -> dict:
+def _config_kwargs(
+    ids: dict[str, int], vocab_size: int, *, rope: dict, patch_size: int, text: dict, vision: dict
+) -> dict:
     """The keyword arguments both families' configs share (tiny sizes, the tokenizer's special ids), with each
     family's own ``rope`` parameters, patch size and extra ``text``/``vision`` settings."""
     return dict(
@@ -219,9 +235,16 @@ def _config_kwargs(ids: dict[str, int], vocab_size: int, *, rope: dict, patch_si
 def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int, seed: int) -> None:
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    config = Qwen2_5_VLConfig(**_config_kwargs(
-        ids, vocab_size, rope={"rope_theta": 1000000.0}, patch_size=14, text={},
-        vision=dict(window_size=112, fullatt_block_indexes=[1], tokens_per_second=2)))
+    config = Qwen2_5_VLConfig(
+        **_config_kwargs(
+            ids,
+            vocab_size,
+            rope={"rope_theta": 1000000.0},
+            patch_size=14,
+            text={},
+            vision=dict(window_size=112, fullatt_block_indexes=[1], tokens_per_second=2),
+        )
+    )
     _save_random_model(out, config, Qwen2_5_VLForConditionalGeneration, seed)
     _save_processor(out, tokenizer, "qwen2_5_vl")
 
@@ -229,9 +252,15 @@ def _build_qwen2_5_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int
 def _build_qwen3_vl(out: Path, tokenizer, ids: dict[str, int], vocab_size: int, seed: int) -> None:
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    config = Qwen3VLConfig(**_config_kwargs(
-        ids, vocab_size, rope={"rope_theta": 5000000.0, "mrope_interleaved": True}, patch_size=16,
-        text={"head_dim": _TEXT["hidden_size"] // _TEXT["num_attention_heads"]},
-        vision=dict(num_position_embeddings=256, deepstack_visual_indexes=[0])))
+    config = Qwen3VLConfig(
+        **_config_kwargs(
+            ids,
+            vocab_size,
+            rope={"rope_theta": 5000000.0, "mrope_interleaved": True},
+            patch_size=16,
+            text={"head_dim": _TEXT["hidden_size"] // _TEXT["num_attention_heads"]},
+            vision=dict(num_position_embeddings=256, deepstack_visual_indexes=[0]),
+        )
+    )
     _save_random_model(out, config, Qwen3VLForConditionalGeneration, seed)
     _save_processor(out, tokenizer, "qwen3_vl")

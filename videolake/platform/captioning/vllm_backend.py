@@ -46,8 +46,9 @@ class VLLMCaptioner(CaptionerBackend):
         from videolake.platform.captioning.model_cache import resolve_model
 
         apply_env(self.config.env)
-        local = resolve_model(self.config.model, cache_dir=self.config.model_cache_dir,
-                              store_factory=store_factory_for(self.store))
+        local = resolve_model(
+            self.config.model, cache_dir=self.config.model_cache_dir, store_factory=store_factory_for(self.store)
+        )
         self.model_dir, self.model_copy_s, self.model_copied = local.path, local.seconds, local.copied
         self.llm = create_llm(self.config, self.model_dir)
         self.warm_up()
@@ -63,8 +64,14 @@ class VLLMCaptioner(CaptionerBackend):
         fc = self.config.frames
         side = max(28, int(math.isqrt(fc.max_pixels)))
         n = fc.max_frames + (fc.max_frames % 2 if self.config.input_mode == "video" else 0)
-        meta = {"fps": 2.0, "duration": n / 2.0, "total_num_frames": n, "frames_indices": list(range(n)),
-                "video_backend": "pyav", "do_sample_frames": False}
+        meta = {
+            "fps": 2.0,
+            "duration": n / 2.0,
+            "total_num_frames": n,
+            "frames_indices": list(range(n)),
+            "video_backend": "pyav",
+            "do_sample_frames": False,
+        }
         count = max(1, min(self.config.batch_size, self.config.vllm.max_num_seqs))
         # The configured sampling (temperature, top-p, max_tokens, structured outputs) and per-request seeds: the
         # warm-up then runs every decode batch size and the sampler's own path once. With greedy 2-token requests
@@ -73,8 +80,15 @@ class VLLMCaptioner(CaptionerBackend):
         # then never see a full batch before the first real one.
         rng = np.random.default_rng(0)
         prompts, params = self.build_requests(
-            [{"clip_id": f"warm-up-{i}", "frames": rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8),
-              "video_meta": meta} for i in range(count)])
+            [
+                {
+                    "clip_id": f"warm-up-{i}",
+                    "frames": rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8),
+                    "video_meta": meta,
+                }
+                for i in range(count)
+            ]
+        )
         t0 = time.perf_counter()
         self.llm.generate(prompts, params, use_tqdm=False)
         log.info("warm-up: %d requests of %d frames %dx%d in %.1fs", count, n, side, side, time.perf_counter() - t0)
@@ -108,7 +122,10 @@ class VLLMCaptioner(CaptionerBackend):
 
         s = self.config.sampling
         kwargs: dict[str, Any] = dict(
-            temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, min_tokens=min(s.min_tokens, s.max_tokens),
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_tokens,
+            min_tokens=min(s.min_tokens, s.max_tokens),
             seed=clip_seed(s.seed, clip_id),
         )
         if self.prompt.structured:
@@ -159,12 +176,17 @@ class VLLMCaptioner(CaptionerBackend):
     def _result(self, out: Any, latency: float) -> CaptionResult:
         prompt_tokens = len(out.prompt_token_ids or [])
         if not out.outputs:
-            return CaptionResult(error="model error: no completion returned", prompt_tokens=prompt_tokens,
-                                 latency_s=latency)
+            return CaptionResult(
+                error="model error: no completion returned", prompt_tokens=prompt_tokens, latency_s=latency
+            )
         completion = out.outputs[0]
         text = (completion.text or "").strip()
-        res = CaptionResult(caption=text or None, prompt_tokens=prompt_tokens,
-                            output_tokens=len(completion.token_ids or []), latency_s=latency)
+        res = CaptionResult(
+            caption=text or None,
+            prompt_tokens=prompt_tokens,
+            output_tokens=len(completion.token_ids or []),
+            latency_s=latency,
+        )
         if not text:
             res.error = f"empty output (finish_reason={completion.finish_reason})"
         elif (reason := check_structured_output(self.prompt, text)) is not None:

@@ -71,14 +71,22 @@ def index_rows(rows: pa.Table, config: Any = None) -> pa.Table:
     keys: list[np.ndarray] = []
     ids: list[str] = []
     days: list[Any] = []
-    for cid, blob, day in zip(rows.column("clip_id").to_pylist(), rows.column("near_hashes").to_pylist(),
-                              rows.column(PARTITION_COLUMN).to_pylist()):
+    for cid, blob, day in zip(
+        rows.column("clip_id").to_pylist(),
+        rows.column("near_hashes").to_pylist(),
+        rows.column(PARTITION_COLUMN).to_pylist(),
+    ):
         k = index_keys(fingerprint_of(blob), config)
         keys.append(k)
         ids.extend([cid] * len(k))
         days.extend([day] * len(k))
-    out = pa.table({"band_key": pa.array(np.concatenate(keys) if keys else np.zeros(0, np.int64), pa.int64()),
-                    "clip_id": pa.array(ids, pa.string()), PARTITION_COLUMN: pa.array(days, pa.date32())})
+    out = pa.table(
+        {
+            "band_key": pa.array(np.concatenate(keys) if keys else np.zeros(0, np.int64), pa.int64()),
+            "clip_id": pa.array(ids, pa.string()),
+            PARTITION_COLUMN: pa.array(days, pa.date32()),
+        }
+    )
     return out.sort_by([("band_key", "ascending"), ("clip_id", "ascending")])
 
 
@@ -117,8 +125,12 @@ def _candidate_pairs(prints: Sequence[np.ndarray], n: int, config: Any) -> list[
     keys = [index_keys(fp, config) for fp in prints]
     if not any(len(k) for k in keys):
         return []
-    table = pa.table({"key": pa.array(np.concatenate(keys), pa.int64()),
-                      "node": pa.array(np.repeat(np.arange(len(keys)), [len(k) for k in keys]), pa.int64())})
+    table = pa.table(
+        {
+            "key": pa.array(np.concatenate(keys), pa.int64()),
+            "node": pa.array(np.repeat(np.arange(len(keys)), [len(k) for k in keys]), pa.int64()),
+        }
+    )
     day = table.filter(pc.less(table.column("node"), n)).rename_columns(["key", "a"])
     joined = day.join(table.rename_columns(["key", "b"]), "key", join_type="inner")
     a, b = joined.column("a"), joined.column("b")
@@ -224,8 +236,13 @@ def write_index(lake: Any, run: Any, config: Any = None) -> int:
 def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
     """Index rows of other days than ``day`` that share one of ``keys``."""
     if len(keys) == 0 or not lake.exists(INDEX_TABLE):
-        return pa.table({"band_key": pa.array([], pa.int64()), "clip_id": pa.array([], pa.string()),
-                         PARTITION_COLUMN: pa.array([], pa.date32())})
+        return pa.table(
+            {
+                "band_key": pa.array([], pa.int64()),
+                "clip_id": pa.array([], pa.string()),
+                PARTITION_COLUMN: pa.array([], pa.date32()),
+            }
+        )
     expr = pc.field("band_key").isin(pa.array(np.unique(keys), pa.int64())) & (pc.field(PARTITION_COLUMN) != day)
     return lake.read_where(INDEX_TABLE, ["band_key", "clip_id", PARTITION_COLUMN], expr)
 
@@ -239,18 +256,26 @@ def _day_keys(rows: pa.Table, config: Any) -> pa.Table:
         k = index_keys(fingerprint_of(blob), config)
         keys.append(k)
         ids.extend([cid] * len(k))
-    return pa.table({"band_key": pa.array(np.concatenate(keys) if keys else np.zeros(0, np.int64), pa.int64()),
-                     "day_clip": pa.array(ids, pa.string())})
+    return pa.table(
+        {
+            "band_key": pa.array(np.concatenate(keys) if keys else np.zeros(0, np.int64), pa.int64()),
+            "day_clip": pa.array(ids, pa.string()),
+        }
+    )
 
 
 def _sharing(day_keys: pa.Table, hits: pa.Table) -> pa.Table:
     """The rows of ``hits`` whose clip shares at least MIN_SHARED_KEYS keys with one clip of the day."""
     if hits.num_rows == 0:
         return hits
-    pairs = day_keys.join(hits, "band_key", join_type="inner").group_by(["day_clip", "clip_id", PARTITION_COLUMN]).aggregate(
-        [("band_key", "count")])
+    pairs = (
+        day_keys.join(hits, "band_key", join_type="inner")
+        .group_by(["day_clip", "clip_id", PARTITION_COLUMN])
+        .aggregate([("band_key", "count")])
+    )
     return pairs.filter(pc.greater_equal(pairs.column("band_key_count"), MIN_SHARED_KEYS)).select(
-        ["clip_id", PARTITION_COLUMN])
+        ["clip_id", PARTITION_COLUMN]
+    )
 
 
 def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
@@ -269,8 +294,11 @@ def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
 
 
 def _kept_in_earlier_days(rows: Iterable[Mapping[str, Any]], day: dt.date) -> set[tuple[dt.date, str]]:
-    return {(r["duplicate_kept_date"], r["duplicate_group"]) for r in rows
-            if r.get("duplicate_group") and r["duplicate_kept_date"] < day}
+    return {
+        (r["duplicate_kept_date"], r["duplicate_group"])
+        for r in rows
+        if r.get("duplicate_group") and r["duplicate_kept_date"] < day
+    }
 
 
 def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
@@ -289,8 +317,9 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
         return 0
     ids = pa.array(sorted({k for _, k in kept}), pa.string())
     named = lake.read_where(TABLE, ["clip_id", "duplicate_group"], pc.field("duplicate_group").isin(ids))
-    has_members = {g for c, g in zip(named.column("clip_id").to_pylist(), named.column("duplicate_group").to_pylist())
-                   if c != g}
+    has_members = {
+        g for c, g in zip(named.column("clip_id").to_pylist(), named.column("duplicate_group").to_pylist()) if c != g
+    }
     changed = 0
     for day in sorted({d for d, _ in kept}):
         rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()])).to_pylist()
@@ -310,13 +339,13 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
 
 def _pointing(lake: Any, days: list[dt.date]) -> pa.Table:
     """The partition_date of rows of later days that name one of ``days`` as their kept clip's day."""
-    expr = pc.field("duplicate_kept_date").isin(pa.array(days, pa.date32())) & (
-        pc.field(PARTITION_COLUMN) > min(days))
+    expr = pc.field("duplicate_kept_date").isin(pa.array(days, pa.date32())) & (pc.field(PARTITION_COLUMN) > min(days))
     return lake.read_where(TABLE, [PARTITION_COLUMN], expr)
 
 
-def reconcile(lake: Any, run: Any, config: Any = None,
-              semantic_pairs: Callable[[str], Iterable[tuple[str, str]]] | None = None) -> Reconciled:
+def reconcile(
+    lake: Any, run: Any, config: Any = None, semantic_pairs: Callable[[str], Iterable[tuple[str, str]]] | None = None
+) -> Reconciled:
     """Bring the run's days and every later day they can affect to their verdicts (module docstring).
     ``semantic_pairs(day)``: the clip-id pairs the semantic rule finds within ``day`` (ISO date), asked of every
     judged day, so a later day judged again keeps its semantic verdicts."""

@@ -65,17 +65,19 @@ def verdicts(rows: pa.Table) -> pa.Table:
     is_copy = pa.array(~first)
     null_date = pa.nulls(n, pa.date32())
     null_uri = pa.nulls(n, pa.string())
-    return pa.table({
-        "video_id": rows.column("video_id"),
-        PARTITION_COLUMN: rows.column(PARTITION_COLUMN),
-        "source_uri": rows.column("source_uri"),
-        "status": pc.if_else(is_copy, STATUS_DUPLICATE, STATUS_OK),
-        "duplicate_of_date": pc.if_else(is_copy, dates, null_date),
-        "duplicate_of_uri": pc.if_else(is_copy, uris, null_uri),
-        "was_status": rows.column("status"),
-        "was_date": rows.column("duplicate_of_date"),
-        "was_uri": rows.column("duplicate_of_uri"),
-    })
+    return pa.table(
+        {
+            "video_id": rows.column("video_id"),
+            PARTITION_COLUMN: rows.column(PARTITION_COLUMN),
+            "source_uri": rows.column("source_uri"),
+            "status": pc.if_else(is_copy, STATUS_DUPLICATE, STATUS_OK),
+            "duplicate_of_date": pc.if_else(is_copy, dates, null_date),
+            "duplicate_of_uri": pc.if_else(is_copy, uris, null_uri),
+            "was_status": rows.column("status"),
+            "was_date": rows.column("duplicate_of_date"),
+            "was_uri": rows.column("duplicate_of_uri"),
+        }
+    )
 
 
 def _changed(v: pa.Table) -> pa.Table:
@@ -83,8 +85,10 @@ def _changed(v: pa.Table) -> pa.Table:
         x, y = v.column(a), v.column(b)
         return pc.or_(pc.fill_null(pc.not_equal(x, y), False), pc.xor(pc.is_null(x), pc.is_null(y)))
 
-    mask = pc.or_(pc.or_(differs("status", "was_status"), differs("duplicate_of_date", "was_date")),
-                  differs("duplicate_of_uri", "was_uri"))
+    mask = pc.or_(
+        pc.or_(differs("status", "was_status"), differs("duplicate_of_date", "was_date")),
+        differs("duplicate_of_uri", "was_uri"),
+    )
     return v.filter(mask)
 
 
@@ -106,10 +110,14 @@ def reconcile_copies(lake: Any, run: PartitionRange) -> Reconciled:
     if changed.num_rows == 0:
         return out
     by_day: dict[dt.date, dict[str, tuple]] = {}
-    for r in changed.select(["video_id", PARTITION_COLUMN, "status", "duplicate_of_date",
-                             "duplicate_of_uri"]).to_pylist():
+    for r in changed.select(
+        ["video_id", PARTITION_COLUMN, "status", "duplicate_of_date", "duplicate_of_uri"]
+    ).to_pylist():
         by_day.setdefault(r[PARTITION_COLUMN], {})[r["video_id"]] = (
-            r["status"], r["duplicate_of_date"], r["duplicate_of_uri"])
+            r["status"],
+            r["duplicate_of_date"],
+            r["duplicate_of_uri"],
+        )
     for rng in PartitionRange.split([d.isoformat() for d in by_day]):
         day_rows = lake.read_partitions(TABLE, rng)
         vid = day_rows.column("video_id").to_pylist()
@@ -123,8 +131,9 @@ def reconcile_copies(lake: Any, run: PartitionRange) -> Reconciled:
                 status[i], dup_date[i], dup_uri[i] = new
         for name, values in (("status", status), ("duplicate_of_date", dup_date), ("duplicate_of_uri", dup_uri)):
             idx = day_rows.schema.get_field_index(name)
-            day_rows = day_rows.set_column(idx, day_rows.schema.field(name),
-                                           pa.array(values, day_rows.schema.field(name).type))
+            day_rows = day_rows.set_column(
+                idx, day_rows.schema.field(name), pa.array(values, day_rows.schema.field(name).type)
+            )
         lake.write_partitions(TABLE, day_rows, rng)
     out.rows_changed = changed.num_rows
     out.changed_days = sorted(d.isoformat() for d in by_day)

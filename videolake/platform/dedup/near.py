@@ -145,7 +145,9 @@ def _views(crop_window: float, half_views: bool) -> tuple[tuple[tuple[float, flo
     if margin > 0:
         axis += [(margin / 2, 1.0 - margin / 2), (0.0, 1.0 - margin), (margin, 1.0)]
     crops = [(y0, y1, x0, x1) for (y0, y1) in axis for (x0, x1) in axis]
-    halves = [(0.0, 0.5, 0.0, 1.0), (0.5, 1.0, 0.0, 1.0), (0.0, 1.0, 0.0, 0.5), (0.0, 1.0, 0.5, 1.0)] if half_views else []
+    halves = (
+        [(0.0, 0.5, 0.0, 1.0), (0.5, 1.0, 0.0, 1.0), (0.0, 1.0, 0.0, 0.5), (0.0, 1.0, 0.5, 1.0)] if half_views else []
+    )
     return tuple(crops + halves), len(crops)
 
 
@@ -188,7 +190,7 @@ def detail(image: np.ndarray) -> float:
     luma = s / np.outer(np.diff(yi), np.diff(xi))
     p = np.pad(luma, 1, mode="edge")
     n, m = luma.shape
-    blur = sum(p[1 + dy:n + 1 + dy, 1 + dx:m + 1 + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)) / 9.0
+    blur = sum(p[1 + dy : n + 1 + dy, 1 + dx : m + 1 + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)) / 9.0
     return float(np.abs(luma - blur).mean())
 
 
@@ -213,7 +215,7 @@ def frame_hashes(frame: np.ndarray, config: NearDupConfig = NearDupConfig()) -> 
     views, _ = _views(config.crop_window, config.half_views)
     out = np.zeros((len(views), HASH_BYTES), dtype=np.uint8)
     for i, (y0, y1, x0, x1) in enumerate(views):
-        region = np.ascontiguousarray(content[round(y0 * ch):round(y1 * ch), round(x0 * cw):round(x1 * cw)])
+        region = np.ascontiguousarray(content[round(y0 * ch) : round(y1 * ch), round(x0 * cw) : round(x1 * cw)])
         if min(region.shape[:2]) < 2:
             continue
         bits, quality = pdqhash.compute(region)
@@ -259,8 +261,9 @@ def _view_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(missing, _MISSING, d)
 
 
-def frame_distances(a: np.ndarray, b: np.ndarray, config: NearDupConfig = NearDupConfig()
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def frame_distances(
+    a: np.ndarray, b: np.ndarray, config: NearDupConfig = NearDupConfig()
+) -> tuple[np.ndarray, np.ndarray]:
     """Distances between the frames of fingerprints ``a`` (k frames) and ``b`` (m frames): two (k, m) int arrays.
 
     * crop: the smallest distance between the whole of one frame and a crop view of the other (the whole
@@ -272,8 +275,9 @@ def frame_distances(a: np.ndarray, b: np.ndarray, config: NearDupConfig = NearDu
     _, n_crops = _views(config.crop_window, config.half_views)
     whole_a = np.repeat(fa[:, :1], n_crops, axis=1)
     whole_b = np.repeat(fb[:, :1], n_crops, axis=1)
-    crop = np.minimum(_view_distances(whole_a, fb[:, :n_crops]).min(axis=-1),
-                      _view_distances(fa[:, :n_crops], whole_b).min(axis=-1))
+    crop = np.minimum(
+        _view_distances(whole_a, fb[:, :n_crops]).min(axis=-1), _view_distances(fa[:, :n_crops], whole_b).min(axis=-1)
+    )
     if fa.shape[1] > n_crops:
         half = _view_distances(fa[:, n_crops:], fb[:, n_crops:]).min(axis=-1)
     else:
@@ -358,8 +362,9 @@ def candidate_pairs(fingerprints: list[np.ndarray], config: NearDupConfig = Near
     return sorted(pairs)
 
 
-def group_near_duplicates(clip_ids: list[str], fingerprints: list[np.ndarray],
-                          config: NearDupConfig = NearDupConfig()) -> dict[str, str]:
+def group_near_duplicates(
+    clip_ids: list[str], fingerprints: list[np.ndarray], config: NearDupConfig = NearDupConfig()
+) -> dict[str, str]:
     """clip_id -> group id (the smallest clip_id of its group) for every clip in a group of two or more.
 
     Groups are the connected components of the verified pairs: candidates from band keys, each checked with

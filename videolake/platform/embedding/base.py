@@ -33,8 +33,9 @@ import logging
 import os
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -86,8 +87,9 @@ class EmbedderConfig:
         ``clip_frames.extract_clip`` / ``extract_frames``)."""
         from videolake.platform.captioning.base import FrameConfig
 
-        return FrameConfig(sample_fps=1.0, min_frames=self.frames_per_clip, max_frames=self.frames_per_clip,
-                           max_pixels=self.max_pixels)
+        return FrameConfig(
+            sample_fps=1.0, min_frames=self.frames_per_clip, max_frames=self.frames_per_clip, max_pixels=self.max_pixels
+        )
 
 
 def model_label(model_dir: str | os.PathLike) -> str:
@@ -223,8 +225,9 @@ class Embedder(ABC):
             return [self._embed_isolated([clip])[0] for clip in clips]
         return [_checked(vec) for vec in out]
 
-    def _rows(self, ids: list[str], vectors: list[np.ndarray | None], errors: list[str | None],
-              classes: list[str | None]) -> dict[str, np.ndarray]:
+    def _rows(
+        self, ids: list[str], vectors: list[np.ndarray | None], errors: list[str | None], classes: list[str | None]
+    ) -> dict[str, np.ndarray]:
         n = len(ids)
         embedding = np.empty(n, dtype=object)
         for i, vec in enumerate(vectors):

@@ -28,8 +28,9 @@ remove.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def assign(x: np.ndarray, centroids: np.ndarray, block_rows: int = 65536) -> np.
     x = np.asarray(x, dtype=np.float64)
     labels = np.empty(len(x), dtype=np.int64)
     for s in range(0, len(x), block_rows):
-        labels[s:s + block_rows] = np.argmin(_sq_distances(x[s:s + block_rows], centroids), axis=1)
+        labels[s : s + block_rows] = np.argmin(_sq_distances(x[s : s + block_rows], centroids), axis=1)
     return labels
 
 
@@ -141,8 +142,7 @@ def cluster_labels(embeddings: np.ndarray, config: SemanticDedupConfig = Semanti
 # -- pairs and groups -----------------------------------------------------------------------------------------
 
 
-def _cluster_blocks(x: np.ndarray, labels: np.ndarray, block_rows: int
-                    ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
+def _cluster_blocks(x: np.ndarray, labels: np.ndarray, block_rows: int) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """(members, start, sim) for each block of rows of each cluster: ``sim[r, j]`` is the cosine similarity of
     member ``start + r`` with member ``j`` (exactly 1.0 for equal vectors, below 1.0 for any others)."""
     labels = np.asarray(labels)
@@ -153,9 +153,9 @@ def _cluster_blocks(x: np.ndarray, labels: np.ndarray, block_rows: int
         xc = x[members]
         same = np.unique(xc, axis=0, return_inverse=True)[1].reshape(-1)  # equal vectors share an id
         for start in range(0, len(members), block_rows):
-            sim = xc[start:start + block_rows] @ xc.T
+            sim = xc[start : start + block_rows] @ xc.T
             np.clip(sim, -1.0, _BELOW_ONE, out=sim)
-            sim[same[start:start + block_rows, None] == same[None, :]] = 1.0
+            sim[same[start : start + block_rows, None] == same[None, :]] = 1.0
             yield members, start, sim
 
 
@@ -203,9 +203,15 @@ def _rank_key(score: float, order_key: tuple) -> tuple:
     return (math.inf if math.isnan(s) else -s, tuple(order_key))
 
 
-def semantic_groups(clip_ids: Sequence[str], embeddings: np.ndarray, rank_score: Sequence[float] | np.ndarray,
-                    order_keys: Sequence[tuple[Hashable, ...]], config: SemanticDedupConfig = SemanticDedupConfig(),
-                    *, labels: np.ndarray | None = None) -> dict[str, str]:
+def semantic_groups(
+    clip_ids: Sequence[str],
+    embeddings: np.ndarray,
+    rank_score: Sequence[float] | np.ndarray,
+    order_keys: Sequence[tuple[Hashable, ...]],
+    config: SemanticDedupConfig = SemanticDedupConfig(),
+    *,
+    labels: np.ndarray | None = None,
+) -> dict[str, str]:
     """{clip_id: the kept clip_id of its group} for every member of a duplicate group of >= 2 clips (the kept clip
     maps to itself); clips without a duplicate are absent.
 
@@ -232,8 +238,13 @@ def semantic_groups(clip_ids: Sequence[str], embeddings: np.ndarray, rank_score:
     return out
 
 
-def similarity_summary(embeddings: np.ndarray, labels: np.ndarray, eps_values: Sequence[float] = SUMMARY_EPS,
-                       bins: int = 20, block_rows: int = 1024) -> dict[str, Any]:
+def similarity_summary(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    eps_values: Sequence[float] = SUMMARY_EPS,
+    bins: int = 20,
+    block_rows: int = 1024,
+) -> dict[str, Any]:
     """What the similarity within clusters looks like, to choose eps from (JSON-ready).
 
     ``max_similarity``: each clip's highest cosine similarity to another clip of its cluster (clips alone in their
@@ -248,7 +259,7 @@ def similarity_summary(embeddings: np.ndarray, labels: np.ndarray, eps_values: S
     best = np.full(n, np.nan)
     pairs: dict[float, list[np.ndarray]] = {float(e): [] for e in eps_values}
     for members, start, sim in _cluster_blocks(x, labels, block_rows):
-        rows = members[start:start + len(sim)]
+        rows = members[start : start + len(sim)]
         if len(members) > 1:
             others = sim.copy()
             others[np.arange(len(sim)), start + np.arange(len(sim))] = -np.inf  # not itself
@@ -260,21 +271,32 @@ def similarity_summary(embeddings: np.ndarray, labels: np.ndarray, eps_values: S
     values = best[~np.isnan(best)]
     edges = np.linspace(0.0, 1.0, bins + 1)
     counts = np.histogram(np.clip(values, 0.0, 1.0), bins=edges)[0]
-    quant = {name: (float(np.quantile(values, q)) if len(values) else None)
-             for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))}
+    quant = {
+        name: (float(np.quantile(values, q)) if len(values) else None)
+        for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+    }
     by_eps = []
     for e, found in pairs.items():
         p = np.concatenate(found) if found else np.zeros((0, 2), dtype=np.int64)
         groups = components(n, p)
-        by_eps.append({"eps": e, "threshold": 1.0 - e, "pairs": int(len(p)), "groups": len(groups),
-                       "duplicates": int(sum(len(g) - 1 for g in groups))})
+        by_eps.append(
+            {
+                "eps": e,
+                "threshold": 1.0 - e,
+                "pairs": int(len(p)),
+                "groups": len(groups),
+                "duplicates": int(sum(len(g) - 1 for g in groups)),
+            }
+        )
     sizes = np.bincount(np.unique(labels, return_inverse=True)[1].reshape(-1)) if n else np.zeros(0, dtype=np.int64)
     return {
         "items": int(n),
         "clusters": int(len(sizes)),
         "largest_cluster": int(sizes.max()) if len(sizes) else 0,
         "singletons": int(n - len(values)),
-        "max_similarity": {**quant, "histogram": {"edges": [float(v) for v in edges],
-                                                  "counts": [int(c) for c in counts]}},
+        "max_similarity": {
+            **quant,
+            "histogram": {"edges": [float(v) for v in edges], "counts": [int(c) for c in counts]},
+        },
         "by_eps": by_eps,
     }

@@ -25,8 +25,15 @@ log = logging.getLogger(__name__)
 COMPLETE_MARKER = ".videolake-tiny-model-complete"
 TINY_CLIP_DIRNAME = "tiny-clip"  # a suggested directory name under $VIDEOLAKE_DATA_DIR/models
 
-_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, patch_size=16,
-               image_size=64, projection_dim=16)
+_VISION = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    patch_size=16,
+    image_size=64,
+    projection_dim=16,
+)
 
 
 def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
@@ -52,8 +59,9 @@ def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
         size = _VISION["image_size"]
         CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size}).save_pretrained(tmp)
-        (tmp / COMPLETE_MARKER).write_text(json.dumps({"model": "clip_vision_with_projection", "seed": seed,
-                                                       "random_weights": True}))
+        (tmp / COMPLETE_MARKER).write_text(
+            json.dumps({"model": "clip_vision_with_projection", "seed": seed, "random_weights": True})
+        )
         os.chmod(tmp, 0o755)
         if out.exists():  # an incomplete earlier build
             shutil.rmtree(out)
@@ -61,6 +69,9 @@ def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log.info("built tiny random-weight CLIP vision model at %s in %.2fs (its embeddings are random features)",
-             out, time.perf_counter() - t0)
+    log.info(
+        "built tiny random-weight CLIP vision model at %s in %.2fs (its embeddings are random features)",
+        out,
+        time.perf_counter() - t0,
+    )
     return out

@@ -14,8 +14,8 @@ only (``local_files_only``): actors never reach a model hub.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -29,10 +29,14 @@ log = logging.getLogger(__name__)
 class TorchClipParams:
     """``torch_clip``'s own settings (``EmbedderConfig.params``)."""
 
-    dtype: str = param("auto", "weights and activations: auto = float16 on cuda, float32 on cpu",
-                       choices=("auto", "float32", "float16", "bfloat16"))
-    frames_per_forward: int = param(256, "frames per forward pass (bounds activation memory; a batch's clips are "
-                                         "split across passes)", min=1)
+    dtype: str = param(
+        "auto",
+        "weights and activations: auto = float16 on cuda, float32 on cpu",
+        choices=("auto", "float32", "float16", "bfloat16"),
+    )
+    frames_per_forward: int = param(
+        256, "frames per forward pass (bounds activation memory; a batch's clips are split across passes)", min=1
+    )
     num_threads: int = param(0, "torch CPU threads in the actor; 0 = leave torch's default", min=0)
 
 
@@ -74,8 +78,9 @@ class TorchClipEmbedder(Embedder):
         else:
             self.dtype = getattr(torch, p.dtype)
         self.processor = CLIPImageProcessor.from_pretrained(self.config.model, local_files_only=True)
-        model = CLIPVisionModelWithProjection.from_pretrained(self.config.model, local_files_only=True,
-                                                              dtype=self.dtype)
+        model = CLIPVisionModelWithProjection.from_pretrained(
+            self.config.model, local_files_only=True, dtype=self.dtype
+        )
         self.model = model.to(self.device).eval()
         self.dim = int(self.model.config.projection_dim)
 
@@ -97,9 +102,8 @@ class TorchClipEmbedder(Embedder):
         parts = []
         with torch.inference_mode():
             for start in range(0, len(images), step):
-                pixels = self.processor(images=images[start:start + step], return_tensors="pt")["pixel_values"]
+                pixels = self.processor(images=images[start : start + step], return_tensors="pt")["pixel_values"]
                 out = self.model(pixel_values=pixels.to(self.device, self.dtype)).image_embeds
                 parts.append(torch.nn.functional.normalize(out.float(), dim=-1).cpu().numpy())
         per_frame = np.concatenate(parts).astype(np.float64)
         return [per_frame[owner == i].mean(axis=0) for i in range(len(sampled))]
-

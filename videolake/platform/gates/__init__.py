@@ -82,7 +82,7 @@ def run_gates(
     tbl = conform(tbl, TABLES[table_name])
     ctx = {t: conform(context_tables[t], TABLES[t]) for t in needed}
     partitions = set()
-    for name, t in {table_name: tbl, **ctx}.items():
+    for t in {table_name: tbl, **ctx}.values():
         partitions |= {d for d in t.column(PARTITION_COLUMN).to_pylist()}
     if len(partitions) > 1:
         raise ValueError(
@@ -105,7 +105,9 @@ def run_gates(
     return results
 
 
-def check_partition(lake: "Lake", table_name: str, partition_key: str, config: GateConfig | None = None) -> list[GateResult]:
+def check_partition(
+    lake: Lake, table_name: str, partition_key: str, config: GateConfig | None = None
+) -> list[GateResult]:
     """Read exactly one partition of ``table_name`` and of its context tables from ``lake`` and run its gates.
 
     The read is partition-pruned (Lake.read_partitions): other partitions' files are never opened. Used by the

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from videolake.platform.gates.config import ClipCaptionsGates
 from videolake.platform.gates.core import Check, Frame, Gate
-from videolake.platform.gates.shared import exactly_once_gate, rate_gate
 from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
+from videolake.platform.gates.shared import exactly_once_gate, rate_gate
 from videolake.platform.gates.text import repetition_score
 
 OK = 'status == "ok"'
@@ -23,7 +23,9 @@ STATUSES = ["ok", "failed"]
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -> tuple[list[Gate], dict[str, Frame]]:
     df = to_pandas(tbl, ["clip_id", "status", "caption", "error", "model", "prompt_version"])
     df["caption_blank"] = df["caption"].map(lambda c: not isinstance(c, str) or not c.strip()).astype(bool)
-    df["repetition"] = df["caption"].map(lambda c: repetition_score(c) if isinstance(c, str) else None).astype("float64")
+    df["repetition"] = (
+        df["caption"].map(lambda c: repetition_score(c) if isinstance(c, str) else None).astype("float64")
+    )
     df["is_failed"] = (df["status"] == "failed").astype("float64")
     filtered = context["filtered_clips"]
     passed_mask = filtered.column("passed").to_pylist()
@@ -34,8 +36,10 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
     rows = len(df)
     gates = [
         exactly_once_gate(
-            "one_caption_per_passed_clip", "every passed clip has exactly one caption row, and there are no others",
-            "clip_id", missing="{n} passed clip(s) without a caption row",
+            "one_caption_per_passed_clip",
+            "every passed clip has exactly one caption row, and there are no others",
+            "clip_id",
+            missing="{n} passed clip(s) without a caption row",
             extra="{n} caption row(s) for clips that did not pass filtering",
             duplicated="{n} clip(s) with more than one caption row",
             extra_measured={"passed_clips": len(set(passed_ids)), "rows": rows},
@@ -44,16 +48,38 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
             "status_consistent",
             "status is ok or failed; failed rows have an error, ok rows none",
             (
-                Check("invalid_status", "ExpectColumnValuesToBeInSet", {"column": "status", "value_set": STATUSES}, "{n} row(s) with a status outside ok/failed"),
-                Check("failed_without_error", "ExpectColumnValuesToNotBeNull", where(FAILED, column="error"), "{n} failed row(s) without error"),
-                Check("ok_with_error", "ExpectColumnValuesToBeNull", where(OK, column="error"), "{n} ok row(s) with an error"),
+                Check(
+                    "invalid_status",
+                    "ExpectColumnValuesToBeInSet",
+                    {"column": "status", "value_set": STATUSES},
+                    "{n} row(s) with a status outside ok/failed",
+                ),
+                Check(
+                    "failed_without_error",
+                    "ExpectColumnValuesToNotBeNull",
+                    where(FAILED, column="error"),
+                    "{n} failed row(s) without error",
+                ),
+                Check(
+                    "ok_with_error",
+                    "ExpectColumnValuesToBeNull",
+                    where(OK, column="error"),
+                    "{n} ok row(s) with an error",
+                ),
             ),
             thresholds={"statuses": STATUSES},
         ),
         Gate(
             "caption_present",
             "every ok row has a non-blank caption",
-            (no("caption_blank", label="blank_captions", explain="{n} ok row(s) with a null or blank caption", row_condition=OK),),
+            (
+                no(
+                    "caption_blank",
+                    label="blank_captions",
+                    explain="{n} ok row(s) with a null or blank caption",
+                    row_condition=OK,
+                ),
+            ),
         ),
         Gate(
             "caption_length",
@@ -98,13 +124,37 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
             "provenance_set",
             "every row names its model and prompt_version",
             (
-                Check("model_missing", "ExpectColumnValuesToNotBeNull", {"column": "model"}, "{n} row(s) without model"),
-                Check("model_empty", "ExpectColumnValueLengthsToBeBetween", {"column": "model", "min_value": 1}, "{n} row(s) with an empty model"),
-                Check("prompt_version_missing", "ExpectColumnValuesToNotBeNull", {"column": "prompt_version"}, "{n} row(s) without prompt_version"),
-                Check("prompt_version_empty", "ExpectColumnValueLengthsToBeBetween", {"column": "prompt_version", "min_value": 1}, "{n} row(s) with an empty prompt_version"),
+                Check(
+                    "model_missing", "ExpectColumnValuesToNotBeNull", {"column": "model"}, "{n} row(s) without model"
+                ),
+                Check(
+                    "model_empty",
+                    "ExpectColumnValueLengthsToBeBetween",
+                    {"column": "model", "min_value": 1},
+                    "{n} row(s) with an empty model",
+                ),
+                Check(
+                    "prompt_version_missing",
+                    "ExpectColumnValuesToNotBeNull",
+                    {"column": "prompt_version"},
+                    "{n} row(s) without prompt_version",
+                ),
+                Check(
+                    "prompt_version_empty",
+                    "ExpectColumnValueLengthsToBeBetween",
+                    {"column": "prompt_version", "min_value": 1},
+                    "{n} row(s) with an empty prompt_version",
+                ),
             ),
         ),
-        rate_gate("failure_rate", "is_failed", df, max_value=cfg.max_failure_rate, min_rows=cfg.min_rows_for_rate,
-                  counted="failed", id_column="clip_id"),
+        rate_gate(
+            "failure_rate",
+            "is_failed",
+            df,
+            max_value=cfg.max_failure_rate,
+            min_rows=cfg.min_rows_for_rate,
+            counted="failed",
+            id_column="clip_id",
+        ),
     ]
     return gates, frames

@@ -25,13 +25,27 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipEmbeddingsGates)
     df = to_pandas(tbl, ["clip_id", "status", "error", "dim"])
     df["is_failed"] = (df["status"] == "failed").astype("float64")
     ok = (df["status"] == "ok").to_numpy()
-    lengths = pc.list_value_length(tbl.column("embedding")).to_numpy(zero_copy_only=False) if tbl.num_rows else np.zeros(0)
-    norms = np.array([float(np.linalg.norm(np.asarray(v, dtype=np.float64))) if v else 0.0
-                      for v in tbl.column("embedding").to_pylist()]) if tbl.num_rows else np.zeros(0)
+    lengths = (
+        pc.list_value_length(tbl.column("embedding")).to_numpy(zero_copy_only=False) if tbl.num_rows else np.zeros(0)
+    )
+    norms = (
+        np.array(
+            [
+                float(np.linalg.norm(np.asarray(v, dtype=np.float64))) if v else 0.0
+                for v in tbl.column("embedding").to_pylist()
+            ]
+        )
+        if tbl.num_rows
+        else np.zeros(0)
+    )
     dims = sorted({int(d) for d, g in zip(df["dim"].fillna(0), ok) if g})
     day_dim = dims[0] if dims else 0
-    df["bad_vector"] = ok & ((lengths != df["dim"].fillna(-1).to_numpy()) | (df["dim"].fillna(0).to_numpy() != day_dim)
-                             | (day_dim <= 0) | (np.abs(norms - 1.0) > NORM_TOLERANCE))
+    df["bad_vector"] = ok & (
+        (lengths != df["dim"].fillna(-1).to_numpy())
+        | (df["dim"].fillna(0).to_numpy() != day_dim)
+        | (day_dim <= 0)
+        | (np.abs(norms - 1.0) > NORM_TOLERANCE)
+    )
     df["failed_without_error"] = ~ok & (df["error"].isna() | (lengths > 0))
     clips = context["scene_clips"]
     eligible = clips.filter(pc.is_null(clips.column("detect_error"))).column("clip_id").to_pylist()
@@ -39,21 +53,39 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipEmbeddingsGates)
     frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
     gates = [
         exactly_once_gate(
-            "one_row_per_clip", "every scene clip without a detect_error has exactly one row, and no other clip",
-            "clip_id", missing="{n} scene clip(s) without a row", extra="{n} row(s) for clips scene_clips lacks",
+            "one_row_per_clip",
+            "every scene clip without a detect_error has exactly one row, and no other clip",
+            "clip_id",
+            missing="{n} scene clip(s) without a row",
+            extra="{n} row(s) for clips scene_clips lacks",
             duplicated="{n} clip(s) with more than one row",
             extra_measured={"eligible_clips": len(set(eligible)), "rows": len(df)},
         ),
         Gate(
             "vectors_well_formed",
             "ok rows have a unit vector of the day's one dimension; failed rows an error and no vector",
-            (no("bad_vector", label="bad_vectors",
-                explain="{n} ok row(s) whose vector is not a unit vector of the day's dimension"),
-             no("failed_without_error", label="failed_without_error",
-                explain="{n} failed row(s) without an error or with a vector")),
+            (
+                no(
+                    "bad_vector",
+                    label="bad_vectors",
+                    explain="{n} ok row(s) whose vector is not a unit vector of the day's dimension",
+                ),
+                no(
+                    "failed_without_error",
+                    label="failed_without_error",
+                    explain="{n} failed row(s) without an error or with a vector",
+                ),
+            ),
             extra_measured={"dimensions": dims},
         ),
-        rate_gate("failure_rate", "is_failed", df, max_value=cfg.max_failure_rate, min_rows=cfg.min_rows_for_rate,
-                  counted="failed", id_column="clip_id"),
+        rate_gate(
+            "failure_rate",
+            "is_failed",
+            df,
+            max_value=cfg.max_failure_rate,
+            min_rows=cfg.min_rows_for_rate,
+            counted="failed",
+            id_column="clip_id",
+        ),
     ]
     return gates, frames

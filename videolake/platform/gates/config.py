@@ -334,8 +334,10 @@ def config_to_dict(config: GateConfig) -> dict[str, Any]:
 
 # Settings a gate config no longer takes, with where the value lives now (a clear error instead of "unknown field").
 RETIRED_FIELDS: dict[str, dict[str, str]] = {
-    "scene_clips": {"max_clip_s": "each scene_clips row carries the max_clip_s it was cut under (scene_clips' run "
-                                  "config), and the duration gate checks the row against that; remove it here"},
+    "scene_clips": {
+        "max_clip_s": "each scene_clips row carries the max_clip_s it was cut under (scene_clips' run "
+        "config), and the duration gate checks the row against that; remove it here"
+    },
 }
 
 
@@ -346,8 +348,10 @@ def _table_from_dict(table: str, cls: type[_TableGates], data: Mapping[str, Any]
     unknown = set(data) - set(fields)
     retired = sorted(unknown & set(RETIRED_FIELDS.get(table, {})))
     if retired:
-        raise ValueError(f"gate config for {table}: {', '.join(retired)} is no longer a gate setting: "
-                         + "; ".join(RETIRED_FIELDS[table][n] for n in retired))
+        raise ValueError(
+            f"gate config for {table}: {', '.join(retired)} is no longer a gate setting: "
+            + "; ".join(RETIRED_FIELDS[table][n] for n in retired)
+        )
     if unknown:
         known = ", ".join(n for n in fields if n != "gates")
         raise ValueError(f"unknown field(s) {sorted(unknown)} for {table}; known: {known}, gates")

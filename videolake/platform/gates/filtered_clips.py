@@ -7,8 +7,8 @@ import pyarrow as pa
 
 from videolake.platform.gates.config import FilteredClipsGates
 from videolake.platform.gates.core import Check, Frame, Gate
-from videolake.platform.gates.shared import exactly_once_gate, rate_gate, reason_consistent_gate
 from videolake.platform.gates.relations import id_reconciliation, no, to_pandas, where
+from videolake.platform.gates.shared import exactly_once_gate, rate_gate, reason_consistent_gate
 
 PASSED = "passed == True"
 REJECTED = "passed == False"
@@ -28,14 +28,18 @@ def score_ranges(cfg: FilteredClipsGates) -> dict[str, tuple[float, float | None
 
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) -> tuple[list[Gate], dict[str, Frame]]:
     ranges = score_ranges(cfg)
-    df = to_pandas(tbl, ["clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kept_date",
-                         "partition_date", *ranges])
+    df = to_pandas(
+        tbl, ["clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kept_date", "partition_date", *ranges]
+    )
     df["is_passed"] = (df["passed"] == True).astype("float64")  # noqa: E712 (a null passed counts as not passed)
     df["is_duplicate"] = df["reject_reason"].map(lambda r: isinstance(r, str) and "duplicate" in r.split(";"))
     # A duplicate names another clip, kept on its own day or an earlier one; a clip naming itself is a kept one.
     df["duplicate_unnamed"] = df["is_duplicate"] & (
-        df["duplicate_group"].isna() | (df["duplicate_group"] == df["clip_id"]) | df["duplicate_kept_date"].isna()
-        | (df["duplicate_kept_date"] > df["partition_date"])).astype(bool)
+        df["duplicate_group"].isna()
+        | (df["duplicate_group"] == df["clip_id"])
+        | df["duplicate_kept_date"].isna()
+        | (df["duplicate_kept_date"] > df["partition_date"])
+    ).astype(bool)
     df["kept_rejected_as_duplicate"] = ((df["duplicate_group"] == df["clip_id"]) & df["is_duplicate"]).astype(bool)
     scene_ids = context["scene_clips"].column("clip_id").to_pylist()
     ids = id_reconciliation(scene_ids, df["clip_id"].tolist(), "clip_id")
@@ -43,17 +47,30 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
 
     need_scores = None if cfg.require_scores_on_rejected else PASSED
     who = "row(s)" if need_scores is None else "passed row(s)"
-    score_checks = [Check(f"{c}_missing", "ExpectColumnValuesToNotBeNull", where(need_scores, column=c), f"{{n}} {who} without {c}") for c in ranges]
+    score_checks = [
+        Check(f"{c}_missing", "ExpectColumnValuesToNotBeNull", where(need_scores, column=c), f"{{n}} {who} without {c}")
+        for c in ranges
+    ]
     for c, (lo, hi) in ranges.items():
         bounds = {"min_value": lo} if hi is None else {"min_value": lo, "max_value": hi}
         text = f">= {lo:g}" if hi is None else f"in [{lo:g}, {hi:g}]"
-        score_checks.append(Check(f"{c}_out_of_range", "ExpectColumnValuesToBeBetween", {"column": c, **bounds}, f"{{n}} row(s) with {c} not {text}"))
+        score_checks.append(
+            Check(
+                f"{c}_out_of_range",
+                "ExpectColumnValuesToBeBetween",
+                {"column": c, **bounds},
+                f"{{n}} row(s) with {c} not {text}",
+            )
+        )
 
     rows = len(df)
     gates = [
         exactly_once_gate(
-            "scored_exactly_once", "every scene clip of the partition has exactly one score row, and there are no others",
-            "clip_id", missing="{n} scene clip(s) not scored", extra="{n} scored clip(s) not in scene_clips",
+            "scored_exactly_once",
+            "every scene clip of the partition has exactly one score row, and there are no others",
+            "clip_id",
+            missing="{n} scene clip(s) not scored",
+            extra="{n} scored clip(s) not in scene_clips",
             duplicated="{n} clip(s) scored more than once",
             extra_measured={"scene_clips": len({i for i in scene_ids if i is not None}), "rows": rows},
         ),
@@ -65,20 +82,42 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
             | {"require_scores_on_rejected": cfg.require_scores_on_rejected},
         ),
         reason_consistent_gate(
-            "every rejected clip has a reject_reason and no passed clip has one", bad=REJECTED, good=PASSED,
-            bad_noun="rejected", good_noun="passed",
-            first=(Check("null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"),),
+            "every rejected clip has a reject_reason and no passed clip has one",
+            bad=REJECTED,
+            good=PASSED,
+            bad_noun="rejected",
+            good_noun="passed",
+            first=(
+                Check(
+                    "null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"
+                ),
+            ),
         ),
         Gate(
             "duplicates_name_their_kept_clip",
             "every clip rejected as duplicate names its group's kept clip (duplicate_group, duplicate_kept_date on "
             "or before its day); the kept clip is never rejected as duplicate",
-            (no("duplicate_unnamed", label="duplicates_without_kept_clip",
-                explain="{n} duplicate row(s) without a kept clip of their own day or earlier"),
-             no("kept_rejected_as_duplicate", label="kept_clips_rejected",
-                explain="{n} kept clip(s) rejected as duplicate")),
+            (
+                no(
+                    "duplicate_unnamed",
+                    label="duplicates_without_kept_clip",
+                    explain="{n} duplicate row(s) without a kept clip of their own day or earlier",
+                ),
+                no(
+                    "kept_rejected_as_duplicate",
+                    label="kept_clips_rejected",
+                    explain="{n} kept clip(s) rejected as duplicate",
+                ),
+            ),
         ),
-        rate_gate("pass_rate", "is_passed", df, min_value=cfg.min_pass_rate, max_value=cfg.max_pass_rate,
-                  min_rows=cfg.min_rows_for_rate, counted="passed"),
+        rate_gate(
+            "pass_rate",
+            "is_passed",
+            df,
+            min_value=cfg.min_pass_rate,
+            max_value=cfg.max_pass_rate,
+            min_rows=cfg.min_rows_for_rate,
+            counted="passed",
+        ),
     ]
     return gates, frames

@@ -66,7 +66,9 @@ def evaluate_gates(
     return [_assemble(table, gate, frames, outcomes, settings[gate.name]) for gate in gates]
 
 
-def _validate(table: str, frame_name: str, frame: Frame, checks: list[tuple[str, Check]]) -> dict[tuple[str, str], CheckOutcome]:
+def _validate(
+    table: str, frame_name: str, frame: Frame, checks: list[tuple[str, Check]]
+) -> dict[tuple[str, str], CheckOutcome]:
     gx, context, batch_definition = _gx()
     import great_expectations.expectations as gxe
 
@@ -77,8 +79,12 @@ def _validate(table: str, frame_name: str, frame: Frame, checks: list[tuple[str,
         suite = context.suites.add(gx.ExpectationSuite(name=f"{table}.{frame_name}.{tag}"))
         for gate_name, check in checks:
             cls = getattr(gxe, check.expectation)
-            suite.add_expectation(cls(**check.kwargs, meta={"videolake_gate": gate_name, "videolake_check": check.label}))
-        vd = context.validation_definitions.add(gx.ValidationDefinition(name=f"{table}.{frame_name}.{tag}", data=batch_definition, suite=suite))
+            suite.add_expectation(
+                cls(**check.kwargs, meta={"videolake_gate": gate_name, "videolake_check": check.label})
+            )
+        vd = context.validation_definitions.add(
+            gx.ValidationDefinition(name=f"{table}.{frame_name}.{tag}", data=batch_definition, suite=suite)
+        )
         try:
             result = vd.run(
                 batch_parameters={"dataframe": df},
@@ -110,10 +116,23 @@ def _validate(table: str, frame_name: str, frame: Frame, checks: list[tuple[str,
     return out
 
 
-def _assemble(table: str, gate: Gate, frames: dict[str, Frame], outcomes: dict[tuple[str, str], CheckOutcome], settings: GateSettings) -> GateResult:
+def _assemble(
+    table: str,
+    gate: Gate,
+    frames: dict[str, Frame],
+    outcomes: dict[tuple[str, str], CheckOutcome],
+    settings: GateSettings,
+) -> GateResult:
     common = dict(gate=gate.name, table=table, thresholds=dict(gate.thresholds), severity=settings.severity)
     if not settings.enabled:
-        return GateResult(**common, passed=True, enabled=False, measured={}, failing_ids=(), description=f"{gate.summary}: disabled by config")
+        return GateResult(
+            **common,
+            passed=True,
+            enabled=False,
+            measured={},
+            failing_ids=(),
+            description=f"{gate.summary}: disabled by config",
+        )
     measured: dict[str, Any] = dict(gate.extra_measured)
     failures: list[str] = []
     examples: list[str] = []

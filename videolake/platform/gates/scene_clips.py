@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from videolake.platform.gates.config import SceneClipsGates
 from videolake.platform.gates.core import Check, Frame, Gate
-from videolake.platform.gates.shared import unique_id_gate
 from videolake.platform.gates.relations import no, to_pandas, where
+from videolake.platform.gates.shared import unique_id_gate
 
 KNOWN = "video_known == True"
 
@@ -24,15 +24,18 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: SceneClipsGates) -> 
     ok = raw[raw["status"] == "ok"].drop_duplicates("video_id")
     frames_of = dict(zip(ok["video_id"], ok["num_frames"]))
 
-    df = to_pandas(tbl, ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error",
-                         "max_clip_s"])
+    df = to_pandas(
+        tbl,
+        ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detect_error", "max_clip_s"],
+    )
     df["detect_failed"] = df["detect_error"].notna().astype(bool)
     # Each row is checked against the bound it was cut under (its own max_clip_s): the gate holds no copy of
     # scene_clips' run config. Rows written before the column existed carry none and are counted, not checked.
     bound = df["max_clip_s"].astype("float64")
     duration = df["duration_s"].astype("float64")
-    df["duration_out_of_bounds"] = (~df["detect_failed"] & (
-        (duration <= 0) | (bound.notna() & (duration > bound + cfg.duration_tolerance_s)))).astype(bool)
+    df["duration_out_of_bounds"] = (
+        ~df["detect_failed"] & ((duration <= 0) | (bound.notna() & (duration > bound + cfg.duration_tolerance_s)))
+    ).astype(bool)
     df["video_known"] = df["video_id"].isin(frames_of.keys())
     df["num_frames"] = df["video_id"].map(frames_of).astype("float64")
     ordered = df.sort_values(["video_id", "start_frame", "end_frame", "clip_id"], kind="stable")
@@ -70,17 +73,40 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: SceneClipsGates) -> 
             "frame_range_valid",
             "0 <= start_frame < end_frame <= num_frames of the clip's video",
             (
-                Check("negative_start", "ExpectColumnValuesToBeBetween", {"column": "start_frame", "min_value": 0}, "{n} clip(s) with start_frame < 0"),
-                Check("empty_or_reversed", "ExpectColumnPairValuesAToBeGreaterThanB", {"column_A": "end_frame", "column_B": "start_frame", "or_equal": False}, "{n} clip(s) with end_frame <= start_frame"),
-                Check("past_video_end", "ExpectColumnPairValuesAToBeGreaterThanB", where(KNOWN, column_A="num_frames", column_B="end_frame", or_equal=True), "{n} clip(s) ending after their video's last frame"),
+                Check(
+                    "negative_start",
+                    "ExpectColumnValuesToBeBetween",
+                    {"column": "start_frame", "min_value": 0},
+                    "{n} clip(s) with start_frame < 0",
+                ),
+                Check(
+                    "empty_or_reversed",
+                    "ExpectColumnPairValuesAToBeGreaterThanB",
+                    {"column_A": "end_frame", "column_B": "start_frame", "or_equal": False},
+                    "{n} clip(s) with end_frame <= start_frame",
+                ),
+                Check(
+                    "past_video_end",
+                    "ExpectColumnPairValuesAToBeGreaterThanB",
+                    where(KNOWN, column_A="num_frames", column_B="end_frame", or_equal=True),
+                    "{n} clip(s) ending after their video's last frame",
+                ),
             ),
         ),
         Gate(
             "clips_ordered_non_overlapping",
             "the clips of a video are numbered 0, 1, ... in frame order and do not overlap",
             (
-                no("out_of_order", label="out_of_order", explain="{n} clip(s) whose clip_index is not their position in frame order"),
-                no("overlaps_previous", label="overlapping", explain="{n} clip(s) starting before an earlier clip of the video ends"),
+                no(
+                    "out_of_order",
+                    label="out_of_order",
+                    explain="{n} clip(s) whose clip_index is not their position in frame order",
+                ),
+                no(
+                    "overlaps_previous",
+                    label="overlapping",
+                    explain="{n} clip(s) starting before an earlier clip of the video ends",
+                ),
             ),
         ),
         Gate(
@@ -96,24 +122,40 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: SceneClipsGates) -> 
                 ),
             ),
             thresholds={"coverage_min": cfg.coverage_min},
-            extra_measured={"videos": len(videos), "min_coverage": _min_or_none(videos.loc[videos["clip_count"] >= 1, "coverage"])},
+            extra_measured={
+                "videos": len(videos),
+                "min_coverage": _min_or_none(videos.loc[videos["clip_count"] >= 1, "coverage"]),
+            },
         ),
         Gate(
             "every_video_has_clips",
             "every ok video has at least one clip",
-            (Check("videos_without_clips", "ExpectColumnValuesToBeBetween", {"column": "clip_count", "min_value": 1}, "{n} ok video(s) without any clip", frame="videos"),),
+            (
+                Check(
+                    "videos_without_clips",
+                    "ExpectColumnValuesToBeBetween",
+                    {"column": "clip_count", "min_value": 1},
+                    "{n} ok video(s) without any clip",
+                    frame="videos",
+                ),
+            ),
         ),
         Gate(
             "duration_in_bounds",
             f"0 < duration_s <= the row's max_clip_s + {tol:g} s (the bound it was cut under; short scenes are rejected"
             " later as too_short; detect_error fallback clips exempt)",
             (
-                no("duration_out_of_bounds", label="duration_out_of_bounds",
-                   explain=f"{{n}} clip(s) with duration_s <= 0 or over their max_clip_s + {tol:g} s"),
+                no(
+                    "duration_out_of_bounds",
+                    label="duration_out_of_bounds",
+                    explain=f"{{n}} clip(s) with duration_s <= 0 or over their max_clip_s + {tol:g} s",
+                ),
             ),
             thresholds={"min_duration_s_exclusive": 0.0, "duration_tolerance_s": tol},
-            extra_measured={"detect_error_clips_exempt": int(df["detect_failed"].sum()),
-                            "clips_without_max_clip_s": int(bound.isna().sum())},
+            extra_measured={
+                "detect_error_clips_exempt": int(df["detect_failed"].sum()),
+                "clips_without_max_clip_s": int(bound.isna().sum()),
+            },
         ),
     ]
     return gates, frames

@@ -28,8 +28,9 @@ def unique_id_gate(name: str, column: str) -> Gate:
     )
 
 
-def exactly_once_gate(name: str, summary: str, column: str, *, missing: str, extra: str, duplicated: str,
-                      extra_measured: dict[str, Any]) -> Gate:
+def exactly_once_gate(
+    name: str, summary: str, column: str, *, missing: str, extra: str, duplicated: str, extra_measured: dict[str, Any]
+) -> Gate:
     """Every upstream id has exactly one row and no row has an id the upstream lacks; runs on the ``ids`` frame of
     ``relations.id_reconciliation``. ``missing``/``extra``/``duplicated``: the failure sentences ({n})."""
     return Gate(
@@ -45,8 +46,16 @@ def exactly_once_gate(name: str, summary: str, column: str, *, missing: str, ext
     )
 
 
-def reason_consistent_gate(summary: str, *, bad: str, good: str, bad_noun: str, good_noun: str,
-                           reason: str = "reject_reason", first: tuple[Check, ...] = ()) -> Gate:
+def reason_consistent_gate(
+    summary: str,
+    *,
+    bad: str,
+    good: str,
+    bad_noun: str,
+    good_noun: str,
+    reason: str = "reject_reason",
+    first: tuple[Check, ...] = (),
+) -> Gate:
     """Rows matching ``bad`` (a pandas condition) carry a non-empty ``reason``; rows matching ``good`` carry none.
     ``bad_noun``/``good_noun`` name those rows in the sentences ("rejected", "ok"); ``first``: checks run before."""
     return Gate(
@@ -54,18 +63,39 @@ def reason_consistent_gate(summary: str, *, bad: str, good: str, bad_noun: str, 
         summary,
         (
             *first,
-            Check(f"{bad_noun}_without_reason", "ExpectColumnValuesToNotBeNull", where(bad, column=reason),
-                  f"{{n}} {bad_noun} row(s) without {reason}"),
-            Check(f"{bad_noun}_with_empty_reason", "ExpectColumnValueLengthsToBeBetween",
-                  where(bad, column=reason, min_value=1), f"{{n}} {bad_noun} row(s) with an empty {reason}"),
-            Check(f"{good_noun}_with_reason", "ExpectColumnValuesToBeNull", where(good, column=reason),
-                  f"{{n}} {good_noun} row(s) with a {reason}"),
+            Check(
+                f"{bad_noun}_without_reason",
+                "ExpectColumnValuesToNotBeNull",
+                where(bad, column=reason),
+                f"{{n}} {bad_noun} row(s) without {reason}",
+            ),
+            Check(
+                f"{bad_noun}_with_empty_reason",
+                "ExpectColumnValueLengthsToBeBetween",
+                where(bad, column=reason, min_value=1),
+                f"{{n}} {bad_noun} row(s) with an empty {reason}",
+            ),
+            Check(
+                f"{good_noun}_with_reason",
+                "ExpectColumnValuesToBeNull",
+                where(good, column=reason),
+                f"{{n}} {good_noun} row(s) with a {reason}",
+            ),
         ),
     )
 
 
-def rate_gate(name: str, flag: str, df: "pd.DataFrame", *, min_value: float | None = None,
-              max_value: float | None = None, min_rows: int, counted: str, id_column: str | None = None) -> Gate:
+def rate_gate(
+    name: str,
+    flag: str,
+    df: pd.DataFrame,
+    *,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    min_rows: int,
+    counted: str,
+    id_column: str | None = None,
+) -> Gate:
     """The mean of the 0/1 column ``flag`` lies in [min_value, max_value] (a bound left None is open), checked from
     ``min_rows`` rows on. ``counted`` names the flagged rows in the measured counts ("rejected", "failed");
     ``id_column``: report the flagged rows' ids as the gate's examples."""

@@ -31,8 +31,11 @@ def evidence(tbl: pa.Table, cfg: TrainingShardsGates, storage_options: dict[str,
 
     from videolake.platform.shards.verify import check_shard
 
-    rows = [r for r in tbl.select(["clip_id", "shard_uri", "shard_sha256", "shard_samples", "num_frames"]).to_pylist()
-            if r["shard_uri"]]
+    rows = [
+        r
+        for r in tbl.select(["clip_id", "shard_uri", "shard_sha256", "shard_samples", "num_frames"]).to_pylist()
+        if r["shard_uri"]
+    ]
     by_shard: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["clip_id"]):
         by_shard.setdefault(r["shard_uri"], []).append(r)
@@ -43,39 +46,51 @@ def evidence(tbl: pa.Table, cfg: TrainingShardsGates, storage_options: dict[str,
         members = by_shard[uri]
         check, frames = check_shard(uri, storage_options, decode=uri in decoded)
         expected_keys = tuple(m["clip_id"] for m in members)
-        shard_rows.append({
-            "shard_uri": uri,
-            "missing": not check.exists,
-            "sha256_mismatch": check.exists and any(m["shard_sha256"] != check.sha256 for m in members),
-            "keys_mismatch": check.exists and check.keys != expected_keys,
-            "count_mismatch": check.exists and any(m["shard_samples"] != len(check.keys) for m in members),
-        })
+        shard_rows.append(
+            {
+                "shard_uri": uri,
+                "missing": not check.exists,
+                "sha256_mismatch": check.exists and any(m["shard_sha256"] != check.sha256 for m in members),
+                "keys_mismatch": check.exists and check.keys != expected_keys,
+                "count_mismatch": check.exists and any(m["shard_samples"] != len(check.keys) for m in members),
+            }
+        )
         if uri in decoded:
             for m in members:
-                sample_rows.append({"clip_id": m["clip_id"],
-                                    "frames_mismatch": frames.get(m["clip_id"], -1) != m["num_frames"]})
+                sample_rows.append(
+                    {"clip_id": m["clip_id"], "frames_mismatch": frames.get(m["clip_id"], -1) != m["num_frames"]}
+                )
     cols = ["missing", "sha256_mismatch", "keys_mismatch", "count_mismatch"]
     shards = pd.DataFrame(shard_rows, columns=["shard_uri", *cols]).astype({c: bool for c in cols})
     samples = pd.DataFrame(sample_rows, columns=["clip_id", "frames_mismatch"]).astype({"frames_mismatch": bool})
     return {SHARDS: shards, SAMPLES: samples, "decoded_shards": len(decoded), "shards": len(order)}
 
 
-def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: TrainingShardsGates,
-          found: dict[str, Any] | None = None) -> tuple[list[Gate], dict[str, Frame]]:
+def build(
+    tbl: pa.Table, context: dict[str, pa.Table], cfg: TrainingShardsGates, found: dict[str, Any] | None = None
+) -> tuple[list[Gate], dict[str, Frame]]:
     if found is None:
         found = evidence(tbl, cfg, None)
     df = to_pandas(tbl, ["clip_id", "status", "shard_uri"])
     df["is_failed"] = (df["status"] == "failed").astype("float64")
     captions = context["clip_captions"]
-    eligible = [c for c, s in zip(captions.column("clip_id").to_pylist(), captions.column("status").to_pylist())
-                if s == "ok"]
+    eligible = [
+        c for c, s in zip(captions.column("clip_id").to_pylist(), captions.column("status").to_pylist()) if s == "ok"
+    ]
     ids = id_reconciliation(eligible, df["clip_id"].tolist(), "clip_id")
-    frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id"), "shards": Frame(found[SHARDS], "shard_uri"),
-              "samples": Frame(found[SAMPLES], "clip_id")}
+    frames = {
+        "rows": Frame(df, "clip_id"),
+        "ids": Frame(ids, "clip_id"),
+        "shards": Frame(found[SHARDS], "shard_uri"),
+        "samples": Frame(found[SAMPLES], "clip_id"),
+    }
     gates = [
         exactly_once_gate(
-            "one_sample_per_eligible_clip", "every ok caption of clip_captions has exactly one row, and no other clip",
-            "clip_id", missing="{n} captioned clip(s) without a row", extra="{n} row(s) for clips without an ok caption",
+            "one_sample_per_eligible_clip",
+            "every ok caption of clip_captions has exactly one row, and no other clip",
+            "clip_id",
+            missing="{n} captioned clip(s) without a row",
+            extra="{n} row(s) for clips without an ok caption",
             duplicated="{n} clip(s) with more than one row",
             extra_measured={"eligible_clips": len(set(eligible)), "rows": len(df)},
         ),
@@ -83,26 +98,55 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: TrainingShardsGates,
             "shards_match_table",
             "every shard exists with the rows' sha256, keys and sample count",
             (
-                no("missing", label="missing_shards", explain="{n} shard(s) named by the table do not exist",
-                   frame="shards"),
-                no("sha256_mismatch", label="sha256_mismatch", explain="{n} shard(s) whose sha256 is not the table's",
-                   frame="shards"),
-                no("keys_mismatch", label="keys_mismatch",
-                   explain="{n} shard(s) whose sample keys are not the table's clip ids", frame="shards"),
-                no("count_mismatch", label="count_mismatch",
-                   explain="{n} shard(s) whose sample count is not shard_samples", frame="shards"),
+                no(
+                    "missing",
+                    label="missing_shards",
+                    explain="{n} shard(s) named by the table do not exist",
+                    frame="shards",
+                ),
+                no(
+                    "sha256_mismatch",
+                    label="sha256_mismatch",
+                    explain="{n} shard(s) whose sha256 is not the table's",
+                    frame="shards",
+                ),
+                no(
+                    "keys_mismatch",
+                    label="keys_mismatch",
+                    explain="{n} shard(s) whose sample keys are not the table's clip ids",
+                    frame="shards",
+                ),
+                no(
+                    "count_mismatch",
+                    label="count_mismatch",
+                    explain="{n} shard(s) whose sample count is not shard_samples",
+                    frame="shards",
+                ),
             ),
             extra_measured={"shards": found["shards"]},
         ),
         Gate(
             "mp4_frame_counts",
             "every mp4 of the decoded shards has num_frames frames",
-            (no("frames_mismatch", label="frame_count_mismatch",
-                explain="{n} mp4(s) that do not decode to num_frames frames", frame="samples"),),
+            (
+                no(
+                    "frames_mismatch",
+                    label="frame_count_mismatch",
+                    explain="{n} mp4(s) that do not decode to num_frames frames",
+                    frame="samples",
+                ),
+            ),
             thresholds={"decode_shards": cfg.decode_shards},
             extra_measured={"decoded_shards": found["decoded_shards"], "decoded_samples": len(found[SAMPLES])},
         ),
-        rate_gate("failure_rate", "is_failed", df, max_value=cfg.max_failure_rate, min_rows=cfg.min_rows_for_rate,
-                  counted="failed", id_column="clip_id"),
+        rate_gate(
+            "failure_rate",
+            "is_failed",
+            df,
+            max_value=cfg.max_failure_rate,
+            min_rows=cfg.min_rows_for_rate,
+            counted="failed",
+            id_column="clip_id",
+        ),
     ]
     return gates, frames

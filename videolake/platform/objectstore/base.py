@@ -7,8 +7,8 @@ import hashlib
 import os
 import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from videolake.platform.registry import Registry
 

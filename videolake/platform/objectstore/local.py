@@ -101,8 +101,9 @@ class LocalObjectStore(ObjectStore):
             except PermissionError as exc:
                 return [self._entry(key, PERMISSION_DENIED, f"cannot look up the folder: {exc.strerror}")]
             if stat.S_ISLNK(st.st_mode):
-                return [self._entry(key, NOT_A_REGULAR_FILE,
-                                    "the folder is a symbolic link (links are never followed)")]
+                return [
+                    self._entry(key, NOT_A_REGULAR_FILE, "the folder is a symbolic link (links are never followed)")
+                ]
             if not stat.S_ISDIR(st.st_mode):
                 return []
         out: list[ObjectInfo] = []
@@ -146,12 +147,17 @@ class LocalObjectStore(ObjectStore):
                 elif _not_utf8(ekey):
                     out.append(self._entry(ekey, size=st.st_size))
                 elif not os.access(e.path, os.R_OK, follow_symlinks=False):
-                    out.append(self._entry(ekey, PERMISSION_DENIED, "the file is not readable by this process",
-                                           size=st.st_size))
+                    out.append(
+                        self._entry(
+                            ekey, PERMISSION_DENIED, "the file is not readable by this process", size=st.st_size
+                        )
+                    )
                 else:
                     out.append(self._entry(ekey, size=st.st_size))
-        return sorted((o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
-                      key=lambda o: o.key)
+        return sorted(
+            (o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
+            key=lambda o: o.key,
+        )
 
     # ------------------------------------------------------------------ objects
     def get_bytes(self, key: str) -> bytes:
@@ -210,11 +216,11 @@ class LocalObjectStore(ObjectStore):
         """Inverse of ``uri``: percent-decoded to bytes, then to a str as the filesystem does (surrogate escapes)."""
         if not uri.startswith("file://"):
             raise ValueError(f"{uri} is not inside {self.root.as_uri()}")
-        path = os.fsdecode(unquote_to_bytes(uri[len("file://"):]))
+        path = os.fsdecode(unquote_to_bytes(uri[len("file://") :]))
         root = str(self.root).rstrip("/") + "/"
         if not path.startswith(root) or path == root:
             raise ValueError(f"{uri} is not inside {self.root.as_uri()}")
-        return path[len(root):]
+        return path[len(root) :]
 
     def local_path(self, key: str) -> str | None:
         """The key's own path (a link is not resolved here, so callers can lstat it); ValueError when the path,

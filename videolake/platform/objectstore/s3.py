@@ -24,8 +24,9 @@ import random
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from videolake.platform.lake_storage import ADDRESSING_STYLES, storage_options_for_s3
 from videolake.platform.objectstore.base import (
@@ -65,8 +66,15 @@ THROTTLING_CODES = frozenset(
 )
 TRANSIENT_HTTP_STATUS = frozenset({429, 500, 502, 503, 504})
 CREDENTIAL_CODES = frozenset(
-    {"SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken", "TokenRefreshRequired",
-     "InvalidSecurity", "AuthorizationHeaderMalformed"}
+    {
+        "SignatureDoesNotMatch",
+        "InvalidAccessKeyId",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "InvalidSecurity",
+        "AuthorizationHeaderMalformed",
+    }
 )
 ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "403", "Forbidden"})
 NO_BUCKET_CODES = frozenset({"NoSuchBucket"})
@@ -100,9 +108,11 @@ def is_transient(exc: BaseException) -> bool:
     """True for errors worth retrying: lost connections, timeouts, throttling and 5xx answers."""
     from botocore.exceptions import (
         ClientError,
-        ConnectionError as BotoConnectionError,
         HTTPClientError,
         IncompleteReadError,
+    )
+    from botocore.exceptions import (
+        ConnectionError as BotoConnectionError,
     )
 
     # upload_file wraps a ClientError into S3UploadFailedError (implicitly chained); judge the original.
@@ -238,8 +248,10 @@ class S3ObjectStore(ObjectStore):
                     if self.endpoint_url:
                         # Third-party servers vary in their support of the CRC checksums newer botocore sends on
                         # every upload; send them only where the API requires them.
-                        extra = {"request_checksum_calculation": "when_required",
-                                 "response_checksum_validation": "when_required"}
+                        extra = {
+                            "request_checksum_calculation": "when_required",
+                            "response_checksum_validation": "when_required",
+                        }
                     config = Config(
                         region_name=self.region,
                         signature_version="s3v4",
@@ -277,7 +289,7 @@ class S3ObjectStore(ObjectStore):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _relative(self, full_key: str) -> str:
-        return full_key[len(self.prefix) + 1:] if self.prefix else full_key
+        return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
 
     def _translate(self, exc: BaseException, what: str, key: str | None = None) -> BaseException:
         """A clear, secret-free error for a non-transient failure (or the original one if unknown)."""
@@ -285,25 +297,35 @@ class S3ObjectStore(ObjectStore):
 
         inner = exc.__context__ if type(exc).__name__ == "S3UploadFailedError" and exc.__context__ else exc
         if isinstance(inner, (NoCredentialsError, PartialCredentialsError)):
-            return ObjectStoreError(f"no S3 credentials found for {self._where} ({type(inner).__name__}): set the "
-                                    "access key id and secret (or a role) in the environment")
+            return ObjectStoreError(
+                f"no S3 credentials found for {self._where} ({type(inner).__name__}): set the "
+                "access key id and secret (or a role) in the environment"
+            )
         if not isinstance(inner, ClientError):
             return exc
         code, status = _client_error_code(inner)
         shown = code or str(status)
         if code in CREDENTIAL_CODES:
-            return ObjectStoreError(f"S3 rejected the credentials for {self._where} ({shown}) while trying to "
-                                    f"{what}: check the access key id and secret")
+            return ObjectStoreError(
+                f"S3 rejected the credentials for {self._where} ({shown}) while trying to "
+                f"{what}: check the access key id and secret"
+            )
         if code in NO_BUCKET_CODES:
-            return ObjectStoreError(f"S3 bucket {self.bucket!r} does not exist at endpoint {self._endpoint_name} "
-                                    f"({shown}) while trying to {what}")
+            return ObjectStoreError(
+                f"S3 bucket {self.bucket!r} does not exist at endpoint {self._endpoint_name} "
+                f"({shown}) while trying to {what}"
+            )
         if key is not None and (code in NOT_FOUND_CODES or status == 404):
             return FileNotFoundError(f"no object {self.uri(key)}")
         if key is not None and code in ARCHIVED_CODES:
-            return ObjectArchivedError(f"{self.uri(key)} is in an archive storage class ({shown}): restore it to read it")
+            return ObjectArchivedError(
+                f"{self.uri(key)} is in an archive storage class ({shown}): restore it to read it"
+            )
         if code in ACCESS_DENIED_CODES or status == 403:
-            return ObjectStoreError(f"S3 denied access to {self._where} ({shown}) while trying to {what}: the "
-                                    "credentials are wrong or lack permission")
+            return ObjectStoreError(
+                f"S3 denied access to {self._where} ({shown}) while trying to {what}: the "
+                "credentials are wrong or lack permission"
+            )
         return ObjectStoreError(f"S3 error {shown} for {self._where} while trying to {what}")
 
     def _call(self, what: str, fn: Callable[[], T], key: str | None = None) -> T:
@@ -347,8 +369,9 @@ class S3ObjectStore(ObjectStore):
         def run() -> list[ObjectInfo]:
             out: list[ObjectInfo] = []
             paginator = self._client().get_paginator("list_objects_v2")
-            pages = paginator.paginate(Bucket=self.bucket, Prefix=full_prefix,
-                                       PaginationConfig={"PageSize": self.list_page_size})
+            pages = paginator.paginate(
+                Bucket=self.bucket, Prefix=full_prefix, PaginationConfig={"PageSize": self.list_page_size}
+            )
             for page in pages:
                 for obj in page.get("Contents", []):
                     key = self._relative(obj["Key"])
@@ -371,8 +394,7 @@ class S3ObjectStore(ObjectStore):
 
     def put_bytes(self, key: str, data: bytes) -> str:
         full = self._full_key(key)
-        self._call(f"write {self.uri(key)}",
-                   lambda: self._client().put_object(Bucket=self.bucket, Key=full, Body=data))
+        self._call(f"write {self.uri(key)}", lambda: self._client().put_object(Bucket=self.bucket, Key=full, Body=data))
         return self.uri(key)
 
     def put_file(self, key: str, path: str) -> str:
@@ -383,8 +405,10 @@ class S3ObjectStore(ObjectStore):
         if not os.path.isfile(path):
             raise FileNotFoundError(path)
         config = self._transfer_config()
-        self._call(f"upload {path} to {self.uri(key)}",
-                   lambda: self._client().upload_file(path, self.bucket, full, Config=config))
+        self._call(
+            f"upload {path} to {self.uri(key)}",
+            lambda: self._client().upload_file(path, self.bucket, full, Config=config),
+        )
         return self.uri(key)
 
     def download(self, key: str, path: str) -> None:
@@ -437,7 +461,7 @@ class S3ObjectStore(ObjectStore):
         base = self.uri("")
         if not uri.startswith(base) or uri == base:
             raise ValueError(f"{uri} is not inside {base}")
-        return uri[len(base):]
+        return uri[len(base) :]
 
     # ------------------------------------------------------------------ Delta Lake
     def delta_storage_options(self) -> dict[str, str]:

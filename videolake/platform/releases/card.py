@@ -48,31 +48,45 @@ def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
 def length_stats(values: Sequence[int | None]) -> dict[str, int | None]:
     """min, p50, p90, max (nearest rank) and count of the caption lengths."""
     vals = sorted(int(v) for v in values if v is not None)
-    return {"count": len(vals), "min": vals[0] if vals else None, "p50": nearest_rank(vals, 0.5),
-            "p90": nearest_rank(vals, 0.9), "max": vals[-1] if vals else None}
+    return {
+        "count": len(vals),
+        "min": vals[0] if vals else None,
+        "p50": nearest_rank(vals, 0.5),
+        "p90": nearest_rank(vals, 0.9),
+        "max": vals[-1] if vals else None,
+    }
 
 
 def per_group(ok: pa.Table, column: str) -> dict[str, dict[str, Any]]:
     """{value of ``column``: {samples, hours, shards}} over the ok rows, sorted by value."""
     out: dict[str, dict[str, Any]] = {}
-    for key, duration, shard in zip(ok.column(column).to_pylist(), ok.column("duration_s").to_pylist(),
-                                    ok.column("shard_uri").to_pylist()):
+    for key, duration, shard in zip(
+        ok.column(column).to_pylist(), ok.column("duration_s").to_pylist(), ok.column("shard_uri").to_pylist()
+    ):
         g = out.setdefault(str(key), {"samples": 0, "seconds": 0.0, "shards": set()})
         g["samples"] += 1
         g["seconds"] += float(duration or 0.0)
         g["shards"].add(shard)
-    return {k: {"samples": v["samples"], "hours": round(v["seconds"] / 3600, 6), "shards": len(v["shards"])}
-            for k, v in sorted(out.items())}
+    return {
+        k: {"samples": v["samples"], "hours": round(v["seconds"] / 3600, 6), "shards": len(v["shards"])}
+        for k, v in sorted(out.items())
+    }
 
 
 def caption_models(ok: pa.Table, captions: pa.Table) -> list[dict[str, Any]]:
     """[{model, model_revision, prompt_version, samples}] of the released samples' captions, most samples first."""
     joined = ok.select(["clip_id"]).join(
         captions.filter(pc.equal(captions.column("status"), "ok")).select(
-            ["clip_id", "model", "model_revision", "prompt_version"]), "clip_id", join_type="left outer")
+            ["clip_id", "model", "model_revision", "prompt_version"]
+        ),
+        "clip_id",
+        join_type="left outer",
+    )
     counts = Counter(zip(*(joined.column(c).to_pylist() for c in ("model", "model_revision", "prompt_version"))))
-    return [{"model": m, "model_revision": r, "prompt_version": p, "samples": n}
-            for (m, r, p), n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))]
+    return [
+        {"model": m, "model_revision": r, "prompt_version": p, "samples": n}
+        for (m, r, p), n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    ]
 
 
 def rejections(data: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
@@ -84,15 +98,26 @@ def rejections(data: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
     raw, filt = data["raw_videos"], data["filtered_clips"]
     caps, shards = data["clip_captions"], data["training_shards"]
     return {
-        "raw_videos": count(_reason(r) for s, r in zip(raw.column("status").to_pylist(),
-                                                       raw.column("reject_reason").to_pylist()) if s != "ok"),
-        "filtered_clips": count(p for ok, r in zip(filt.column("passed").to_pylist(),
-                                                   filt.column("reject_reason").to_pylist())
-                                if not ok for p in (r or "unknown").split(";") if p),
-        "clip_captions": count(_reason(e) for s, e in zip(caps.column("status").to_pylist(),
-                                                          caps.column("error").to_pylist()) if s != "ok"),
-        "training_shards": count(_reason(e) for s, e in zip(shards.column("status").to_pylist(),
-                                                            shards.column("error").to_pylist()) if s != "ok"),
+        "raw_videos": count(
+            _reason(r)
+            for s, r in zip(raw.column("status").to_pylist(), raw.column("reject_reason").to_pylist())
+            if s != "ok"
+        ),
+        "filtered_clips": count(
+            p
+            for ok, r in zip(filt.column("passed").to_pylist(), filt.column("reject_reason").to_pylist())
+            if not ok
+            for p in (r or "unknown").split(";")
+            if p
+        ),
+        "clip_captions": count(
+            _reason(e) for s, e in zip(caps.column("status").to_pylist(), caps.column("error").to_pylist()) if s != "ok"
+        ),
+        "training_shards": count(
+            _reason(e)
+            for s, e in zip(shards.column("status").to_pylist(), shards.column("error").to_pylist())
+            if s != "ok"
+        ),
     }
 
 
@@ -124,8 +149,10 @@ def contact_tiles(store: ObjectStore, ok: pa.Table, n: int = CONTACT_SAMPLES) ->
     from videolake.platform.releases.shardio import read_range
     from videolake.platform.shards.tarfile_det import END_OF_ARCHIVE, read_samples
 
-    rows = sorted(ok.select(["clip_id", "shard_uri", "sample_offset", "sample_bytes", "num_frames"]).to_pylist(),
-                  key=lambda r: r["clip_id"])
+    rows = sorted(
+        ok.select(["clip_id", "shard_uri", "sample_offset", "sample_bytes", "num_frames"]).to_pylist(),
+        key=lambda r: r["clip_id"],
+    )
     if not rows:
         return []
     k = min(n, len(rows))
@@ -149,8 +176,9 @@ def contact_tiles(store: ObjectStore, ok: pa.Table, n: int = CONTACT_SAMPLES) ->
     return tiles
 
 
-def write_card(store: ObjectStore, manifest: dict[str, Any], ok: pa.Table,
-               data: dict[str, pa.Table]) -> tuple[str, tuple[str, ...]]:
+def write_card(
+    store: ObjectStore, manifest: dict[str, Any], ok: pa.Table, data: dict[str, pa.Table]
+) -> tuple[str, tuple[str, ...]]:
     """Write the PNGs and README.md of the release; returns (card uri, PNG uris)."""
     from videolake.platform.releases.plots import bar_png, contact_sheet_png, histogram_png
 
@@ -162,8 +190,7 @@ def write_card(store: ObjectStore, manifest: dict[str, Any], ok: pa.Table,
     pngs = {
         "duration": histogram_png(ok.column("duration_s").to_pylist(), "Clip duration", "seconds"),
         "resolution": bar_png([k for k, _ in top], [v for _, v in top], "Resolution (encoded)", "samples"),
-        "aspect": histogram_png([w / h for w, h in zip(widths, heights) if w and h], "Aspect ratio",
-                                "width / height"),
+        "aspect": histogram_png([w / h for w, h in zip(widths, heights) if w and h], "Aspect ratio", "width / height"),
         "caption_length": histogram_png(lengths, "Caption length", "characters"),
         "contact_sheet": contact_sheet_png(contact_tiles(store, ok)),
     }
@@ -176,85 +203,154 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
         return "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
 
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *("| " + " | ".join(cell(v) for v in r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(cell(v) for v in r) + " |" for r in rows),
+    ]
 
 
-def card_markdown(manifest: dict[str, Any], ok: pa.Table, data: dict[str, pa.Table],
-                  sizes: Counter | None = None) -> str:
+def card_markdown(
+    manifest: dict[str, Any], ok: pa.Table, data: dict[str, pa.Table], sizes: Counter | None = None
+) -> str:
     """The card's markdown (its images are the PNGs beside it, named in ``IMAGES``)."""
     t = manifest["totals"]
     req = manifest.get("requested", {})
     buckets = manifest["buckets"]
-    out = [f"# Dataset release `{manifest['name']}`", "",
-           f"Created {manifest['created_at']} from the days {req.get('start')} to {req.get('end')} (inclusive): "
-           f"{len(manifest['partitions'])} taken, {len(manifest['excluded_partitions'])} left out. "
-           f"Buckets: {'all' if buckets is None else ', '.join(f'`{b}`' for b in buckets)}. "
-           "This release is immutable: its name is never reused; `manifest.json` beside this card lists every "
-           f"shard with its sha256 (check them with `videolake release verify {manifest['name']}`).", "",
-           "## Totals", "",
-           *_table(["samples", "shards", "hours", "frames", "bytes"],
-                   [[t["samples"], t["shards"], f"{t['hours']:.4f}", t["frames"], t["bytes"]]]), "",
-           "## Samples per bucket", "",
-           *_table(["bucket", "samples", "hours", "shards"],
-                   [[f"`{k}`", v["samples"], f"{v['hours']:.4f}", v["shards"]] for k, v in per_group(ok, "bucket").items()]),
-           ""]
+    out = [
+        f"# Dataset release `{manifest['name']}`",
+        "",
+        f"Created {manifest['created_at']} from the days {req.get('start')} to {req.get('end')} (inclusive): "
+        f"{len(manifest['partitions'])} taken, {len(manifest['excluded_partitions'])} left out. "
+        f"Buckets: {'all' if buckets is None else ', '.join(f'`{b}`' for b in buckets)}. "
+        "This release is immutable: its name is never reused; `manifest.json` beside this card lists every "
+        f"shard with its sha256 (check them with `videolake release verify {manifest['name']}`).",
+        "",
+        "## Totals",
+        "",
+        *_table(
+            ["samples", "shards", "hours", "frames", "bytes"],
+            [[t["samples"], t["shards"], f"{t['hours']:.4f}", t["frames"], t["bytes"]]],
+        ),
+        "",
+        "## Samples per bucket",
+        "",
+        *_table(
+            ["bucket", "samples", "hours", "shards"],
+            [[f"`{k}`", v["samples"], f"{v['hours']:.4f}", v["shards"]] for k, v in per_group(ok, "bucket").items()],
+        ),
+        "",
+    ]
     if buckets is not None:
         empty = [b for b in buckets if b not in t["by_bucket"]]
         if empty:
             out += [f"Requested buckets without samples: {', '.join(f'`{b}`' for b in empty)}.", ""]
-    out += ["## Samples per day", "",
-            *_table(["day", "samples", "hours", "shards"],
-                    [[k, v["samples"], f"{v['hours']:.4f}", v["shards"]] for k, v in per_group(ok, PARTITION_COLUMN).items()]),
-            ""]
+    out += [
+        "## Samples per day",
+        "",
+        *_table(
+            ["day", "samples", "hours", "shards"],
+            [[k, v["samples"], f"{v['hours']:.4f}", v["shards"]] for k, v in per_group(ok, PARTITION_COLUMN).items()],
+        ),
+        "",
+    ]
     stats = length_stats(ok.column("caption_chars").to_pylist())
-    out += ["## Caption length (characters)", "",
-            *_table(["captions", "min", "p50", "p90", "max"],
-                    [[stats["count"], stats["min"], stats["p50"], stats["p90"], stats["max"]]]), "",
-            "p50 and p90 are nearest-rank percentiles.", "", f"![caption length]({IMAGES['caption_length']})", ""]
-    out += ["## Captioning models and prompts", "",
-            *_table(["model", "revision", "prompt version", "samples"],
-                    [[m["model"], m["model_revision"] or "", m["prompt_version"], m["samples"]]
-                     for m in caption_models(ok, data["clip_captions"])]), ""]
+    out += [
+        "## Caption length (characters)",
+        "",
+        *_table(
+            ["captions", "min", "p50", "p90", "max"],
+            [[stats["count"], stats["min"], stats["p50"], stats["p90"], stats["max"]]],
+        ),
+        "",
+        "p50 and p90 are nearest-rank percentiles.",
+        "",
+        f"![caption length]({IMAGES['caption_length']})",
+        "",
+    ]
+    out += [
+        "## Captioning models and prompts",
+        "",
+        *_table(
+            ["model", "revision", "prompt version", "samples"],
+            [
+                [m["model"], m["model_revision"] or "", m["prompt_version"], m["samples"]]
+                for m in caption_models(ok, data["clip_captions"])
+            ],
+        ),
+        "",
+    ]
     out += ["## From videos to samples (released days)", "", *_table(["stage", "count"], funnel(data, ok)), ""]
-    out += ["## Upstream rejections by reason (released days)", "",
-            "Every row the pipeline rejected on the released days (all buckets), by reason.", ""]
-    titles = {"raw_videos": "Videos rejected at ingest (raw_videos.reject_reason)",
-              "filtered_clips": "Clips rejected by the quality filter (filtered_clips.reject_reason, per rule)",
-              "clip_captions": "Captions that failed (clip_captions.error)",
-              "training_shards": "Clips that could not be encoded into a shard (training_shards.error)"}
+    out += [
+        "## Upstream rejections by reason (released days)",
+        "",
+        "Every row the pipeline rejected on the released days (all buckets), by reason.",
+        "",
+    ]
+    titles = {
+        "raw_videos": "Videos rejected at ingest (raw_videos.reject_reason)",
+        "filtered_clips": "Clips rejected by the quality filter (filtered_clips.reject_reason, per rule)",
+        "clip_captions": "Captions that failed (clip_captions.error)",
+        "training_shards": "Clips that could not be encoded into a shard (training_shards.error)",
+    }
     for table, reasons in rejections(data).items():
         out += [f"### {titles[table]}", ""]
         out += (_table(["reason", "count"], list(reasons.items())) if reasons else ["None."]) + [""]
-    out += ["## Distributions", "",
-            f"![duration]({IMAGES['duration']})", "", f"![resolution]({IMAGES['resolution']})", "",
-            f"![aspect ratio]({IMAGES['aspect']})", ""]
+    out += [
+        "## Distributions",
+        "",
+        f"![duration]({IMAGES['duration']})",
+        "",
+        f"![resolution]({IMAGES['resolution']})",
+        "",
+        f"![aspect ratio]({IMAGES['aspect']})",
+        "",
+    ]
     if sizes:
         top = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         out += _table(["resolution", "samples"], top) + [""]
-    out += ["## Sample frames", "",
-            f"The middle frame of up to {CONTACT_SAMPLES} samples spread over the release, read back from the "
-            "shards, with their clip ids.", "", f"![contact sheet]({IMAGES['contact_sheet']})", ""]
+    out += [
+        "## Sample frames",
+        "",
+        f"The middle frame of up to {CONTACT_SAMPLES} samples spread over the release, read back from the "
+        "shards, with their clip ids.",
+        "",
+        f"![contact sheet]({IMAGES['contact_sheet']})",
+        "",
+    ]
     out += ["## Days left out", ""]
     if manifest["excluded_partitions"]:
         out += _table(["day", "reason"], [[e["partition_date"], e["reason"]] for e in manifest["excluded_partitions"]])
     else:
         out += ["None: every day of the range passed every gate."]
-    out += ["", "## Source tables (pinned Delta versions)", "",
-            *_table(["table", "version", "uri"],
-                    [[k, v["version"], v["uri"]] for k, v in manifest["tables"].items()]), ""]
+    out += [
+        "",
+        "## Source tables (pinned Delta versions)",
+        "",
+        *_table(["table", "version", "uri"], [[k, v["version"], v["uri"]] for k, v in manifest["tables"].items()]),
+        "",
+    ]
     shards = manifest["shards"]
-    out += ["## Shards", "",
-            f"{len(shards)} shards, {t['samples']} samples, {t['bytes']} bytes in total (every one with its sha256 "
-            "in `manifest.json`).", ""]
-    out += _table(["shard", "bucket", "day", "samples", "bytes"],
-                  [[s["uri"], f"`{s['bucket']}`", s["partition_date"], s["samples"], s["bytes"]]
-                   for s in shards[:SHARDS_LISTED]])
+    out += [
+        "## Shards",
+        "",
+        f"{len(shards)} shards, {t['samples']} samples, {t['bytes']} bytes in total (every one with its sha256 "
+        "in `manifest.json`).",
+        "",
+    ]
+    out += _table(
+        ["shard", "bucket", "day", "samples", "bytes"],
+        [[s["uri"], f"`{s['bucket']}`", s["partition_date"], s["samples"], s["bytes"]] for s in shards[:SHARDS_LISTED]],
+    )
     if len(shards) > SHARDS_LISTED:
         out += ["", f"... and {len(shards) - SHARDS_LISTED} more in `manifest.json`."]
-    out += ["", "## Loading", "",
-            "The shards are WebDataset tars: each sample is `<clip_id>.json` (caption, provenance, frame range, "
-            "scores), `<clip_id>.mp4` (H.264) and `<clip_id>.txt` (the caption). Read the shard uris from "
-            "`manifest.json` (`shards[].uri`), not from a listing: they are exactly this release's.", ""]
+    out += [
+        "",
+        "## Loading",
+        "",
+        "The shards are WebDataset tars: each sample is `<clip_id>.json` (caption, provenance, frame range, "
+        "scores), `<clip_id>.mp4` (H.264) and `<clip_id>.txt` (the caption). Read the shard uris from "
+        "`manifest.json` (`shards[].uri`), not from a listing: they are exactly this release's.",
+        "",
+    ]
     return "\n".join(out)
-

@@ -59,9 +59,25 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "scene_clips": ("clip_id", "detect_error", PARTITION_COLUMN),
     "filtered_clips": ("clip_id", "passed", "reject_reason", PARTITION_COLUMN),
     "clip_captions": ("clip_id", "status", "error", "model", "model_revision", "prompt_version", PARTITION_COLUMN),
-    "training_shards": ("clip_id", "status", "error", "bucket", "shard_uri", "shard_sha256", "shard_samples",
-                        "shard_bytes", "sample_offset", "sample_bytes", "num_frames", "width", "height", "fps",
-                        "duration_s", "caption_chars", PARTITION_COLUMN),
+    "training_shards": (
+        "clip_id",
+        "status",
+        "error",
+        "bucket",
+        "shard_uri",
+        "shard_sha256",
+        "shard_samples",
+        "shard_bytes",
+        "sample_offset",
+        "sample_bytes",
+        "num_frames",
+        "width",
+        "height",
+        "fps",
+        "duration_s",
+        "caption_chars",
+        PARTITION_COLUMN,
+    ),
 }
 
 
@@ -96,7 +112,7 @@ class Release:
         return {t: v["version"] for t, v in self.manifest["tables"].items()}
 
 
-def gate_verdicts_from_lake(lake: "Lake", config: "GateConfig | None" = None) -> GateVerdicts:
+def gate_verdicts_from_lake(lake: Lake, config: GateConfig | None = None) -> GateVerdicts:
     """Verdicts by evaluating the gates again on the stored partition (``gates.check_partition``), with
     ``config`` (default: ``load_gate_config()``, i.e. $VIDEOLAKE_GATES_FILE). A table without gates passes."""
 
@@ -112,7 +128,7 @@ def gate_verdicts_from_lake(lake: "Lake", config: "GateConfig | None" = None) ->
 
 
 def create_release(
-    lake: "Lake",
+    lake: Lake,
     store: ObjectStore,
     name: str,
     start: str | dt.date,
@@ -132,8 +148,9 @@ def create_release(
     validate_name(name)
     manifest_key = release_key(name, MANIFEST)
     if store.exists(manifest_key):
-        raise ReleaseExistsError(f"release {name!r} exists ({store.uri(manifest_key)}): a release name is never "
-                                 "reused; choose another name")
+        raise ReleaseExistsError(
+            f"release {name!r} exists ({store.uri(manifest_key)}): a release name is never reused; choose another name"
+        )
     first, last = _day(start), _day(end)
     if last < first:
         raise ReleaseError(f"end {last} is before start {first}")
@@ -163,15 +180,17 @@ def create_release(
         ok = ok.filter(pc.is_in(ok.column("bucket"), pa.array(wanted, pa.string())))
     shards = shard_list(ok)
     if not shards:
-        raise ReleaseError(f"the released days {', '.join(taken)} have no shard"
-                           + (f" in the buckets {', '.join(wanted)}" if wanted is not None else ""))
+        raise ReleaseError(
+            f"the released days {', '.join(taken)} have no shard"
+            + (f" in the buckets {', '.join(wanted)}" if wanted is not None else "")
+        )
 
     _check_unchanged(lake, versions, requested)
     tables = {t: {"uri": lake.table_uri(t), "version": int(versions[t])} for t in RELEASE_TABLES}
     manifest = {
         "format": FORMAT,
         "name": name,
-        "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "requested": {"start": first.isoformat(), "end": last.isoformat()},
         "partitions": taken,
         "excluded_partitions": excluded,
@@ -186,16 +205,23 @@ def create_release(
     card_uri, images = write_card(store, manifest, _with_caption_chars(lake, ok, taken), data)
     store.put_bytes(release_key(name, FILES), _json(_pinned_files(lake, versions, taken)))
     if store.exists(manifest_key):  # a create of the same name that finished meanwhile: it keeps the name
-        raise ReleaseExistsError(f"release {name!r} was published by another create while this one ran "
-                                 f"({store.uri(manifest_key)}); choose another name")
+        raise ReleaseExistsError(
+            f"release {name!r} was published by another create while this one ran "
+            f"({store.uri(manifest_key)}); choose another name"
+        )
     manifest_uri = store.put_bytes(manifest_key, _json(manifest))  # last: from here on the release exists
-    log.info("release %s: %d days, %d shards, %d samples (%s)", name, len(taken), len(shards),
-             manifest["totals"]["samples"], manifest_uri)
+    log.info(
+        "release %s: %d days, %d shards, %d samples (%s)",
+        name,
+        len(taken),
+        len(shards),
+        manifest["totals"]["samples"],
+        manifest_uri,
+    )
     return Release(name=name, manifest=manifest, manifest_uri=manifest_uri, card_uri=card_uri, images=images)
 
 
-def _exclusion(day: str, rows: dict[str, dict[str, int]],
-               verdicts: GateVerdicts) -> tuple[str | None, dict[str, Any]]:
+def _exclusion(day: str, rows: dict[str, dict[str, int]], verdicts: GateVerdicts) -> tuple[str | None, dict[str, Any]]:
     """Why ``day`` cannot be released (None: it can), and the same as data (missing tables, failed gates)."""
     missing = [t for t in RELEASE_TABLES if rows[t].get(day, 0) == 0]
     if missing:
@@ -206,8 +232,10 @@ def _exclusion(day: str, rows: dict[str, dict[str, int]],
         if gates:
             failed[t] = gates
     if failed:
-        return ("; ".join(f"{t} failed blocking gate(s) {', '.join(g)}" for t, g in failed.items()),
-                {"failed_gates": failed})
+        return (
+            "; ".join(f"{t} failed blocking gate(s) {', '.join(g)}" for t, g in failed.items()),
+            {"failed_gates": failed},
+        )
     return None, {}
 
 
@@ -219,15 +247,23 @@ def shard_list(ok: pa.Table) -> list[dict[str, Any]]:
     for uri, sha, samples, size, bucket, day in zip(*(ok.column(c).to_pylist() for c in cols)):
         if uri is None or sha is None or samples is None:
             raise ReleaseError(f"an ok training_shards row of {day} has no shard_uri/shard_sha256/shard_samples")
-        entry = {"uri": uri, "sha256": sha, "samples": int(samples), "bytes": int(size or 0), "bucket": bucket,
-                 "partition_date": str(day)}
+        entry = {
+            "uri": uri,
+            "sha256": sha,
+            "samples": int(samples),
+            "bytes": int(size or 0),
+            "bucket": bucket,
+            "partition_date": str(day),
+        }
         if seen.setdefault(uri, entry) != entry:
             raise ReleaseError(f"training_shards rows disagree about shard {uri}: {seen[uri]} vs {entry}")
         counts[uri] = counts.get(uri, 0) + 1
     for uri, entry in seen.items():
         if counts[uri] != entry["samples"]:
-            raise ReleaseError(f"shard {uri} holds {entry['samples']} samples but {counts[uri]} ok training_shards "
-                               "rows point at it: the table and the shard disagree")
+            raise ReleaseError(
+                f"shard {uri} holds {entry['samples']} samples but {counts[uri]} ok training_shards "
+                "rows point at it: the table and the shard disagree"
+            )
     return [seen[u] for u in sorted(seen)]
 
 
@@ -244,18 +280,22 @@ def totals_of(ok: pa.Table, shards: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes": sum(s["bytes"] for s in shards),
         "frames": int(pc.sum(ok.column("num_frames")).as_py() or 0),
         "hours": _hours(sum(b["seconds"] for b in by_bucket.values())),
-        "by_bucket": {k: {"samples": v["samples"], "hours": _hours(v["seconds"])} for k, v in sorted(by_bucket.items())},
+        "by_bucket": {
+            k: {"samples": v["samples"], "hours": _hours(v["seconds"])} for k, v in sorted(by_bucket.items())
+        },
     }
 
 
-def _with_caption_chars(lake: "Lake", ok: pa.Table, days: list[str]) -> pa.Table:
+def _with_caption_chars(lake: Lake, ok: pa.Table, days: list[str]) -> pa.Table:
     """``ok`` with caption_chars filled from clip_captions where a shard row has none (rows written without it)."""
     if ok.column("caption_chars").null_count == 0:
         return ok
     caps = _read_days(lake, "clip_captions", days, ("clip_id", "caption"))
     lengths = dict(zip(caps.column("clip_id").to_pylist(), pc.utf8_length(caps.column("caption")).to_pylist()))
-    filled = [c if c is not None else lengths.get(i) for i, c in
-              zip(ok.column("clip_id").to_pylist(), ok.column("caption_chars").to_pylist())]
+    filled = [
+        c if c is not None else lengths.get(i)
+        for i, c in zip(ok.column("clip_id").to_pylist(), ok.column("caption_chars").to_pylist())
+    ]
     idx = ok.schema.get_field_index("caption_chars")
     return ok.set_column(idx, "caption_chars", pa.array(filled, ok.schema.field(idx).type))
 
@@ -264,7 +304,7 @@ def _hours(seconds: float) -> float:
     return round(seconds / 3600.0, 6)
 
 
-def _rows_by_day(lake: "Lake", table: str, rng) -> dict[str, int]:
+def _rows_by_day(lake: Lake, table: str, rng) -> dict[str, int]:
     """Rows per day of ``rng`` from the Delta log's per-file record counts (no data file is opened)."""
     from deltalake import DeltaTable
 
@@ -285,7 +325,7 @@ def _rows_by_day(lake: "Lake", table: str, rng) -> dict[str, int]:
     return out
 
 
-def _read_days(lake: "Lake", table: str, days: list[str], columns: Sequence[str] | None = None) -> pa.Table:
+def _read_days(lake: Lake, table: str, days: list[str], columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of ``days`` (any set of days: read range by contiguous range)."""
     from videolake.platform.lake import PartitionRange
 
@@ -294,7 +334,7 @@ def _read_days(lake: "Lake", table: str, days: list[str], columns: Sequence[str]
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _day_files(lake: "Lake", table: str, version: int | None, days: Iterable[str]) -> list[str]:
+def _day_files(lake: Lake, table: str, version: int | None, days: Iterable[str]) -> list[str]:
     """The data files (relative to the table) of ``days`` at ``version`` (None: the latest), sorted."""
     from deltalake import DeltaTable
 
@@ -304,7 +344,7 @@ def _day_files(lake: "Lake", table: str, version: int | None, days: Iterable[str
     return sorted(relative_path(lake.table_uri(table), u) for u in uris)
 
 
-def _check_unchanged(lake: "Lake", versions: dict[str, int | None], rng) -> None:
+def _check_unchanged(lake: Lake, versions: dict[str, int | None], rng) -> None:
     """ReleaseError when a table's files of the range's days changed after its version was pinned."""
     days = [d.isoformat() for d in rng.days()]
     for t, pinned in versions.items():
@@ -312,17 +352,21 @@ def _check_unchanged(lake: "Lake", versions: dict[str, int | None], rng) -> None
         if now == pinned:
             continue
         if pinned is None or _day_files(lake, t, pinned, days) != _day_files(lake, t, None, days):
-            raise ReleaseError(f"{t} was written (version {pinned} -> {now}) for days of {rng} while the release "
-                               "was being made; nothing was published: create it again")
+            raise ReleaseError(
+                f"{t} was written (version {pinned} -> {now}) for days of {rng} while the release "
+                "was being made; nothing was published: create it again"
+            )
 
 
-def _pinned_files(lake: "Lake", versions: dict[str, int | None], days: list[str]) -> dict[str, Any]:
+def _pinned_files(lake: Lake, versions: dict[str, int | None], days: list[str]) -> dict[str, Any]:
     """``files.json``: per table, its pinned version and that version's data files of the released days.
 
     The vacuum keeps these even when the Delta log no longer has the version (log retention), so the released rows
     stay readable from the files."""
-    return {t: {"uri": lake.table_uri(t), "version": versions[t], "files": _day_files(lake, t, versions[t], days)}
-            for t in RELEASE_TABLES}
+    return {
+        t: {"uri": lake.table_uri(t), "version": versions[t], "files": _day_files(lake, t, versions[t], days)}
+        for t in RELEASE_TABLES
+    }
 
 
 def relative_path(table_uri: str, file_uri: str) -> str:
@@ -332,9 +376,9 @@ def relative_path(table_uri: str, file_uri: str) -> str:
     base = table_uri.rstrip("/")
     for prefix in (base + "/", "file://" + base + "/"):
         if file_uri.startswith(prefix):
-            return unquote(file_uri[len(prefix):])
+            return unquote(file_uri[len(prefix) :])
     marker = f"/{PARTITION_COLUMN}="
-    return unquote(file_uri[file_uri.rindex(marker) + 1:]) if marker in file_uri else unquote(file_uri)
+    return unquote(file_uri[file_uri.rindex(marker) + 1 :]) if marker in file_uri else unquote(file_uri)
 
 
 def _day(value: str | dt.date) -> dt.date:
@@ -352,9 +396,11 @@ def _buckets(buckets: Iterable[str] | None) -> list[str] | None:
     out = sorted(set(buckets))
     bad = [b for b in out if not BUCKET_PATTERN.fullmatch(b)]
     if bad or not out:
-        raise ReleaseError(f"invalid bucket name(s) {bad or '(none given)'}: a bucket is "
-                           "resolution_<R>/aspect_<W>_<H>/frames_<LO>_<HI> or .../frames_<LO>_plus, "
-                           "e.g. resolution_240/aspect_4_3/frames_0_63")
+        raise ReleaseError(
+            f"invalid bucket name(s) {bad or '(none given)'}: a bucket is "
+            "resolution_<R>/aspect_<W>_<H>/frames_<LO>_<HI> or .../frames_<LO>_plus, "
+            "e.g. resolution_240/aspect_4_3/frames_0_63"
+        )
     return out
 
 

@@ -46,7 +46,8 @@ def validate_name(name: str) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise ReleaseError(
             f"invalid release name {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
-            "digit (e.g. v1, 2026-01.curated)")
+            "digit (e.g. v1, 2026-01.curated)"
+        )
     return name
 
 
@@ -100,14 +101,19 @@ class ReleaseSummary:
     buckets: tuple[str, ...] | None
 
     @classmethod
-    def of(cls, manifest: dict[str, Any]) -> "ReleaseSummary":
+    def of(cls, manifest: dict[str, Any]) -> ReleaseSummary:
         totals = manifest.get("totals", {})
         buckets = manifest.get("buckets")
         return cls(
-            name=manifest["name"], created_at=manifest.get("created_at", ""),
-            partitions=tuple(manifest.get("partitions", [])), excluded=len(manifest.get("excluded_partitions", [])),
-            samples=int(totals.get("samples", 0)), shards=int(totals.get("shards", 0)),
-            hours=float(totals.get("hours", 0.0)), buckets=tuple(buckets) if buckets is not None else None)
+            name=manifest["name"],
+            created_at=manifest.get("created_at", ""),
+            partitions=tuple(manifest.get("partitions", [])),
+            excluded=len(manifest.get("excluded_partitions", [])),
+            samples=int(totals.get("samples", 0)),
+            shards=int(totals.get("shards", 0)),
+            hours=float(totals.get("hours", 0.0)),
+            buckets=tuple(buckets) if buckets is not None else None,
+        )
 
 
 def list_releases(store: ObjectStore) -> list[ReleaseSummary]:

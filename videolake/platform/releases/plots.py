@@ -33,8 +33,13 @@ def histogram_png(values: Sequence[float], title: str, xlabel: str, bins: int = 
     vals = [float(v) for v in values if v is not None]
     if vals:
         lo, hi = min(vals), max(vals)
-        ax.hist(vals, bins=bins if hi > lo else 1, range=(lo, hi) if hi > lo else (lo - 0.5, hi + 0.5),
-                color="#3b6ea8", edgecolor="white")
+        ax.hist(
+            vals,
+            bins=bins if hi > lo else 1,
+            range=(lo, hi) if hi > lo else (lo - 0.5, hi + 0.5),
+            color="#3b6ea8",
+            edgecolor="white",
+        )
     else:
         ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
@@ -107,4 +112,4 @@ def contact_sheet_png(tiles: Sequence[tuple[str, Any]], columns: int = 4, tile_w
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
+    return [text[i : i + width] for i in range(0, len(text), width)] or [""]

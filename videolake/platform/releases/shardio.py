@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from videolake.platform.objectstore.base import ObjectStore
 
@@ -61,8 +62,9 @@ def open_shard(store: ObjectStore, uri: str, storage_options: dict[str, str] | N
         yield fh
 
 
-def read_range(store: ObjectStore, uri: str, offset: int, length: int,
-               storage_options: dict[str, str] | None = None) -> bytes:
+def read_range(
+    store: ObjectStore, uri: str, offset: int, length: int, storage_options: dict[str, str] | None = None
+) -> bytes:
     """``length`` bytes of the shard from ``offset`` (one sample's tar members)."""
     with open_shard(store, uri, storage_options) as fh:
         fh.seek(offset)

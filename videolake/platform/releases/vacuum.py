@@ -67,7 +67,7 @@ def _same_uri(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
-def pinned_versions(lake: "Lake", store: ObjectStore) -> dict[str, dict[int, list[str]]]:
+def pinned_versions(lake: Lake, store: ObjectStore) -> dict[str, dict[int, list[str]]]:
     """table -> {version: [release names]} over every release of this lake (releases of tables at other uris are
     not this lake's and are skipped)."""
     pins: dict[str, dict[int, list[str]]] = {}
@@ -82,7 +82,7 @@ def pinned_versions(lake: "Lake", store: ObjectStore) -> dict[str, dict[int, lis
     return pins
 
 
-def _version_files(lake: "Lake", store: ObjectStore, table: str, version: int, releases: list[str]) -> set[str]:
+def _version_files(lake: Lake, store: ObjectStore, table: str, version: int, releases: list[str]) -> set[str]:
     """The files a pinned version references: from the Delta log, else from the releases' files.json."""
     from deltalake import DeltaTable
 
@@ -96,46 +96,76 @@ def _version_files(lake: "Lake", store: ObjectStore, table: str, version: int, r
     for name in releases:
         key = release_key(name, FILES)
         if not store.exists(key):
-            raise ReleaseError(f"cannot vacuum {table}: version {version}, pinned by release {name}, is not in the "
-                               f"Delta log ({reason}) and the release has no {FILES}; nothing was deleted")
+            raise ReleaseError(
+                f"cannot vacuum {table}: version {version}, pinned by release {name}, is not in the "
+                f"Delta log ({reason}) and the release has no {FILES}; nothing was deleted"
+            )
         listed = json.loads(store.get_bytes(key).decode("utf-8")).get(table, {})
         files |= {unquote(f) for f in listed.get("files", [])}
-    log.warning("%s version %d is not in the Delta log (%s): keeping the files its releases list", table, version,
-                reason)
+    log.warning(
+        "%s version %d is not in the Delta log (%s): keeping the files its releases list", table, version, reason
+    )
     return files
 
 
-def plan_table(lake: "Lake", store: ObjectStore, table: str, pins: dict[int, list[str]], retention_hours: int, *,
-               enforce_retention_duration: bool = True, full: bool = False) -> TableVacuum:
+def plan_table(
+    lake: Lake,
+    store: ObjectStore,
+    table: str,
+    pins: dict[int, list[str]],
+    retention_hours: int,
+    *,
+    enforce_retention_duration: bool = True,
+    full: bool = False,
+) -> TableVacuum:
     """What a vacuum of ``table`` deletes and keeps (nothing is deleted here)."""
     from deltalake import DeltaTable
 
     dtbl = DeltaTable(lake.table_uri(table), storage_options=lake.storage_options or None)
     try:
-        listed = dtbl.vacuum(retention_hours=retention_hours, dry_run=True,
-                             enforce_retention_duration=enforce_retention_duration, full=full)
+        listed = dtbl.vacuum(
+            retention_hours=retention_hours,
+            dry_run=True,
+            enforce_retention_duration=enforce_retention_duration,
+            full=full,
+        )
     except Exception as exc:
         if "retention" not in str(exc).lower():
             raise
-        raise ReleaseError(f"{table}: {exc}. A shorter retention needs enforce_retention_duration=False "
-                           "(`videolake vacuum --allow-short-retention`); nothing was deleted") from exc
+        raise ReleaseError(
+            f"{table}: {exc}. A shorter retention needs enforce_retention_duration=False "
+            "(`videolake vacuum --allow-short-retention`); nothing was deleted"
+        ) from exc
     # delta-rs lists a removed file until a vacuum commit records it gone; this one deletes files without such a
     # commit, so it lists the table's files once and keeps the candidates that still exist.
     files = lake.files()
     base = files.path(table).rstrip("/") + "/"
-    present = {e.path[len(base):] for e in files.list(files.path(table)) if e.path.startswith(base)}
+    present = {e.path[len(base) :] for e in files.list(files.path(table)) if e.path.startswith(base)}
     candidates = sorted(c for c in (unquote(c) for c in listed) if c in present)
     protected: set[str] = set()
     for version, names in sorted(pins.items()):
         protected |= _version_files(lake, store, table, version, names)
     kept = tuple(c for c in candidates if c in protected)
     gone = tuple(c for c in candidates if c not in protected)
-    return TableVacuum(table=table, version=dtbl.version(), pinned={v: tuple(n) for v, n in sorted(pins.items())},
-                       candidates=tuple(candidates), kept=kept, deleted=gone)
+    return TableVacuum(
+        table=table,
+        version=dtbl.version(),
+        pinned={v: tuple(n) for v, n in sorted(pins.items())},
+        candidates=tuple(candidates),
+        kept=kept,
+        deleted=gone,
+    )
 
 
-def vacuum_lake(lake: "Lake", store: ObjectStore, retention_hours: int = 168, dry_run: bool = False, *,
-                enforce_retention_duration: bool = True, full: bool = False) -> VacuumReport:
+def vacuum_lake(
+    lake: Lake,
+    store: ObjectStore,
+    retention_hours: int = 168,
+    dry_run: bool = False,
+    *,
+    enforce_retention_duration: bool = True,
+    full: bool = False,
+) -> VacuumReport:
     """Vacuum every table of ``lake`` but keep the files of the versions any release in ``store`` pins.
 
     ``enforce_retention_duration``: refuse a retention below the table's ``delta.deletedFileRetentionDuration``
@@ -144,16 +174,32 @@ def vacuum_lake(lake: "Lake", store: ObjectStore, retention_hours: int = 168, dr
     Every table is planned before the first file is deleted, so a refusal deletes nothing."""
     pins = pinned_versions(lake, store)
     tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES)) if lake.exists(t)]
-    plans = [plan_table(lake, store, t, pins.get(t, {}), int(retention_hours),
-                        enforce_retention_duration=enforce_retention_duration, full=full) for t in tables]
+    plans = [
+        plan_table(
+            lake,
+            store,
+            t,
+            pins.get(t, {}),
+            int(retention_hours),
+            enforce_retention_duration=enforce_retention_duration,
+            full=full,
+        )
+        for t in tables
+    ]
     if not dry_run:
         files = lake.files()
         for plan in plans:
             for rel in plan.deleted:
                 files.delete(files.path(plan.table, rel))
     for plan in plans:
-        log.info("vacuum %s: %d candidate(s), %d kept for releases, %d %s", plan.table, len(plan.candidates),
-                 len(plan.kept), len(plan.deleted), "to delete (dry run)" if dry_run else "deleted")
+        log.info(
+            "vacuum %s: %d candidate(s), %d kept for releases, %d %s",
+            plan.table,
+            len(plan.candidates),
+            len(plan.kept),
+            len(plan.deleted),
+            "to delete (dry run)" if dry_run else "deleted",
+        )
     return VacuumReport(retention_hours=int(retention_hours), dry_run=dry_run, tables=tuple(plans))
 
 
@@ -163,18 +209,31 @@ def report_lines(report: VacuumReport) -> list[str]:
     out: list[str] = []
     for t in report.tables:
         pins = ", ".join(f"v{v} ({', '.join(n)})" for v, n in t.pinned.items()) or "none"
-        out.append(f"{t.table} (version {t.version}; pinned: {pins}): {len(t.candidates)} candidate(s), "
-                   f"{len(t.kept)} kept for releases, {len(t.deleted)} {verb}")
+        out.append(
+            f"{t.table} (version {t.version}; pinned: {pins}): {len(t.candidates)} candidate(s), "
+            f"{len(t.kept)} kept for releases, {len(t.deleted)} {verb}"
+        )
         out += [f"  keep    {p}" for p in t.kept] + [f"  delete  {p}" for p in t.deleted]
-    out.append(f"{report.deleted} file(s) {verb}, {report.kept} kept for releases "
-               f"(retention {report.retention_hours} h)")
+    out.append(
+        f"{report.deleted} file(s) {verb}, {report.kept} kept for releases (retention {report.retention_hours} h)"
+    )
     return out
 
 
 def as_dict(report: VacuumReport) -> dict[str, Any]:
     """JSON-able form of the report."""
-    return {"retention_hours": report.retention_hours, "dry_run": report.dry_run,
-            "tables": [{"table": t.table, "version": t.version,
-                        "pinned": {str(v): list(n) for v, n in t.pinned.items()},
-                        "candidates": list(t.candidates), "kept": list(t.kept), "deleted": list(t.deleted)}
-                       for t in report.tables]}
+    return {
+        "retention_hours": report.retention_hours,
+        "dry_run": report.dry_run,
+        "tables": [
+            {
+                "table": t.table,
+                "version": t.version,
+                "pinned": {str(v): list(n) for v, n in t.pinned.items()},
+                "candidates": list(t.candidates),
+                "kept": list(t.kept),
+                "deleted": list(t.deleted),
+            }
+            for t in report.tables
+        ],
+    }

@@ -32,7 +32,9 @@ class ShardProblem:
 
     def __str__(self) -> str:
         what = f"expected {self.expected}, found {self.actual}" if self.expected is not None else ""
-        return f"{self.uri}: {self.problem}" + (f" ({what})" if what else "") + (f": {self.detail}" if self.detail else "")
+        return (
+            f"{self.uri}: {self.problem}" + (f" ({what})" if what else "") + (f": {self.detail}" if self.detail else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -126,16 +128,29 @@ def verify_release(store: ObjectStore, name: str, *, storage_options: dict[str, 
         if got.samples != s["samples"]:
             problems.append(ShardProblem(uri, "samples", s["samples"], got.samples))
         if got.bad_members:
-            problems.append(ShardProblem(uri, "members", list(SAMPLE_MEMBERS), None,
-                                         f"{len(got.bad_members)} sample(s), e.g. {got.bad_members[0]}"))
+            problems.append(
+                ShardProblem(
+                    uri,
+                    "members",
+                    list(SAMPLE_MEMBERS),
+                    None,
+                    f"{len(got.bad_members)} sample(s), e.g. {got.bad_members[0]}",
+                )
+            )
         if got.error:
             problems.append(ShardProblem(uri, "unreadable", detail=got.error))
     totals = manifest.get("totals", {})
-    for field, value in (("samples", sum(s["samples"] for s in shards)), ("shards", len(shards)),
-                         ("bytes", sum(s["bytes"] for s in shards))):
+    for field, value in (
+        ("samples", sum(s["samples"] for s in shards)),
+        ("shards", len(shards)),
+        ("bytes", sum(s["bytes"] for s in shards)),
+    ):
         if totals.get(field) != value:
-            problems.append(ShardProblem("manifest.json", "totals", totals.get(field), value,
-                                         f"totals.{field} against the shard list"))
+            problems.append(
+                ShardProblem(
+                    "manifest.json", "totals", totals.get(field), value, f"totals.{field} against the shard list"
+                )
+            )
     for p in problems:
         log.warning("release %s: %s", name, p)
     return VerifyResult(name=name, shards=len(shards), checked=checked, problems=tuple(problems))

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from videolake.platform.frames import FrameStats
-from videolake.platform.registry import Registry
 from videolake.platform.params import ParamError, describe, parse_params
+from videolake.platform.registry import Registry
 from videolake.platform.unit_resources import UnitResources
 
 
@@ -27,7 +27,9 @@ class SceneResult:
 
     def to_json(self) -> str:
         """The stable ``videolake scenes`` output format."""
-        return json.dumps({"cuts": [int(c) for c in self.cuts], "fps": float(self.fps), "num_frames": int(self.num_frames)})
+        return json.dumps(
+            {"cuts": [int(c) for c in self.cuts], "fps": float(self.fps), "num_frames": int(self.num_frames)}
+        )
 
 
 class SceneDetector(ABC):
@@ -69,8 +71,11 @@ class SceneDetector(ABC):
 # `scenes` must start fast. Installed plugins add theirs through the entry-point group (videolake.platform.registry).
 DETECTORS: Registry[SceneDetector] = Registry(
     "scene detector",
-    builtins=("videolake.platform.scenes.luma", "videolake.platform.scenes.pyscenedetect",
-              "videolake.platform.scenes.transnet"),
+    builtins=(
+        "videolake.platform.scenes.luma",
+        "videolake.platform.scenes.pyscenedetect",
+        "videolake.platform.scenes.transnet",
+    ),
     entry_point_group="videolake.scene_detectors",
 )
 

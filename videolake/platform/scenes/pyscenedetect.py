@@ -13,8 +13,8 @@ import bisect
 import logging
 from dataclasses import dataclass
 
-from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.params import param
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class AdaptiveConfig:
     adaptive_threshold: float = param(
-        3.0, "ratio of a frame's content score to the average of its neighbours' needed for a cut", min=0.0)
+        3.0, "ratio of a frame's content score to the average of its neighbours' needed for a cut", min=0.0
+    )
     min_scene_len: int = param(15, "minimum scene length in frames: no cut closer than this to the previous one", min=1)
     window_width: int = param(2, "frames on each side whose scores form the rolling average", min=1)
     min_content_val: float = param(15.0, "minimum raw content score (ContentDetector scale, 0..255) for a cut", min=0.0)
@@ -32,11 +33,15 @@ class AdaptiveConfig:
 
 @dataclass(frozen=True)
 class ContentConfig:
-    threshold: float = param(27.0, "content score (weighted HSV difference of consecutive frames, 0..255) for a cut",
-                             min=0.0)
+    threshold: float = param(
+        27.0, "content score (weighted HSV difference of consecutive frames, 0..255) for a cut", min=0.0
+    )
     min_scene_len: int = param(15, "minimum scene length in frames (also the flash filter's window)", min=1)
-    filter_mode: str = param("merge", "flash filter: merge joins cuts closer than min_scene_len, suppress drops the later",
-                             choices=("merge", "suppress"))
+    filter_mode: str = param(
+        "merge",
+        "flash filter: merge joins cuts closer than min_scene_len, suppress drops the later",
+        choices=("merge", "suppress"),
+    )
     luma_only: bool = param(False, "score on luma only (ignore hue and saturation)")
     auto_downscale: bool = param(True, "downscale frames before scoring (SceneManager.auto_downscale)")
 

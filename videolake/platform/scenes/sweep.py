@@ -33,8 +33,9 @@ SWEEP_FOLLOW, SWEEP_COHERENT = 0.4, 0.6
 _SHIFTS = np.array([(dr, dc) for dr in np.arange(-1.5, 1.51, 0.25) for dc in np.arange(-1.5, 1.51, 0.25)])
 
 
-def sweep_cut(sig: CutSignals, a: int, e: int, quiet_after: bool, g: int, cfg: LumaConfig,
-              known: list[int]) -> int | None:
+def sweep_cut(
+    sig: CutSignals, a: int, e: int, quiet_after: bool, g: int, cfg: LumaConfig, known: list[int]
+) -> int | None:
     """The cut frame of a wipe between frames a and e that has fast motion on one side, or None when the change does
     not sweep across the picture (see the module docstring). ``quiet_after``: the side after e is the quiet one;
     ``known``: the cuts found so far (a sweep that reaches near one is the same transition)."""
@@ -49,8 +50,9 @@ def sweep_cut(sig: CutSignals, a: int, e: int, quiet_after: bool, g: int, cfg: L
     return None
 
 
-def _sweep_from(sig: CutSignals, a: int, e: int, quiet_after: bool, g: int, cfg: LumaConfig, known: list[int],
-                ext: int) -> int | None:
+def _sweep_from(
+    sig: CutSignals, a: int, e: int, quiet_after: bool, g: int, cfg: LumaConfig, known: list[int], ext: int
+) -> int | None:
     """``sweep_cut`` with the quiet side's reference frame ``ext`` frames beyond the span.
 
     The frames are read in time order towards the quiet side (backwards when it is before the span): from up to
@@ -140,8 +142,9 @@ def _percentile(sorted_values: np.ndarray, q: float) -> float:
     return float(sorted_values[i] + (sorted_values[j] - sorted_values[i]) * (pos - i))
 
 
-def _content_speed(y: np.ndarray, cells: np.ndarray, blocks: np.ndarray, tau: np.ndarray, coef: np.ndarray,
-                   t0: int, t1: int) -> tuple[float, float, float]:
+def _content_speed(
+    y: np.ndarray, cells: np.ndarray, blocks: np.ndarray, tau: np.ndarray, coef: np.ndarray, t0: int, t1: int
+) -> tuple[float, float, float]:
     """How the content not yet reached by the boundary moves while the boundary crosses: frames t0..t1 of ``y``
     (the Y blocks at ``cells``, in the time order of ``_sweep_from``), ``blocks`` switching at ``tau`` (fitted by
     ``coef``). Returns its speed along the boundary's direction and the boundary's speed, both in blocks per frame,
@@ -175,8 +178,12 @@ def _content_speed(y: np.ndarray, cells: np.ndarray, blocks: np.ndarray, tau: np
         sr, sc = pp[:, 0] - dr + 2, pp[:, 1] - dc + 2
         r0, c0 = np.floor(sr).astype(int), np.floor(sc).astype(int)
         fr, fc = sr - r0, sc - c0
-        v = ((1 - fr) * (1 - fc) * Y[tt, r0, c0] + (1 - fr) * fc * Y[tt, r0, c0 + 1]
-             + fr * (1 - fc) * Y[tt, r0 + 1, c0] + fr * fc * Y[tt, r0 + 1, c0 + 1])
+        v = (
+            (1 - fr) * (1 - fc) * Y[tt, r0, c0]
+            + (1 - fr) * fc * Y[tt, r0, c0 + 1]
+            + fr * (1 - fc) * Y[tt, r0 + 1, c0]
+            + fr * fc * Y[tt, r0 + 1, c0 + 1]
+        )
         err = np.abs(target - v)
         err = err[~np.isnan(err)]
         if len(err) >= max(8, len(tt) // 2):

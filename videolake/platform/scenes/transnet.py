@@ -21,13 +21,14 @@ network cuts a fade out to black and the fade in after it separately: ``merge_fa
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.params import param
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 
 if TYPE_CHECKING:
     from videolake.platform.frames import FrameStats
@@ -42,16 +43,22 @@ HEIGHT, WIDTH = 27, 48
 class TransNetConfig:
     threshold: float = param(0.5, "probability above which a frame belongs to a transition", min=0.0, max=1.0)
     min_scene_len: int = param(8, "minimum frames between two cuts (the weaker one is dropped)", min=1)
-    device: str = param("auto", "where the network runs: auto (cuda when available), cpu or cuda",
-                        choices=("auto", "cpu", "cuda"))
-    precision: str = param("fp32", "network precision; bf16 is ~1.4x faster on GPUs, fp32 on CPU",
-                           choices=("fp32", "bf16"))
+    device: str = param(
+        "auto", "where the network runs: auto (cuda when available), cpu or cuda", choices=("auto", "cpu", "cuda")
+    )
+    precision: str = param(
+        "fp32", "network precision; bf16 is ~1.4x faster on GPUs, fp32 on CPU", choices=("fp32", "bf16")
+    )
     windows_per_batch: int = param(32, "windows of 100 frames per network call (GPU: >= 32 keeps it busy)", min=1)
     threads: int = param(1, "decoder threads (1 = least CPU; 0 = FFmpeg automatic)", min=0)
     torch_threads: int = param(0, "CPU threads of the network when on CPU (0 = torch's default)", min=0)
-    black_hold_s: float = param(1.0, "a fade out to black and back in is ONE cut (middle of the black) when the black "
-                                "lasts at most this long; a longer black stretch is a clip of its own (the network "
-                                "alone cuts a fade out and the fade in after it separately)", min=0.0)
+    black_hold_s: float = param(
+        1.0,
+        "a fade out to black and back in is ONE cut (middle of the black) when the black "
+        "lasts at most this long; a longer black stretch is a clip of its own (the network "
+        "alone cuts a fade out and the fade in after it separately)",
+        min=0.0,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -59,8 +66,9 @@ class TransNetConfig:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def iter_small_frames(path: str, threads: int = 1,
-                      on_stats: Callable[[FrameStats], None] | None = None) -> Iterator[tuple[np.ndarray | None, float]]:
+def iter_small_frames(
+    path: str, threads: int = 1, on_stats: Callable[[FrameStats], None] | None = None
+) -> Iterator[tuple[np.ndarray | None, float]]:
     """Yield (48x27 RGB uint8 frame, fps) for every decoded frame; finally (None, fps).
 
     The decode pass is the engine's (``frames.SampledDecoder``), so the same pass also gives the per-frame
@@ -228,8 +236,13 @@ class TransNetV2Model:
         return probs.cpu().numpy().astype(np.float32)
 
 
-def predict_video(path: str, model: TransNetV2Model, cfg: TransNetConfig, black: list | None = None,
-                  on_stats: Callable[[FrameStats], None] | None = None) -> tuple[np.ndarray, float]:
+def predict_video(
+    path: str,
+    model: TransNetV2Model,
+    cfg: TransNetConfig,
+    black: list | None = None,
+    on_stats: Callable[[FrameStats], None] | None = None,
+) -> tuple[np.ndarray, float]:
     """Per-frame transition probabilities of ``path`` (decoded in one streaming pass) and its fps; ``black`` (a
     list) receives the per-frame black flags, ``on_stats`` the frame statistics of the same pass."""
     fps_box = [0.0]
@@ -280,8 +293,9 @@ class TransNetV2Detector(SceneDetector):
 
     Config = TransNetConfig
 
-    def predict(self, path: str, on_stats: Callable[[FrameStats], None] | None = None
-                ) -> tuple[np.ndarray, float, np.ndarray]:
+    def predict(
+        self, path: str, on_stats: Callable[[FrameStats], None] | None = None
+    ) -> tuple[np.ndarray, float, np.ndarray]:
         """Per-frame transition probabilities, fps and black flags (the evaluation caches these)."""
         black: list[bool] = []
         pred, fps = predict_video(path, shared_model(self.config), self.config, black, on_stats)
@@ -296,5 +310,6 @@ class TransNetV2Detector(SceneDetector):
     def detect(self, path: str) -> SceneResult:
         stats: list[FrameStats] = []
         pred, fps, black = self.predict(path, stats.append)
-        return SceneResult(cuts=self.cuts_from(pred, fps, black), fps=fps, num_frames=len(pred),
-                           stats=stats[0] if stats else None)
+        return SceneResult(
+            cuts=self.cuts_from(pred, fps, black), fps=fps, num_frames=len(pred), stats=stats[0] if stats else None
+        )

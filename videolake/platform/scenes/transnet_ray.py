@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -54,16 +55,21 @@ class RayDetectConfig:
     """How the Ray Data pipeline is sized (the detector's own parameters are a ``TransNetConfig``)."""
 
     num_actors: int = param(1, "predictor actors (one model replica each; one per GPU on a GPU cluster)", min=1)
-    num_gpus_per_actor: float = param(0.0, "GPUs per predictor actor (1 on GPU workers, 0 on a CPU-only cluster)",
-                                      min=0.0)
-    num_cpus_per_actor: float = param(0.5, "CPUs per predictor actor (fractional: whole CPUs starve the decoders "
-                                      "on small nodes)", min=0.0)
+    num_gpus_per_actor: float = param(
+        0.0, "GPUs per predictor actor (1 on GPU workers, 0 on a CPU-only cluster)", min=0.0
+    )
+    num_cpus_per_actor: float = param(
+        0.5, "CPUs per predictor actor (fractional: whole CPUs starve the decoders on small nodes)", min=0.0
+    )
     decode_num_cpus: float = param(1.0, "CPUs per decode task (one video each)", min=0.0)
 
 
-def decode_windows(row: Mapping[str, Any], threads: int = 1,
-                   open_source: Callable[[str], Any] | None = None,
-                   stats_sink: Callable[[str, Any], str] | None = None) -> Iterator[dict[str, Any]]:
+def decode_windows(
+    row: Mapping[str, Any],
+    threads: int = 1,
+    open_source: Callable[[str], Any] | None = None,
+    stats_sink: Callable[[str, Any], str] | None = None,
+) -> Iterator[dict[str, Any]]:
     """Ray Data ``flat_map``: one video row (video_id, path) -> its window rows, then one ``meta`` row.
 
     ``path`` is a local path, or any URI when ``open_source(uri)`` is given: a context manager yielding a local
@@ -106,13 +112,29 @@ def decode_windows(row: Mapping[str, Any], threads: int = 1,
         with local as local_path:
             path = str(local_path)
             for window in iter_windows(frames()):
-                yield {**base, "kind": "window", "window": w, "frames": window, "fps": 0.0, "num_frames": 0,
-                       "error": "", "stats_uri": ""}
+                yield {
+                    **base,
+                    "kind": "window",
+                    "window": w,
+                    "frames": window,
+                    "fps": 0.0,
+                    "num_frames": 0,
+                    "error": "",
+                    "stats_uri": "",
+                }
                 w += 1
     except (ValueError, OSError, KeyError) as exc:  # unreadable/undecodable: the meta row carries the reason
         error = str(exc) or type(exc).__name__
-    yield {**base, "kind": "meta", "window": -1, "frames": _EMPTY_WINDOW, "fps": float(fps),
-           "num_frames": int(count) if not error else 0, "error": error, "stats_uri": "" if error else stats_uri}
+    yield {
+        **base,
+        "kind": "meta",
+        "window": -1,
+        "frames": _EMPTY_WINDOW,
+        "fps": float(fps),
+        "num_frames": int(count) if not error else 0,
+        "error": error,
+        "stats_uri": "" if error else stats_uri,
+    }
 
 
 class TransNetV2Predictor:
@@ -151,8 +173,9 @@ class TransNetV2Predictor:
         return out
 
 
-def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len: int,
-                   black_hold_s: float = 1.0) -> dict[str, np.ndarray]:
+def assemble_video(
+    group: dict[str, np.ndarray], threshold: float, min_scene_len: int, black_hold_s: float = 1.0
+) -> dict[str, np.ndarray]:
     """Ray Data ``map_groups`` (numpy): all rows of one video -> one row with its cuts."""
     kinds = np.asarray(group["kind"])
     meta = np.flatnonzero(kinds == "meta")
@@ -188,9 +211,13 @@ def assemble_video(group: dict[str, np.ndarray], threshold: float, min_scene_len
     }
 
 
-def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
-                  ray_config: RayDetectConfig = RayDetectConfig(), open_source: Callable[[str], Any] | None = None,
-                  stats_sink: Callable[[str, Any], str] | None = None):
+def scene_dataset(
+    videos: Iterable[tuple[str, str]],
+    config: TransNetConfig = TransNetConfig(),
+    ray_config: RayDetectConfig = RayDetectConfig(),
+    open_source: Callable[[str], Any] | None = None,
+    stats_sink: Callable[[str, Any], str] | None = None,
+):
     """The lazy Ray Dataset of the pipeline above over (video_id, path or URI) pairs (nothing runs until consumed);
     ``open_source`` (pickled to the decode tasks) maps a URI to a context manager yielding a local path;
     ``stats_sink`` (pickled too) stores a video's frame statistics and returns their URI."""
@@ -200,9 +227,11 @@ def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = Tr
     if not items:
         raise ValueError("no videos given")
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    ds = ds.flat_map(decode_windows, fn_kwargs={"threads": config.threads, "open_source": open_source,
-                                                "stats_sink": stats_sink},
-                     num_cpus=ray_config.decode_num_cpus)
+    ds = ds.flat_map(
+        decode_windows,
+        fn_kwargs={"threads": config.threads, "open_source": open_source, "stats_sink": stats_sink},
+        num_cpus=ray_config.decode_num_cpus,
+    )
     ds = ds.map_batches(
         TransNetV2Predictor,
         fn_constructor_kwargs={"config": config},
@@ -213,16 +242,23 @@ def scene_dataset(videos: Iterable[tuple[str, str]], config: TransNetConfig = Tr
         num_gpus=ray_config.num_gpus_per_actor or None,
     )
     return ds.groupby("video_id").map_groups(
-        assemble_video, fn_kwargs={"threshold": config.threshold, "min_scene_len": config.min_scene_len,
-                                   "black_hold_s": config.black_hold_s},
+        assemble_video,
+        fn_kwargs={
+            "threshold": config.threshold,
+            "min_scene_len": config.min_scene_len,
+            "black_hold_s": config.black_hold_s,
+        },
         batch_format="numpy",
     )
 
 
-def detect_scenes_ray(videos: Iterable[tuple[str, str]], config: TransNetConfig = TransNetConfig(),
-                      ray_config: RayDetectConfig = RayDetectConfig(),
-                      open_source: Callable[[str], Any] | None = None,
-                      stats_sink: Callable[[str, Any], str] | None = None) -> dict[str, dict[str, Any]]:
+def detect_scenes_ray(
+    videos: Iterable[tuple[str, str]],
+    config: TransNetConfig = TransNetConfig(),
+    ray_config: RayDetectConfig = RayDetectConfig(),
+    open_source: Callable[[str], Any] | None = None,
+    stats_sink: Callable[[str, Any], str] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Run the pipeline and collect: video_id -> {path, cuts, fps, num_frames, error, stats_uri} (one entry per
     input; stats_uri is None without a sink)."""
     videos = list(videos)
@@ -240,8 +276,17 @@ def detect_scenes_ray(videos: Iterable[tuple[str, str]], config: TransNetConfig 
             "stats_uri": str(row["stats_uri"]) or None,
         }
     for vid, path in videos:  # a video whose row did not come back is reported, never dropped
-        out.setdefault(str(vid), {"path": str(path), "cuts": [], "fps": 0.0, "num_frames": 0,
-                                  "error": "no result came back from the pipeline", "stats_uri": None})
+        out.setdefault(
+            str(vid),
+            {
+                "path": str(path),
+                "cuts": [],
+                "fps": 0.0,
+                "num_frames": 0,
+                "error": "no result came back from the pipeline",
+                "stats_uri": None,
+            },
+        )
     return {v: out[v] for v in ids}
 
 
@@ -260,10 +305,14 @@ def ray_config_for_cluster(resources: Mapping[str, float] | None = None) -> RayD
 GPU_SCALE_UP_WAIT_S = 600.0  # how long to wait for an autoscaled GPU worker (a GPU node and image pull take minutes)
 
 
-def wait_for_gpus(scalable_gpus: int, wait_s: float = GPU_SCALE_UP_WAIT_S, *,
-                  cluster_resources: Callable[[], Mapping[str, float]] | None = None,
-                  request: Callable[[list[dict[str, float]]], None] | None = None,
-                  poll_s: float = 2.0) -> Mapping[str, float]:
+def wait_for_gpus(
+    scalable_gpus: int,
+    wait_s: float = GPU_SCALE_UP_WAIT_S,
+    *,
+    cluster_resources: Callable[[], Mapping[str, float]] | None = None,
+    request: Callable[[list[dict[str, float]]], None] | None = None,
+    poll_s: float = 2.0,
+) -> Mapping[str, float]:
     """The cluster's resources once it has a GPU: when it has none but can scale up to ``scalable_gpus`` (a KubeRay
     GPU worker group that starts empty), ask Ray's autoscaler for them and wait up to ``wait_s``.
 
@@ -294,11 +343,14 @@ def wait_for_gpus(scalable_gpus: int, wait_s: float = GPU_SCALE_UP_WAIT_S, *,
     return resources
 
 
-def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, Any],
-                           open_source: Callable[[str], Any] | None = None,
-                           resources: Mapping[str, float] | None = None,
-                           scalable_gpus: int = 0,
-                           stats_sink: Callable[[str, Any], str] | None = None) -> dict[str, dict[str, Any]] | None:
+def detect_on_cluster_gpus(
+    videos: list[tuple[str, str]],
+    params: Mapping[str, Any],
+    open_source: Callable[[str], Any] | None = None,
+    resources: Mapping[str, float] | None = None,
+    scalable_gpus: int = 0,
+    stats_sink: Callable[[str, Any], str] | None = None,
+) -> dict[str, dict[str, Any]] | None:
     """TransNetV2 over ``videos`` on the connected Ray cluster's GPUs, or None when it has none.
 
     The route the scene stage takes for ``detector="transnetv2"``: on this project's CPUs the network does ~30 new
@@ -332,5 +384,14 @@ def detect_on_cluster_gpus(videos: list[tuple[str, str]], params: Mapping[str, A
             request_resources(bundles=[])  # the GPU pods may go once idle
 
 
-__all__ = ["RayDetectConfig", "TransNetV2Predictor", "assemble_video", "decode_windows", "detect_on_cluster_gpus",
-           "detect_scenes_ray", "ray_config_for_cluster", "scene_dataset", "wait_for_gpus"]
+__all__ = [
+    "RayDetectConfig",
+    "TransNetV2Predictor",
+    "assemble_video",
+    "decode_windows",
+    "detect_on_cluster_gpus",
+    "detect_scenes_ray",
+    "ray_config_for_cluster",
+    "scene_dataset",
+    "wait_for_gpus",
+]

@@ -13,24 +13,31 @@ class ShardConfig:
 
     max_short_side: int = param(720, "largest short side of an encoded clip, pixels (a clip is never upscaled)", min=16)
     crf: int = param(23, "x264 constant rate factor (lower: better quality, bigger samples)", min=0, max=51)
-    preset: str = param("veryfast", "x264 speed preset", choices=(
-        "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"))
+    preset: str = param(
+        "veryfast",
+        "x264 speed preset",
+        choices=("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"),
+    )
     # One encoder thread per clip: the stage runs one clip per Ray CPU, and a fixed thread count keeps the bytes the
     # same on every machine (x264's output depends on its thread count).
     threads: int = param(1, "x264 threads per clip (the stage runs one clip per Ray CPU)", min=1)
     max_shard_samples: int = param(1000, "most samples in one tar shard", min=1)
-    max_shard_bytes: int = param(1 << 30, "most bytes in one tar shard (a larger single sample gets a "
-                                 "shard of its own)", min=1024)
+    max_shard_bytes: int = param(
+        1 << 30, "most bytes in one tar shard (a larger single sample gets a shard of its own)", min=1024
+    )
     prefix: str = param("shards", "object-store prefix of the shards")
     resolutions: tuple[int, ...] = field(
         default=(144, 240, 360, 480, 720, 1080, 1440, 2160),
-        metadata={"help": "resolution buckets: a clip goes to the largest value <= its encoded short side"})
+        metadata={"help": "resolution buckets: a clip goes to the largest value <= its encoded short side"},
+    )
     aspects: tuple[str, ...] = field(
         default=("9:16", "3:4", "1:1", "4:3", "16:9", "21:9"),
-        metadata={"help": "aspect-ratio buckets (width:height): a clip goes to the nearest on a log scale"})
+        metadata={"help": "aspect-ratio buckets (width:height): a clip goes to the nearest on a log scale"},
+    )
     frame_edges: tuple[int, ...] = field(
         default=(64, 128, 256),
-        metadata={"help": "length-bucket edges in frames: 0-63, 64-127, 128-255, 256+ by default"})
+        metadata={"help": "length-bucket edges in frames: 0-63, 64-127, 128-255, 256+ by default"},
+    )
 
     def __post_init__(self) -> None:
         if list(self.resolutions) != sorted(set(self.resolutions)) or not self.resolutions:

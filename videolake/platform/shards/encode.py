@@ -74,12 +74,46 @@ class ClipEncoder:
         # encoding there run side by side.
         scale = [] if self.size == self.source else ["-vf", f"scale={self.size[0]}:{self.size[1]}:flags=bicubic"]
         self.proc = subprocess.Popen(
-            [ffmpeg, "-nostdin", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p",
-             "-s", f"{width}x{height}", "-framerate", f"{self.rate.numerator}/{self.rate.denominator}",
-             "-i", "pipe:0", *scale, "-an", "-c:v", "libx264", "-preset", self.config.preset, "-crf", str(self.config.crf),
-             "-threads", str(self.config.threads), "-pix_fmt", "yuv420p", "-fflags", "+bitexact",
-             "-movflags", "+faststart", "-f", "mp4", self.tmp],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log)
+            [
+                ffmpeg,
+                "-nostdin",
+                "-v",
+                "error",
+                "-y",
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "yuv420p",
+                "-s",
+                f"{width}x{height}",
+                "-framerate",
+                f"{self.rate.numerator}/{self.rate.denominator}",
+                "-i",
+                "pipe:0",
+                *scale,
+                "-an",
+                "-c:v",
+                "libx264",
+                "-preset",
+                self.config.preset,
+                "-crf",
+                str(self.config.crf),
+                "-threads",
+                str(self.config.threads),
+                "-pix_fmt",
+                "yuv420p",
+                "-fflags",
+                "+bitexact",
+                "-movflags",
+                "+faststart",
+                "-f",
+                "mp4",
+                self.tmp,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
         _widen_pipe(self.proc.stdin)
 
     def feed(self, frame) -> None:
@@ -93,8 +127,10 @@ class ClipEncoder:
         if self.proc is None:
             self._start(frame.width, frame.height)
         if (frame.width, frame.height) != self.source:
-            raise ValueError(f"the frame size changed within the clip: {frame.width}x{frame.height}, was "
-                             f"{self.source[0]}x{self.source[1]}")
+            raise ValueError(
+                f"the frame size changed within the clip: {frame.width}x{frame.height}, was "
+                f"{self.source[0]}x{self.source[1]}"
+            )
         raw = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
         try:
             _write_planes(self.proc.stdin, raw)
@@ -183,8 +219,9 @@ MAX_DECODED_GAP = 120
 MAX_FLUSHING = 1
 
 
-def encode_clips(src_path: str, ranges: list[tuple[int, int]], fps: float,
-                 config: ShardConfig) -> list[EncodedClip | Exception]:
+def encode_clips(
+    src_path: str, ranges: list[tuple[int, int]], fps: float, config: ShardConfig
+) -> list[EncodedClip | Exception]:
     """``encode_clip`` for each range of one video (sorted, non-overlapping), decoding each run of nearby clips
     ONCE: FFmpeg's ``-ss`` per clip decodes from the keyframe before each clip, this decodes every frame once
     (``videolake bench shards`` measures it against FFmpeg). A range that fails is its own exception in the result
@@ -193,7 +230,11 @@ def encode_clips(src_path: str, ranges: list[tuple[int, int]], fps: float,
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     runs: list[list[int]] = []
     for i in order:
-        if runs and ranges[i][0] >= ranges[runs[-1][-1]][1] and ranges[i][0] - ranges[runs[-1][-1]][1] <= MAX_DECODED_GAP:
+        if (
+            runs
+            and ranges[i][0] >= ranges[runs[-1][-1]][1]
+            and ranges[i][0] - ranges[runs[-1][-1]][1] <= MAX_DECODED_GAP
+        ):
             runs[-1].append(i)
         else:
             runs.append([i])

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import io
 import tarfile
-from typing import BinaryIO, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import BinaryIO
 
 BLOCK = 512
 END_OF_ARCHIVE = b"\0" * (2 * BLOCK)

@@ -21,7 +21,7 @@ def read_uri(uri: str, storage_options: dict[str, str] | None = None) -> bytes:
         fs = LakeFiles(root="s3://" + uri[5:].split("/", 1)[0], storage_options=dict(storage_options or {})).fs
         with fs.open_input_stream(uri[5:]) as f:
             return f.read()
-    path = os.fsdecode(unquote_to_bytes(uri[len("file://"):])) if uri.startswith("file://") else uri
+    path = os.fsdecode(unquote_to_bytes(uri[len("file://") :])) if uri.startswith("file://") else uri
     with open(path, "rb") as f:
         return f.read()
 
@@ -35,8 +35,9 @@ class ShardCheck:
     error: str | None = None
 
 
-def check_shard(uri: str, storage_options: dict[str, str] | None = None,
-                decode: bool = False) -> tuple[ShardCheck, dict[str, int]]:
+def check_shard(
+    uri: str, storage_options: dict[str, str] | None = None, decode: bool = False
+) -> tuple[ShardCheck, dict[str, int]]:
     """The shard's sha256 and sample keys; with ``decode``, every sample's mp4 frame count by key."""
     from videolake.platform.shards.tarfile_det import read_samples
 

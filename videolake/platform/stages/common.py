@@ -37,8 +37,9 @@ def video_units(lake: Any, partitions: Any, tag: str) -> list[dict]:
         if v["status"] != STATUS_OK:
             continue
         day = v.pop("partition_date").isoformat()
-        units.append({"unit_key": unit_key(tag, v["video_id"], v["source_uri"]), "partition_date": day,
-                      "payload": json.dumps(v)})
+        units.append(
+            {"unit_key": unit_key(tag, v["video_id"], v["source_uri"]), "partition_date": day, "payload": json.dumps(v)}
+        )
     # Longest first: decode cost follows pixels x frames, and a day whose longest video starts last ends with one
     # busy worker and the rest idle (longest-processing-time-first scheduling; Ray Data keeps the input order).
     units.sort(key=lambda u: -_decode_cost(json.loads(u["payload"])))
@@ -47,7 +48,6 @@ def video_units(lake: Any, partitions: Any, tag: str) -> list[dict]:
 
 def _decode_cost(video: dict) -> float:
     return float(video.get("num_frames") or 0) * float(video.get("width") or 0) * float(video.get("height") or 0)
-
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,19 @@ class StageRun:
     extra: dict = field(default_factory=dict)  # stage-specific step figures (e.g. frames decoded)
 
 
-def run_stage(lake, table, version, partitions, units, process, on_error, step, progress, *,
-              resources: UnitResources = UnitResources()) -> StageRun:
+def run_stage(
+    lake,
+    table,
+    version,
+    partitions,
+    units,
+    process,
+    on_error,
+    step,
+    progress,
+    *,
+    resources: UnitResources = UnitResources(),
+) -> StageRun:
     import time
 
     from videolake.platform.units import Checkpoints, UnitTask, commit_stage, run_units

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -26,8 +27,16 @@ from videolake.platform.stages.common import StageRun, run_stage
 from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 TABLE = "clip_embeddings"
-CLIP_COLUMNS = ["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "clip_uri", "detect_error",
-                "partition_date"]
+CLIP_COLUMNS = [
+    "clip_id",
+    "video_id",
+    "source_uri",
+    "start_frame",
+    "end_frame",
+    "clip_uri",
+    "detect_error",
+    "partition_date",
+]
 
 # One loaded backend per Ray worker process, by embedding version: the model loads once, not once per unit.
 _LOADED: dict[str, Any] = {}
@@ -58,7 +67,7 @@ def embed_one(payload: dict, *, store: ObjectStore, config: Any) -> list[dict]:
     with contextlib.ExitStack() as stack:
         path = stack.enter_context(store.open_local(store.key_from_uri(video["source_uri"])))
         for i in range(0, len(clips), config.batch_size):
-            part = clips[i: i + config.batch_size]
+            part = clips[i : i + config.batch_size]
             batch = {k: np.array([c[k] for c in part], dtype=object) for k in ("clip_id", "video_id", "source_uri")}
             batch["start_frame"] = np.array([c["start_frame"] for c in part], dtype=np.int64)
             batch["end_frame"] = np.array([c["end_frame"] for c in part], dtype=np.int64)
@@ -68,21 +77,40 @@ def embed_one(payload: dict, *, store: ObjectStore, config: Any) -> list[dict]:
             out = embedder(extracted)
             for j, c in enumerate(part):
                 vec = out["embedding"][j]
-                rows.append({"clip_id": c["clip_id"], "video_id": c["video_id"], "model": out["model"][j],
-                             "status": out["status"][j], "error": out["error"][j],
-                             "failure_class": out["failure_class"][j],
-                             "embedding": [float(x) for x in vec], "dim": int(out["dim"][j])})
+                rows.append(
+                    {
+                        "clip_id": c["clip_id"],
+                        "video_id": c["video_id"],
+                        "model": out["model"][j],
+                        "status": out["status"][j],
+                        "error": out["error"][j],
+                        "failure_class": out["failure_class"][j],
+                        "embedding": [float(x) for x in vec],
+                        "dim": int(out["dim"][j]),
+                    }
+                )
     return rows
 
 
 def _embed_error(payload: dict, error: str, *, model: str) -> list[dict]:
-    return [{"clip_id": c["clip_id"], "video_id": c["video_id"], "model": model, "status": "failed",
-             "error": f"embed_error: {error}", "failure_class": None, "embedding": [], "dim": 0}
-            for c in payload["clips"]]
+    return [
+        {
+            "clip_id": c["clip_id"],
+            "video_id": c["video_id"],
+            "model": model,
+            "status": "failed",
+            "error": f"embed_error: {error}",
+            "failure_class": None,
+            "embedding": [],
+            "dim": 0,
+        }
+        for c in payload["clips"]
+    ]
 
 
-def embed_partitions(lake: Any, store: ObjectStore, partitions: Any, config: Any, *,
-                     progress: Callable[[Any], None] | None = None) -> StageRun:
+def embed_partitions(
+    lake: Any, store: ObjectStore, partitions: Any, config: Any, *, progress: Callable[[Any], None] | None = None
+) -> StageRun:
     """clip_embeddings for the run's partitions: every scene clip without a detect_error, one unit per video."""
     from videolake.platform.embedding.base import backend_params, embedder_class, embedding_version
     from videolake.platform.schemas import table_spec
@@ -90,8 +118,10 @@ def embed_partitions(lake: Any, store: ObjectStore, partitions: Any, config: Any
     cls = embedder_class(config.backend)
     backend_params(cls, config)  # a bad setting fails the step before any worker starts
     version = stage_version("clip_embeddings-1", embedding_version(config))
-    fps = {v["video_id"]: v for v in lake.read_partitions(
-        "raw_videos", partitions, columns=["video_id", "source_uri", "fps"]).to_pylist()}
+    fps = {
+        v["video_id"]: v
+        for v in lake.read_partitions("raw_videos", partitions, columns=["video_id", "source_uri", "fps"]).to_pylist()
+    }
     clips = lake.read_partitions("scene_clips", partitions, columns=CLIP_COLUMNS)
     clips = clips.filter(pc.is_null(clips.column("detect_error")))
     by_video: dict[tuple[str, str], list[dict]] = {}
@@ -102,13 +132,27 @@ def embed_partitions(lake: Any, store: ObjectStore, partitions: Any, config: Any
     for (day, vid), cs in sorted(by_video.items()):
         cs.sort(key=lambda c: c["start_frame"])
         video = fps.get(vid) or {"video_id": vid, "source_uri": cs[0]["source_uri"], "fps": None}
-        units.append({"unit_key": unit_key("embed", vid, [(c["clip_id"], c["clip_uri"]) for c in cs]),
-                      "partition_date": day, "payload": json.dumps({"video": video, "clips": cs}, default=str)})
+        units.append(
+            {
+                "unit_key": unit_key("embed", vid, [(c["clip_id"], c["clip_uri"]) for c in cs]),
+                "partition_date": day,
+                "payload": json.dumps({"video": video, "clips": cs}, default=str),
+            }
+        )
     spec = table_spec(TABLE)
     step = PartitionStep(reduce=lambda t: t.sort_by("clip_id"), summarize=spec.figures_of)
-    return run_stage(lake, TABLE, version, partitions, units, partial(embed_one, store=store, config=config),
-                     partial(_embed_error, model=config.model_label), step, progress,
-                     resources=cls.replica_resources(config))
+    return run_stage(
+        lake,
+        TABLE,
+        version,
+        partitions,
+        units,
+        partial(embed_one, store=store, config=config),
+        partial(_embed_error, model=config.model_label),
+        step,
+        progress,
+        resources=cls.replica_resources(config),
+    )
 
 
 def day_vectors(lake: Any, day: str) -> tuple[list[str], np.ndarray]:
@@ -149,4 +193,3 @@ def similarity_of_day(lake: Any, day: str, config: Any) -> dict[str, Any]:
     if len(ids) < 2:
         return {"items": len(ids)}
     return similarity_summary(x, cluster_labels(x, config))
-

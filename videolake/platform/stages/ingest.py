@@ -8,7 +8,8 @@ import datetime as dt
 import json
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -16,7 +17,11 @@ from videolake.platform.lake import PartitionRange
 from videolake.platform.objectstore import ObjectInfo, ObjectStore
 from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
-    INGEST_ERROR, STATUS_REJECTED, StageRun, _config_dict, run_stage,
+    INGEST_ERROR,
+    STATUS_REJECTED,
+    StageRun,
+    _config_dict,
+    run_stage,
 )
 from videolake.platform.units import PartitionStep, stage_version, unit_key
 
@@ -51,7 +56,7 @@ def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str,
         entries = sorted(store.list(prefix), key=lambda o: o.key)
         keep, hidden = [], 0
         for i, o in enumerate(entries):
-            rel = o.key[len(prefix):] if o.key.startswith(prefix) else ""
+            rel = o.key[len(prefix) :] if o.key.startswith(prefix) else ""
             if any(part.startswith(".") for part in rel.split("/")):
                 hidden += 1
                 continue
@@ -62,8 +67,12 @@ def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str,
                 o = replace(o, problem=NOT_A_REGULAR_FILE, detail="an empty folder (nothing to ingest)")
             keep.append(o)
         if hidden:
-            log.info("landing %s: skipped %d hidden entr%s (names starting with '.')", prefix, hidden,
-                     "y" if hidden == 1 else "ies")
+            log.info(
+                "landing %s: skipped %d hidden entr%s (names starting with '.')",
+                prefix,
+                hidden,
+                "y" if hidden == 1 else "ies",
+            )
         out[day] = keep
     return out
 
@@ -101,8 +110,9 @@ def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dic
             st = os.lstat(path)
             if not stat.S_ISREG(st.st_mode):
                 what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-                return rejected_row(obj.uri, obj.size, NOT_A_REGULAR_FILE,
-                                    f"{what} when read (it was a file when listed)")
+                return rejected_row(
+                    obj.uri, obj.size, NOT_A_REGULAR_FILE, f"{what} when read (it was a file when listed)"
+                )
             video_id = sha256_file(path)
             outcome = probe_video(path, probe_config)
     except FileNotFoundError as exc:
@@ -120,15 +130,17 @@ def ingest_error_row(payload: dict, error: str) -> list[dict]:
     """The raw_videos row of an object that could not even be hashed: keyed by the object, so it stays unique."""
     import hashlib
 
-    return [{
-        "video_id": "err-" + hashlib.sha256(payload["uri"].encode()).hexdigest(),
-        "source_uri": payload["uri"],
-        "size_bytes": int(payload.get("size") or 0),
-        "status": STATUS_REJECTED,
-        "reject_reason": INGEST_ERROR,
-        "reject_detail": error[:500],
-        "duplicate_uris": [],
-    }]
+    return [
+        {
+            "video_id": "err-" + hashlib.sha256(payload["uri"].encode()).hexdigest(),
+            "source_uri": payload["uri"],
+            "size_bytes": int(payload.get("size") or 0),
+            "status": STATUS_REJECTED,
+            "reject_reason": INGEST_ERROR,
+            "reject_detail": error[:500],
+            "duplicate_uris": [],
+        }
+    ]
 
 
 def merge_duplicates(day_rows: pa.Table) -> pa.Table:
@@ -153,7 +165,9 @@ def merge_duplicates(day_rows: pa.Table) -> pa.Table:
     if dups:
         merged = [sorted(dups.get(i, [])) for i in keep]
         idx = out.column_names.index("duplicate_uris")
-        out = out.set_column(idx, out.schema.field("duplicate_uris"), pa.array(merged, out.schema.field("duplicate_uris").type))
+        out = out.set_column(
+            idx, out.schema.field("duplicate_uris"), pa.array(merged, out.schema.field("duplicate_uris").type)
+        )
     return out
 
 
@@ -162,12 +176,21 @@ def raw_videos_units(objects_by_day: dict[str, list[ObjectInfo]], store: ObjectS
     units = []
     for day, objs in sorted(objects_by_day.items()):
         for o in objs:
-            payload = {"key": o.key, "uri": o.uri, "size": o.size,
-                       **{k: v for k, v in vars(o).items() if k not in ("key", "uri", "size")}}
+            payload = {
+                "key": o.key,
+                "uri": o.uri,
+                "size": o.size,
+                **{k: v for k, v in vars(o).items() if k not in ("key", "uri", "size")},
+            }
             # Name, size and listing problem: a re-landed object with other bytes under the same name and size is
             # not detected (stores give no cheap content version here); a changed size or a fixed problem is.
-            units.append({"unit_key": unit_key("raw", o.uri, o.size, o.problem),
-                          "partition_date": day, "payload": json.dumps(payload, default=str)})
+            units.append(
+                {
+                    "unit_key": unit_key("raw", o.uri, o.size, o.problem),
+                    "partition_date": day,
+                    "payload": json.dumps(payload, default=str),
+                }
+            )
     return units
 
 
@@ -175,13 +198,13 @@ def _ingest_payload(payload: dict, *, store: ObjectStore, probe_config: Any) -> 
     obj = ObjectInfo(**{k: v for k, v in payload.items() if k in ObjectInfo.__dataclass_fields__})
     row = ingest_one(obj, store=store, probe_config=probe_config)
     row.setdefault("duplicate_uris", [])
-    row["ingested_at"] = dt.datetime.now(dt.timezone.utc)
+    row["ingested_at"] = dt.datetime.now(dt.UTC)
     return [row]
 
 
 def _ingest_error(payload: dict, error: str) -> list[dict]:
     rows = ingest_error_row(payload, error)
-    rows[0]["ingested_at"] = dt.datetime.now(dt.timezone.utc)
+    rows[0]["ingested_at"] = dt.datetime.now(dt.UTC)
     return rows
 
 
@@ -193,7 +216,7 @@ def ingest_partitions(
     partitions: Any,
     *,
     progress: Callable[[Any], None] | None = None,
-) -> "StageRun":
+) -> StageRun:
     """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day; then
     copies of videos landed on an earlier day are marked, in the run's days and in the later days they affect
     (``dedup.exact.reconcile_copies``); ``run.extra["days_reevaluated"]`` lists the days outside the run whose rows
@@ -206,8 +229,17 @@ def ingest_partitions(
     units = raw_videos_units(objects_by_day, store)
     spec = table_spec("raw_videos")
     step = PartitionStep(reduce=merge_duplicates, summarize=spec.figures_of)
-    run = run_stage(lake, "raw_videos", version, partitions, units,
-                    partial(_ingest_payload, store=store, probe_config=probe_config), _ingest_error, step, progress)
+    run = run_stage(
+        lake,
+        "raw_videos",
+        version,
+        partitions,
+        units,
+        partial(_ingest_payload, store=store, probe_config=probe_config),
+        _ingest_error,
+        step,
+        progress,
+    )
     reconciled = reconcile_copies(lake, partitions)
     for day in reconciled.changed_days:
         if day in run.per_partition:  # its figures were counted before its copies were marked

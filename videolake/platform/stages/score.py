@@ -7,21 +7,25 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
+from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore
 from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
 from videolake.platform.stages.common import (
-    DETECT_ERROR, SCORE_ERROR, UNIT_VIDEO_COLUMNS, StageRun, _config_dict, run_stage,
+    DETECT_ERROR,
+    SCORE_ERROR,
+    UNIT_VIDEO_COLUMNS,
+    StageRun,
+    _config_dict,
+    run_stage,
 )
-from videolake.platform.failures import PERMANENT
 from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
-
-
 
 
 def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_config: Any) -> list[dict]:
@@ -66,8 +70,19 @@ class SourcePixels:
         return _file_pixels(self.path(), fps)(clip, count, max_pixels)
 
 
-SCORE_CLIP_COLUMNS = ["clip_id", "video_id", "clip_index", "start_frame", "end_frame", "duration_s", "detector",
-                      "detector_params", "detect_error", "frame_stats_uri", "partition_date"]
+SCORE_CLIP_COLUMNS = [
+    "clip_id",
+    "video_id",
+    "clip_index",
+    "start_frame",
+    "end_frame",
+    "duration_s",
+    "detector",
+    "detector_params",
+    "detect_error",
+    "frame_stats_uri",
+    "partition_date",
+]
 
 
 def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) -> list[dict]:
@@ -96,7 +111,7 @@ def score_partitions(
     quality_config: Any,
     *,
     progress: Callable[[Any], None] | None = None,
-) -> "StageRun":
+) -> StageRun:
     """filtered_clips for the run's partitions: one unit per video (its clips scored together), near-duplicates
     grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``)."""
     from functools import partial
@@ -108,7 +123,9 @@ def score_partitions(
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
     version = stage_version("filtered_clips-6", {"config": _config_dict(quality_config), "scorer_versions": versions})
-    videos = {v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()}
+    videos = {
+        v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()
+    }
     by_video: dict[tuple[str, str], list[dict]] = {}
     for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
         day = c.pop("partition_date").isoformat()
@@ -120,21 +137,41 @@ def score_partitions(
         if video is not None:
             video = {k: v for k, v in video.items() if k != "partition_date"}
         payload = {"video": video, "clips": cs}
-        units.append({"unit_key": unit_key("score", vid, [c["clip_id"] for c in cs], [c["detect_error"] for c in cs],
-                                           [c["frame_stats_uri"] for c in cs]),
-                      "partition_date": day, "payload": json.dumps(payload, default=str)})
+        units.append(
+            {
+                "unit_key": unit_key(
+                    "score",
+                    vid,
+                    [c["clip_id"] for c in cs],
+                    [c["detect_error"] for c in cs],
+                    [c["frame_stats_uri"] for c in cs],
+                ),
+                "partition_date": day,
+                "payload": json.dumps(payload, default=str),
+            }
+        )
     spec = table_spec("filtered_clips")
-    step = PartitionStep(reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates),
-                         summarize=spec.figures_of)
-    run = run_stage(lake, "filtered_clips", version, partitions, units,
-                    partial(_score_payload, store=store, quality_config=quality_config),
-                    _score_error, step, progress, resources=scorer_resources(quality_config))
+    step = PartitionStep(
+        reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates), summarize=spec.figures_of
+    )
+    run = run_stage(
+        lake,
+        "filtered_clips",
+        version,
+        partitions,
+        units,
+        partial(_score_payload, store=store, quality_config=quality_config),
+        _score_error,
+        step,
+        progress,
+        resources=scorer_resources(quality_config),
+    )
     if quality_config.dup_max_distance >= 0 or quality_config.semantic_config() is not None:
         run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run)
     return run
 
 
-def judge_across_days(lake: Any, partitions: Any, quality_config: Any, run: "StageRun") -> list[str]:
+def judge_across_days(lake: Any, partitions: Any, quality_config: Any, run: StageRun) -> list[str]:
     """Near-duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
     earlier ones, and the later days they affect; semantic pairs within each judged day that has embeddings. Recomputes the figures of the run's days whose verdicts changed;
     returns the days outside the run whose rows changed (the asset records them)."""
@@ -176,8 +213,14 @@ def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tupl
     stats = result.stats if result.stats is not None else compute_frame_stats(path)
     video = {"video_id": "bench", "width": probe.width if probe else None, "height": probe.height if probe else None}
     clips = [
-        {"clip_id": clip_id("bench", s, e), "video_id": "bench", "start_frame": s, "end_frame": e,
-         "duration_s": (e - s) / (result.fps or 30.0), "clip_index": i}
+        {
+            "clip_id": clip_id("bench", s, e),
+            "video_id": "bench",
+            "start_frame": s,
+            "end_frame": e,
+            "duration_s": (e - s) / (result.fps or 30.0),
+            "clip_index": i,
+        }
         for i, (s, e) in enumerate(ranges)
     ]
     return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, result.fps or 30.0))

@@ -23,8 +23,9 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,21 +59,40 @@ def shard_version(config: ShardConfig) -> str:
 def eligible_clips(lake: Any, rng: PartitionRange) -> pa.Table:
     """The clips of the range that become samples: passed in filtered_clips and with an ``ok`` caption, joined with
     their frame range (scene_clips), frame rate (raw_videos) and scores. One row per clip, sorted by clip_id."""
-    captions = lake.read_partitions("clip_captions", rng, columns=[
-        "clip_id", "video_id", "source_uri", "status", "caption", "model", "model_revision", "prompt_version",
-        PARTITION_COLUMN])
+    captions = lake.read_partitions(
+        "clip_captions",
+        rng,
+        columns=[
+            "clip_id",
+            "video_id",
+            "source_uri",
+            "status",
+            "caption",
+            "model",
+            "model_revision",
+            "prompt_version",
+            PARTITION_COLUMN,
+        ],
+    )
     captions = captions.filter(pc.equal(captions.column("status"), STATUS_OK)).drop_columns(["status"])
-    filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed", *SCORE_COLUMNS, "scores",
-                                                                    PARTITION_COLUMN])
+    filtered = lake.read_partitions(
+        "filtered_clips", rng, columns=["clip_id", "passed", *SCORE_COLUMNS, "scores", PARTITION_COLUMN]
+    )
     filtered = filtered.filter(pc.equal(filtered.column("passed"), True)).drop_columns(["passed"])
     # Arrow joins carry no map column: the plugin scores travel as JSON text.
-    filtered = filtered.set_column(filtered.schema.get_field_index("scores"), "scores", pa.array(
-        [json.dumps(dict(s or [])) for s in filtered.column("scores").to_pylist()], pa.string()))
+    filtered = filtered.set_column(
+        filtered.schema.get_field_index("scores"),
+        "scores",
+        pa.array([json.dumps(dict(s or [])) for s in filtered.column("scores").to_pylist()], pa.string()),
+    )
     clips = lake.read_partitions("scene_clips", rng, columns=["clip_id", "start_frame", "end_frame", PARTITION_COLUMN])
     videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps", PARTITION_COLUMN])
     keys = ["clip_id", PARTITION_COLUMN]
-    joined = (captions.join(filtered, keys, join_type="inner").join(clips, keys, join_type="inner")
-              .join(videos, ["video_id", PARTITION_COLUMN], join_type="left outer"))
+    joined = (
+        captions.join(filtered, keys, join_type="inner")
+        .join(clips, keys, join_type="inner")
+        .join(videos, ["video_id", PARTITION_COLUMN], join_type="left outer")
+    )
     return joined.sort_by("clip_id")
 
 
@@ -87,8 +107,13 @@ def _units(eligible: pa.Table) -> list[dict]:
         cs.sort(key=lambda c: c["start_frame"])
         # The key holds what the samples are made of: a new caption or frame range is a new unit.
         digest = hashlib.sha256(json.dumps(cs, sort_keys=True, default=str).encode()).hexdigest()
-        units.append({"unit_key": unit_key("shard", vid, digest), "partition_date": day,
-                      "payload": json.dumps({"day": day, "video_id": vid, "clips": cs}, default=str)})
+        units.append(
+            {
+                "unit_key": unit_key("shard", vid, digest),
+                "partition_date": day,
+                "payload": json.dumps({"day": day, "video_id": vid, "clips": cs}, default=str),
+            }
+        )
     # Longest first (frames to encode), as the other stages do.
     units.sort(key=lambda u: -sum(c["end_frame"] - c["start_frame"] for c in json.loads(u["payload"])["clips"]))
     return units
@@ -127,10 +152,16 @@ def fragment_key(config: ShardConfig, version: str, day: str, clip_id: str) -> s
 
 
 def _failed_row(clip: dict, error: str, failure: str | None = None) -> dict:
-    return {"clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
-            "status": STATUS_FAILED, "error": error, "failure_class": failure,
-            "num_frames": int(clip["end_frame"]) - int(clip["start_frame"]),
-            "caption_chars": len(clip["caption"] or "")}
+    return {
+        "clip_id": clip["clip_id"],
+        "video_id": clip["video_id"],
+        "source_uri": clip["source_uri"],
+        "status": STATUS_FAILED,
+        "error": error,
+        "failure_class": failure,
+        "num_frames": int(clip["end_frame"]) - int(clip["start_frame"]),
+        "caption_chars": len(clip["caption"] or ""),
+    }
 
 
 def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version: str) -> list[dict]:
@@ -156,19 +187,32 @@ def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version
             continue
         bucket = bucket_of(encoded.width, encoded.height, encoded.num_frames, config)
         meta = sample_json(clip, day, encoded, fps, bucket)
-        fragment = sample_fragment(clip["clip_id"], {
-            "json": json.dumps(meta, sort_keys=True, ensure_ascii=False).encode(),
-            "mp4": encoded.data,
-            "txt": clip["caption"].encode(),
-        })
+        fragment = sample_fragment(
+            clip["clip_id"],
+            {
+                "json": json.dumps(meta, sort_keys=True, ensure_ascii=False).encode(),
+                "mp4": encoded.data,
+                "txt": clip["caption"].encode(),
+            },
+        )
         store.put_bytes(fragment_key(config, version, day, clip["clip_id"]), fragment)
-        rows.append({
-            "clip_id": clip["clip_id"], "video_id": clip["video_id"], "source_uri": clip["source_uri"],
-            "status": STATUS_OK, "bucket": bucket, "sample_bytes": len(fragment),
-            "sample_sha256": hashlib.sha256(fragment).hexdigest(), "num_frames": encoded.num_frames,
-            "width": encoded.width, "height": encoded.height, "fps": fps,
-            "duration_s": encoded.num_frames / fps, "caption_chars": len(clip["caption"]),
-        })
+        rows.append(
+            {
+                "clip_id": clip["clip_id"],
+                "video_id": clip["video_id"],
+                "source_uri": clip["source_uri"],
+                "status": STATUS_OK,
+                "bucket": bucket,
+                "sample_bytes": len(fragment),
+                "sample_sha256": hashlib.sha256(fragment).hexdigest(),
+                "num_frames": encoded.num_frames,
+                "width": encoded.width,
+                "height": encoded.height,
+                "fps": fps,
+                "duration_s": encoded.num_frames / fps,
+                "caption_chars": len(clip["caption"]),
+            }
+        )
     return rows
 
 
@@ -202,8 +246,14 @@ def plan_shards(rows: list[dict], config: ShardConfig, day: str) -> list[dict]:
             digest = hashlib.sha256("\n".join(f"{s['clip_id']} {s['sample_sha256']}" for s in group).encode())
             # No '=' or other character a URI escapes: a file:// shard URI is its path (tar -tf, ray.data take it).
             key = f"{config.prefix}/{day}/{bucket}/shard-{day}-{idx:05d}-{digest.hexdigest()[:10]}.tar"
-            shards.append({"key": key, "bucket": bucket, "clip_ids": [s["clip_id"] for s in group],
-                           "sample_bytes": [s["sample_bytes"] for s in group]})
+            shards.append(
+                {
+                    "key": key,
+                    "bucket": bucket,
+                    "clip_ids": [s["clip_id"] for s in group],
+                    "sample_bytes": [s["sample_bytes"] for s in group],
+                }
+            )
     return shards
 
 
@@ -247,8 +297,13 @@ def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: s
     for s, p in zip(shards, packed):
         offset = 0
         for cid, size in zip(s["clip_ids"], s["sample_bytes"]):
-            where[cid] = {"shard_uri": p["uri"], "shard_sha256": p["sha256"], "shard_bytes": p["bytes"],
-                          "shard_samples": len(s["clip_ids"]), "sample_offset": offset}
+            where[cid] = {
+                "shard_uri": p["uri"],
+                "shard_sha256": p["sha256"],
+                "shard_bytes": p["bytes"],
+                "shard_samples": len(s["clip_ids"]),
+                "sample_offset": offset,
+            }
             offset += size
     for r in rows:
         r.update(where.get(r["clip_id"], {}))
@@ -258,24 +313,41 @@ def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: s
 # ------------------------------------------------------------------------------------------------ the stage
 
 
-def shard_partitions(lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig, *,
-                     progress: Callable[[Any], None] | None = None) -> StageRun:
+def shard_partitions(
+    lake: Any,
+    store: ObjectStore,
+    partitions: PartitionRange,
+    config: ShardConfig,
+    *,
+    progress: Callable[[Any], None] | None = None,
+) -> StageRun:
     """training_shards for the run's partitions (see the module docstring); then the cleanup of unreferenced
     shards of those days (``remove_stale_shards``)."""
     version = shard_version(config)
     units = _units(eligible_clips(lake, partitions))
     recompute_units_without_samples(lake, store, config, version, units)
-    step = PartitionStep(reduce=partial(pack_day, store=store, config=config, version=version),
-                         summarize=table_spec(TABLE).figures_of)
-    run = run_stage(lake, TABLE, version, partitions, units,
-                    partial(shard_one, store=store, config=config, version=version), _shard_error, step, progress)
+    step = PartitionStep(
+        reduce=partial(pack_day, store=store, config=config, version=version), summarize=table_spec(TABLE).figures_of
+    )
+    run = run_stage(
+        lake,
+        TABLE,
+        version,
+        partitions,
+        units,
+        partial(shard_one, store=store, config=config, version=version),
+        _shard_error,
+        step,
+        progress,
+    )
     removed = remove_stale_shards(lake, store, partitions, config, version)
     run.extra.update({"shards_removed": removed})
     return run
 
 
-def recompute_units_without_samples(lake: Any, store: ObjectStore, config: ShardConfig, version: str,
-                                    units: list[dict]) -> int:
+def recompute_units_without_samples(
+    lake: Any, store: ObjectStore, config: ShardConfig, version: str, units: list[dict]
+) -> int:
     """Drop the checkpoint of every finished unit whose ok samples are no longer all in the object store (deleted
     by hand, a lifecycle rule): the unit is then encoded again instead of failing the pack. One listing per day;
     a unit's checkpoint is read only when one of its samples is missing. Returns the units dropped."""
@@ -291,7 +363,7 @@ def recompute_units_without_samples(lake: Any, store: ObjectStore, config: Shard
         if not done:
             continue
         prefix = f"{config.prefix}/{SAMPLES_DIR}/{version}/{day}/"
-        have = {o.key[len(prefix):-len(".tar")] for o in store.list(prefix) if not o.is_folder}
+        have = {o.key[len(prefix) : -len(".tar")] for o in store.list(prefix) if not o.is_folder}
         for u in day_units:
             if u["unit_key"] not in done:
                 continue
@@ -307,8 +379,9 @@ def recompute_units_without_samples(lake: Any, store: ObjectStore, config: Shard
     return dropped
 
 
-def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig,
-                        version: str) -> int:
+def remove_stale_shards(
+    lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig, version: str
+) -> int:
     """Delete the shards of the run's days that the committed table does not name and no release references, and
     the sample fragments of other stage versions of those days. Returns the shards deleted."""
     from videolake.platform.releases.manifest import referenced_shard_uris
@@ -324,7 +397,12 @@ def remove_stale_shards(lake: Any, store: ObjectStore, partitions: PartitionRang
                 removed += 1
     samples = f"{config.prefix}/{SAMPLES_DIR}/"
     for obj in store.list(samples):
-        parts = obj.key[len(samples):].split("/")
-        if not obj.is_folder and len(parts) >= 3 and parts[0] != version and parts[1] in {d.isoformat() for d in partitions.days()}:
+        parts = obj.key[len(samples) :].split("/")
+        if (
+            not obj.is_folder
+            and len(parts) >= 3
+            and parts[0] != version
+            and parts[1] in {d.isoformat() for d in partitions.days()}
+        ):
             store.delete(obj.key)
     return removed

@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
+from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore, content_key
 from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
-from videolake.platform.failures import PERMANENT
 from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ class SplitConfig:
     clip_mode: str = "ranges"  # "ranges": clips are frame ranges of the source; "files": transcoded clip objects
     clip_prefix: str = "clips"  # object-store prefix of transcoded clips (content-addressed keys below it)
     cache_prefix: str = "cache/framestats"  # object-store prefix of per-video frame statistics (npz)
-
-
 
 
 def stats_key(config: SplitConfig, video_id: str, params_json: str) -> str:
@@ -84,14 +83,18 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     # The video's bytes are needed only to detect here or to encode clip files: with cuts detected elsewhere and
     # clips as frame ranges, an S3 source is not downloaded again.
     needs_file = detected is None or config.clip_mode == "files"
-    with (store.open_local(key) if needs_file else contextlib.nullcontext(None)) as path:
+    with store.open_local(key) if needs_file else contextlib.nullcontext(None) as path:
         if detected is None:
             result = detector.detect(path)
         elif detected["error"]:
             raise ValueError(detected["error"])
         else:
-            result = SceneResult(cuts=list(detected["cuts"]), fps=float(detected["fps"]),
-                                 num_frames=int(detected["num_frames"]), stats=None)
+            result = SceneResult(
+                cuts=list(detected["cuts"]),
+                fps=float(detected["fps"]),
+                num_frames=int(detected["num_frames"]),
+                stats=None,
+            )
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
         if result.stats is not None:
@@ -105,7 +108,9 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             from videolake.platform.clips import store_clip
 
             for start, end in ranges:
-                clip_uris[(start, end)] = store_clip(store, path, video["video_id"], start, end, fps, prefix=config.clip_prefix)
+                clip_uris[(start, end)] = store_clip(
+                    store, path, video["video_id"], start, end, fps, prefix=config.clip_prefix
+                )
     rows = []
     for i, (start, end) in enumerate(ranges):
         if pts is not None and end <= len(pts):
@@ -113,15 +118,39 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             end_s = float(pts[end]) if end < len(pts) else float(pts[end - 1]) + (1.0 / fps if fps else 0.0)
         else:
             start_s, end_s = start / fps, end / fps
-        rows.append(scene_row(video, i, start, end, start_s, end_s, detector.name, params,
-                              clip_uri=clip_uris.get((start, end)), frame_stats_uri=stats_uri,
-                              max_clip_s=config.max_clip_s))
+        rows.append(
+            scene_row(
+                video,
+                i,
+                start,
+                end,
+                start_s,
+                end_s,
+                detector.name,
+                params,
+                clip_uri=clip_uris.get((start, end)),
+                frame_stats_uri=stats_uri,
+                max_clip_s=config.max_clip_s,
+            )
+        )
     return rows
 
 
-def scene_row(video: dict, index: int, start: int, end: int, start_s: float, end_s: float, detector: str,
-              params_json: str, *, clip_uri: str | None = None, error: str | None = None,
-              frame_stats_uri: str | None = None, max_clip_s: float | None = None) -> dict:
+def scene_row(
+    video: dict,
+    index: int,
+    start: int,
+    end: int,
+    start_s: float,
+    end_s: float,
+    detector: str,
+    params_json: str,
+    *,
+    clip_uri: str | None = None,
+    error: str | None = None,
+    frame_stats_uri: str | None = None,
+    max_clip_s: float | None = None,
+) -> dict:
     """One scene_clips row (without partition_date). The row names the detector, its parameters, the clip-length
     bound it was cut under and where the frame statistics of its detection are, so later stages and gates need no
     copy of scene_clips' run config."""
@@ -149,9 +178,20 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
     stage rejects with its reason (never a silent drop, never a crashed partition)."""
     n = int(video["num_frames"] or 0)
     fps = float(video["fps"] or 0.0)
-    return [scene_row(video, 0, 0, n, 0.0, n / fps if fps else 0.0, config.detector,
-                      json.dumps(config.detector_params, sort_keys=True), error=error[:500],
-                      max_clip_s=config.max_clip_s)]
+    return [
+        scene_row(
+            video,
+            0,
+            0,
+            n,
+            0.0,
+            n / fps if fps else 0.0,
+            config.detector,
+            json.dumps(config.detector_params, sort_keys=True),
+            error=error[:500],
+            max_clip_s=config.max_clip_s,
+        )
+    ]
 
 
 def _split_payload(video: dict, *, store: ObjectStore, config: SplitConfig) -> list[dict]:
@@ -168,7 +208,7 @@ def split_partitions(
     *,
     progress: Callable[[Any], None] | None = None,
     scalable_gpus: int = 0,
-) -> "StageRun":
+) -> StageRun:
     """scene_clips for the run's partitions: one unit per ok video.
 
     ``scalable_gpus``: GPUs the Ray cluster's autoscaler can add (a GPU worker group that starts empty); with
@@ -185,16 +225,31 @@ def split_partitions(
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, params, units, scalable_gpus)
     step = PartitionStep(summarize=table_spec("scene_clips").figures_of)
-    run = run_stage(lake, "scene_clips", version, partitions, units,
-                    partial(_split_payload, store=store, config=config),
-                    lambda video, error: detect_error_rows(video, error, config), step, progress,
-                    resources=detector.resources())
+    run = run_stage(
+        lake,
+        "scene_clips",
+        version,
+        partitions,
+        units,
+        partial(_split_payload, store=store, config=config),
+        lambda video, error: detect_error_rows(video, error, config),
+        step,
+        progress,
+        resources=detector.resources(),
+    )
     frames = sum(int(json.loads(u["payload"]).get("num_frames") or 0) for u in units)
     return replace(run, extra={"frames": frames, "videos_detected_on_gpus": gpu_videos})
 
 
-def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version: str, params_json: str,
-                    units: list[dict], scalable_gpus: int = 0) -> int:
+def _detect_on_gpus(
+    lake: Any,
+    store: ObjectStore,
+    config: SplitConfig,
+    version: str,
+    params_json: str,
+    units: list[dict],
+    scalable_gpus: int = 0,
+) -> int:
     """TransNetV2 on the cluster's GPUs for the units still to do; their results travel in the unit payloads (the
     units then only cut ranges and write rows). Returns how many videos were detected there (0: no route)."""
     if config.detector != "transnetv2" or not units:
@@ -210,14 +265,23 @@ def _detect_on_gpus(lake: Any, store: ObjectStore, config: SplitConfig, version:
     payloads = [json.loads(u["payload"]) for u in todo]
     videos = {p["video_id"]: p["source_uri"] for p in payloads}  # one video landed on two days is detected once
     sink = FrameStatsSink(store, config, params_json)
-    detected = detect_on_cluster_gpus(list(videos.items()), config.detector_params,
-                                      open_source=store_opener(lambda _uri: store), scalable_gpus=scalable_gpus,
-                                      stats_sink=sink)
+    detected = detect_on_cluster_gpus(
+        list(videos.items()),
+        config.detector_params,
+        open_source=store_opener(lambda _uri: store),
+        scalable_gpus=scalable_gpus,
+        stats_sink=sink,
+    )
     if detected is None:
         return 0
     for u, p in zip(todo, payloads):
         d = detected[p["video_id"]]
-        p["detected"] = {"cuts": d["cuts"], "fps": d["fps"], "num_frames": d["num_frames"], "error": d["error"],
-                         "stats_uri": d.get("stats_uri")}
+        p["detected"] = {
+            "cuts": d["cuts"],
+            "fps": d["fps"],
+            "num_frames": d["num_frames"],
+            "error": d["error"],
+            "stats_uri": d.get("stats_uri"),
+        }
         u["payload"] = json.dumps(p)
     return len(todo)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from videolake.platform.synth.rendering import render
 from videolake.platform.synth.sources import SOURCE_LUMA, _is_flat, distinct
@@ -50,15 +51,16 @@ TEMPLATES: tuple[_Template, ...] = (
     _Template("wipe_flash", (640, 360), "24", "h264", "mkv", 6.0, 3, ("wipe", "cut"), flashes=3, audio=True),
     _Template("pan_nocut", (320, 240), "60", "mpeg4", None, 3.0, 1, (), flashes=2, sources=("pan",)),
     _Template("vfr", (320, 240), "30", "h264", "mkv", 4.0, 3, ("cut",), vfr=True),
-    _Template("mixed", (854, 480), "30", "h264", None, 8.0, 5, ("cut", "dissolve", "fade", "wipe"), flashes=2,
-              audio=True),
-    _Template("long", (426, 240), "24", "h264", None, 150.0, 40, ("cut", "cut", "dissolve", "fade", "wipe"),
-              flashes=6),
+    _Template(
+        "mixed", (854, 480), "30", "h264", None, 8.0, 5, ("cut", "dissolve", "fade", "wipe"), flashes=2, audio=True
+    ),
+    _Template("long", (426, 240), "24", "h264", None, 150.0, 40, ("cut", "cut", "dissolve", "fade", "wipe"), flashes=6),
     _Template("hd", (1280, 720), "30", "h264", None, 2.0, 2, ("cut",), audio=True),
     _Template("fullhd", (1920, 1080), "25", "hevc", None, 1.6, 2, ("dissolve",)),
     _Template("ntsc", (640, 480), "30000/1001", "mpeg4", "mp4", 5.0, 4, ("cut", "fade", "wipe"), flashes=1),
-    _Template("still_nocut", (320, 240), "24", "vp9", None, 1.0, 1, (),
-              sources=("testsrc2", "mandelbrot", "gradients")),
+    _Template(
+        "still_nocut", (320, 240), "24", "vp9", None, 1.0, 1, (), sources=("testsrc2", "mandelbrot", "gradients")
+    ),
 )
 _RE_DRAW_SIZES = ((320, 240), (426, 240), (480, 360), (640, 360), (854, 480))
 _RE_DRAW_FPS = ("24", "25", "30", "30000/1001", "60")
@@ -97,8 +99,14 @@ def _spec_from_template(t: _Template, rng: random.Random, name: str, seed: int, 
     total = max(1, math.floor(Fraction(duration).limit_denominator(1000) * rate))  # never over the cap
     min_body = max(10, round(rate * Fraction(2, 5)))  # shots of at least ~0.4 s: cuts stay apart
     shots = max(1, min(round(t.shots * duration / t.duration_s), total // (min_body + 8)))
-    kinds = [t.transitions[(j + rng.randrange(len(t.transitions))) % len(t.transitions)] if j else
-             t.transitions[0] for j in range(shots - 1)] if t.transitions else []
+    kinds = (
+        [
+            t.transitions[(j + rng.randrange(len(t.transitions))) % len(t.transitions)] if j else t.transitions[0]
+            for j in range(shots - 1)
+        ]
+        if t.transitions
+        else []
+    )
     trans = []
     for kind in kinds:
         d = 0 if kind == "cut" else rng.randint(8, min(30, max(8, round(rate * 0.8))))
@@ -121,8 +129,19 @@ def _spec_from_template(t: _Template, rng: random.Random, name: str, seed: int, 
         if options:
             flashes[i] = tuple(sorted(taken + (rng.choice(options),)))
     segments = tuple(Segment(src, n, fl) for src, n, fl in zip(sources, bodies, flashes))
-    return VideoSpec(name=name, width=t.size[0], height=t.size[1], fps=t.fps, codec=t.codec, segments=segments,
-                     transitions=tuple(trans), vfr=t.vfr, audio=t.audio, container=t.container, seed=seed)
+    return VideoSpec(
+        name=name,
+        width=t.size[0],
+        height=t.size[1],
+        fps=t.fps,
+        codec=t.codec,
+        segments=segments,
+        transitions=tuple(trans),
+        vfr=t.vfr,
+        audio=t.audio,
+        container=t.container,
+        seed=seed,
+    )
 
 
 def plan(count: int, seed: int = 0, max_duration_s: float = DEFAULT_MAX_DURATION_S) -> list[VideoSpec]:
@@ -147,9 +166,14 @@ def summary_line(path: str | Path, truth: dict[str, Any]) -> str:
     name = Path(path).name
     if not truth.get("codec"):
         return f"{name}  ({truth.get('special', '?')})  expect={truth['expect']}"
-    parts = [f"{truth['width']}x{truth['height']}", f"{truth['fps_str']}fps{' vfr' if truth.get('vfr') else ''}",
-             f"{truth['codec']}/{truth['container']}", f"{truth['num_frames']} frames",
-             f"{len(truth['cuts'])} cuts", f"{len(truth['flashes'])} flashes"]
+    parts = [
+        f"{truth['width']}x{truth['height']}",
+        f"{truth['fps_str']}fps{' vfr' if truth.get('vfr') else ''}",
+        f"{truth['codec']}/{truth['container']}",
+        f"{truth['num_frames']} frames",
+        f"{len(truth['cuts'])} cuts",
+        f"{len(truth['flashes'])} flashes",
+    ]
     kinds = sorted({t["kind"] for t in truth["transitions"] if t["kind"] != "cut"})
     if kinds:
         parts.append("+".join(kinds))
@@ -160,9 +184,16 @@ def summary_line(path: str | Path, truth: dict[str, Any]) -> str:
     return f"{name}  {'  '.join(parts)}  expect={truth['expect']}"
 
 
-def generate(out_dir: str | Path, count: int, variants: int = 0, seed: int = 0, include_specials: bool = True,
-             max_duration_s: float = DEFAULT_MAX_DURATION_S,
-             progress: Callable[[str], None] | None = None, truth_dir: str | Path | None = None) -> list[Path]:
+def generate(
+    out_dir: str | Path,
+    count: int,
+    variants: int = 0,
+    seed: int = 0,
+    include_specials: bool = True,
+    max_duration_s: float = DEFAULT_MAX_DURATION_S,
+    progress: Callable[[str], None] | None = None,
+    truth_dir: str | Path | None = None,
+) -> list[Path]:
     """Render ``count`` varied videos, then (``include_specials``) the 7 special files, then ``variants`` perturbed
     copies of each decodable one (the ``count`` videos and the black, frozen and short specials).
 

@@ -15,20 +15,56 @@ from pathlib import Path
 _ENCODERS: dict[str, tuple[str, list[str]]] = {
     # mbtree=0: x264's macroblock-tree rate control runs float assembly that rounds differently per CPU (an AVX-512
     # machine wrote other bytes than an AVX2 one); without it x264's output is the same from SSSE3 to AVX-512.
-    "h264": ("mp4", ["-c:v", "libx264", "-preset", "veryfast", "-crf", "{q}", "-pix_fmt", "yuv420p",
-                     "-x264-params", "mbtree=0"]),
+    "h264": (
+        "mp4",
+        ["-c:v", "libx264", "-preset", "veryfast", "-crf", "{q}", "-pix_fmt", "yuv420p", "-x264-params", "mbtree=0"],
+    ),
     # info=0: no SEI naming x265's build, compiler and platform.
-    "hevc": ("mp4", ["-c:v", "libx265", "-preset", "ultrafast", "-crf", "{q}", "-pix_fmt", "yuv420p",
-                     "-x265-params", "log-level=error:pools=1:frame-threads=1:info=0"]),
-    "vp9": ("webm", ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-crf", "{q}", "-b:v", "0",
-                     "-row-mt", "0", "-pix_fmt", "yuv420p"]),
+    "hevc": (
+        "mp4",
+        [
+            "-c:v",
+            "libx265",
+            "-preset",
+            "ultrafast",
+            "-crf",
+            "{q}",
+            "-pix_fmt",
+            "yuv420p",
+            "-x265-params",
+            "log-level=error:pools=1:frame-threads=1:info=0",
+        ],
+    ),
+    "vp9": (
+        "webm",
+        [
+            "-c:v",
+            "libvpx-vp9",
+            "-deadline",
+            "realtime",
+            "-cpu-used",
+            "8",
+            "-crf",
+            "{q}",
+            "-b:v",
+            "0",
+            "-row-mt",
+            "0",
+            "-pix_fmt",
+            "yuv420p",
+        ],
+    ),
     "mpeg4": ("avi", ["-c:v", "mpeg4", "-q:v", "{q}", "-pix_fmt", "yuv420p"]),
 }
 _DEFAULT_QUALITY = {"h264": 23, "hevc": 28, "vp9": 35, "mpeg4": 4}
 _CONTAINERS = {"mp4": "mp4", "mkv": "matroska", "mov": "mov", "webm": "webm", "avi": "avi"}
-_AUDIO_ENCODER = {"mp4": ["-c:a", "aac", "-b:a", "64k"], "mov": ["-c:a", "aac", "-b:a", "64k"],
-                  "mkv": ["-c:a", "aac", "-b:a", "64k"], "webm": ["-c:a", "libopus", "-b:a", "48k"],
-                  "avi": ["-c:a", "libmp3lame", "-b:a", "64k"]}
+_AUDIO_ENCODER = {
+    "mp4": ["-c:a", "aac", "-b:a", "64k"],
+    "mov": ["-c:a", "aac", "-b:a", "64k"],
+    "mkv": ["-c:a", "aac", "-b:a", "64k"],
+    "webm": ["-c:a", "libopus", "-b:a", "48k"],
+    "avi": ["-c:a", "libmp3lame", "-b:a", "64k"],
+}
 AUDIO_RATE = 48000
 VFR_TIMEBASE = 90000
 
@@ -55,8 +91,19 @@ def _run(cmd: list[str]) -> None:
 
 def _ffmpeg(*args: str) -> list[str]:
     # One thread for every filter graph (-vf and -filter_complex alike): nothing depends on the core count.
-    return [ffmpeg_bin(), "-hide_banner", "-nostdin", "-loglevel", "error", "-y",
-            "-filter_threads", "1", "-filter_complex_threads", "1", *args]
+    return [
+        ffmpeg_bin(),
+        "-hide_banner",
+        "-nostdin",
+        "-loglevel",
+        "error",
+        "-y",
+        "-filter_threads",
+        "1",
+        "-filter_complex_threads",
+        "1",
+        *args,
+    ]
 
 
 # Output options of every file written, so that its bytes depend only on --seed and the FFmpeg build:
@@ -70,9 +117,21 @@ _BITEXACT = ["-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexa
 def count_frames(path: str | Path) -> int:
     """Decoded frame count of the first video stream (``ffprobe -count_frames``); 0 when there is none."""
     proc = subprocess.run(
-        [ffprobe_bin(), "-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries",
-         "stream=nb_read_frames", "-of", "json", str(path)],
-        capture_output=True, text=True,
+        [
+            ffprobe_bin(),
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-count_frames",
+            "-show_entries",
+            "stream=nb_read_frames",
+            "-of",
+            "json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
     )
     streams = json.loads(proc.stdout or "{}").get("streams") or []
     value = streams[0].get("nb_read_frames") if streams else None
@@ -82,10 +141,21 @@ def count_frames(path: str | Path) -> int:
 def frame_times(path: str | Path) -> list[float]:
     """Presentation time (s) of every decoded frame, in output order."""
     proc = subprocess.run(
-        [ffprobe_bin(), "-v", "error", "-select_streams", "v:0",
-         "-show_entries", "frame=pts_time,best_effort_timestamp_time",
-         "-of", "json", str(path)],
-        capture_output=True, text=True, check=True,
+        [
+            ffprobe_bin(),
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "frame=pts_time,best_effort_timestamp_time",
+            "-of",
+            "json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     out = []
     for f in json.loads(proc.stdout).get("frames", []):

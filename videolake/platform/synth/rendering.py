@@ -13,8 +13,10 @@ from videolake.platform.synth.truth import _write_truth, spec_truth
 
 log = logging.getLogger(__name__)
 
-def render(spec: VideoSpec, out_dir: str | Path, verify: bool = True,
-           truth_dir: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+
+def render(
+    spec: VideoSpec, out_dir: str | Path, verify: bool = True, truth_dir: str | Path | None = None
+) -> tuple[Path, dict[str, Any]]:
     """Encode ``spec`` into ``out_dir/<name>.<container>`` and write its truth as ``<name>.json`` into
     ``truth_dir`` (default: beside the video; ``generate`` and the CLI keep it out of the video folder).
 

@@ -10,28 +10,67 @@ from fractions import Fraction
 # Named colours usable as ``color:<name>`` with their BT.601 limited-range luma (used to keep consecutive colour
 # shots far apart in luma: equal-luma colours, e.g. red and green, are a cut only for a colour-aware detector).
 COLOR_LUMA: dict[str, int] = {
-    "blue": 41, "purple": 61, "red": 81, "magenta": 106, "gray": 126, "lime": 145, "orange": 164,
-    "cyan": 170, "yellow": 210, "white": 235, "black": 16,
+    "blue": 41,
+    "purple": 61,
+    "red": 81,
+    "magenta": 106,
+    "gray": 126,
+    "lime": 145,
+    "orange": 164,
+    "cyan": 170,
+    "yellow": 210,
+    "white": 235,
+    "black": 16,
 }
 # Sources whose content does not move (the quality stage may see their shots as static).
 STATIC_SOURCES = frozenset({"smptehdbars", "rgbtestsrc", "black", "static"})
 MOVING_SOURCES = ("testsrc2", "mandelbrot", "gradients", "sierpinski", "pan")
-PLAIN_SOURCES = ("testsrc2", "mandelbrot", "smptehdbars", "gradients", "sierpinski", "rgbtestsrc", "pan", "black",
-                 "static")
+PLAIN_SOURCES = (
+    "testsrc2",
+    "mandelbrot",
+    "smptehdbars",
+    "gradients",
+    "sierpinski",
+    "rgbtestsrc",
+    "pan",
+    "black",
+    "static",
+)
 # Mean luma (0..255, full range as decoded to gray) of each source, measured at 320x240 and 640x360. Used with the
 # rules of distinct() so that consecutive generated shots differ by a mean abs luma difference of >= ~45 (>= ~55
 # next to a fast pan, whose own frame-to-frame difference reaches ~35), well above any in-shot change.
 SOURCE_LUMA: dict[str, int] = {
-    "testsrc2": 125, "mandelbrot": 146, "smptehdbars": 102, "gradients": 125, "sierpinski": 16, "rgbtestsrc": 42,
-    "pan": 124, "static": 128, "black": 0,
-    "color:blue": 29, "color:purple": 52, "color:red": 76, "color:magenta": 105, "color:gray": 128, "color:lime": 150,
-    "color:orange": 173, "color:cyan": 179, "color:yellow": 226, "color:white": 255,
+    "testsrc2": 125,
+    "mandelbrot": 146,
+    "smptehdbars": 102,
+    "gradients": 125,
+    "sierpinski": 16,
+    "rgbtestsrc": 42,
+    "pan": 124,
+    "static": 128,
+    "black": 0,
+    "color:blue": 29,
+    "color:purple": 52,
+    "color:red": 76,
+    "color:magenta": 105,
+    "color:gray": 128,
+    "color:lime": 150,
+    "color:orange": 173,
+    "color:cyan": 179,
+    "color:yellow": 226,
+    "color:white": 255,
 }
 # Textured pairs measured too close (mean abs luma difference < 45 between some of their frames) or alike.
-_WEAK_PAIRS = frozenset(frozenset(p) for p in [
-    ("testsrc2", "static"), ("mandelbrot", "pan"), ("gradients", "pan"), ("mandelbrot", "gradients"),
-    ("sierpinski", "rgbtestsrc"),
-])
+_WEAK_PAIRS = frozenset(
+    frozenset(p)
+    for p in [
+        ("testsrc2", "static"),
+        ("mandelbrot", "pan"),
+        ("gradients", "pan"),
+        ("mandelbrot", "gradients"),
+        ("sierpinski", "rgbtestsrc"),
+    ]
+)
 _FLAT = ("black",)  # plain sources that behave like a colour in distinct()
 
 
@@ -90,8 +129,7 @@ def _source_chain(source: str, w: int, h: int, rate: str, n: int, seed: int) -> 
     elif source == "sierpinski":
         # The carpet flips every pixel each frame (1 px dots moving 1 px); the triangle rendered at 4x and averaged
         # down moves smoothly.
-        head = (f"sierpinski=s={4 * w}x{4 * h}:r={rate}:seed={seed % 4294967295}:type=triangle,"
-                f"scale={w}:{h}:flags=area")
+        head = f"sierpinski=s={4 * w}x{4 * h}:r={rate}:seed={seed % 4294967295}:type=triangle,scale={w}:{h}:flags=area"
     elif source == "static":
         # One frame of the classic testsrc, repeated.
         head = f"testsrc=s={size}:r={rate},trim=end_frame=1,loop=loop={max(n - 1, 0)}:size=1:start=0"

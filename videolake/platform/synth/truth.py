@@ -12,6 +12,7 @@ from typing import Any
 from videolake.platform.synth.sources import _is_static, _motion
 from videolake.platform.synth.specs import VideoSpec, _flash_spans, _layout, spec_container, validate
 
+
 def spec_truth(spec: VideoSpec) -> dict[str, Any]:
     """The ground truth of a spec, computed without rendering (render() adds what only the file can tell)."""
     validate(spec)
@@ -28,8 +29,15 @@ def spec_truth(spec: VideoSpec) -> dict[str, Any]:
         for off, length in _flash_spans(seg):
             flashes.append(b + off)
             flash_frames.extend(range(b + off, b + off + length))
-        segments.append({"source": seg.source, "start": b, "frames": seg.frames,
-                         "static": _is_static(seg.source), "motion": _motion(seg.source)})
+        segments.append(
+            {
+                "source": seg.source,
+                "start": b,
+                "frames": seg.frames,
+                "static": _is_static(seg.source),
+                "motion": _motion(seg.source),
+            }
+        )
     container = spec_container(spec)
     return {
         "file": f"{spec.name}.{container}",

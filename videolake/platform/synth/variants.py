@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from videolake.platform.synth.ffmpeg import (
     _DEFAULT_QUALITY,
@@ -56,18 +57,35 @@ def _speed_truth(truth: dict[str, Any], s: Fraction, num_frames: int) -> dict[st
     new.update(
         num_frames=num_frames,
         duration_s=round(num_frames / truth["fps"], 6),
-        transitions=trans, cuts=cuts, cut_ranges=ranges, flashes=flashes, flash_frames=flash_frames,
-        segments=[{**g, "start": _ceil_div(g["start"], s),
-                   "frames": (_ceil_div(g["start"] + g["frames"], s) - _ceil_div(g["start"], s))}
-                  for g in truth.get("segments", [])],
+        transitions=trans,
+        cuts=cuts,
+        cut_ranges=ranges,
+        flashes=flashes,
+        flash_frames=flash_frames,
+        segments=[
+            {
+                **g,
+                "start": _ceil_div(g["start"], s),
+                "frames": (_ceil_div(g["start"] + g["frames"], s) - _ceil_div(g["start"], s)),
+            }
+            for g in truth.get("segments", [])
+        ],
         speed=str(s),
     )
     return new
 
 
-def perturb(src: str | Path, truth: dict[str, Any], k: int, out_dir: str | Path, seed: int = 0, *,
-            ops: Iterable[str] | None = None, speed: Fraction | None = None,
-            truth_dir: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+def perturb(
+    src: str | Path,
+    truth: dict[str, Any],
+    k: int,
+    out_dir: str | Path,
+    seed: int = 0,
+    *,
+    ops: Iterable[str] | None = None,
+    speed: Fraction | None = None,
+    truth_dir: str | Path | None = None,
+) -> tuple[Path, dict[str, Any]]:
     """Write the k-th (1-based) perturbed copy of ``src`` as ``<stem>__v<k>.<ext>`` with its recomputed truth
     (into ``truth_dir``, default beside it).
 
@@ -137,8 +155,7 @@ def perturb(src: str | Path, truth: dict[str, Any], k: int, out_dir: str | Path,
         # Source frame i goes to output slot ceil(i / s); fps then keeps, per slot, the last frame that reached it,
         # i.e. output j shows source floor(j * s): exact, no interpolation. (ceil of an integer ratio: exact in
         # double for these small numbers.)
-        filters = [_cfr_pts(rate), f"setpts=ceil(N*{s.denominator}/{s.numerator})",
-                   f"fps={rate}"] + filters
+        filters = [_cfr_pts(rate), f"setpts=ceil(N*{s.denominator}/{s.numerator})", f"fps={rate}"] + filters
         if audio:
             cmd += ["-af", f"atempo={float(s):.6f}"]
         applied.insert(0, f"speed:{s}")
@@ -156,8 +173,15 @@ def perturb(src: str | Path, truth: dict[str, Any], k: int, out_dir: str | Path,
         cmd += ["-vf", ",".join(filters)]
     cmd += frames_arg + _encode_args(codec, container, quality, audio) + [str(path)]
     _run(cmd)
-    new.update(file=path.name, width=w, height=h, codec=codec, container=container, variant_of=truth["file"],
-               perturbations=applied)
+    new.update(
+        file=path.name,
+        width=w,
+        height=h,
+        codec=codec,
+        container=container,
+        variant_of=truth["file"],
+        perturbations=applied,
+    )
     got = count_frames(path)
     if got != new["num_frames"]:
         raise RuntimeError(f"{path.name}: decoded {got} frames, the variant's truth has {new['num_frames']}")
