@@ -36,6 +36,7 @@ def test_definitions_load_with_the_expected_graph():
         "landing_sensor",
         "videolake_run_failure_alert",
         "videolake_gate_failure_alert",
+        "videolake_freshness_alert",
         "release_sync_sensor",
     ]
     daily = {k.to_user_string() for k in defs.resolve_job_def("videolake_daily").asset_layer.executable_asset_keys}

@@ -13,7 +13,7 @@ import os
 
 import dagster as dg
 
-from videolake.assets.alerts import gate_failure_alert, run_failure_alert
+from videolake.assets.alerts import freshness_alert, gate_failure_alert, run_failure_alert
 from videolake.assets.automation import build_pipeline_job, daily_schedule
 from videolake.assets.sensors import landing_sensor
 
@@ -122,7 +122,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         asset_checks=[*checks, *build_landing_checks(partitions)],
         jobs=jobs,
         schedules=[daily_schedule],
-        sensors=[landing_sensor, run_failure_alert, gate_failure_alert, *release.sensors, *sensors],
+        sensors=[landing_sensor, run_failure_alert, gate_failure_alert, freshness_alert, *release.sensors, *sensors],
         resources=resources,
     )
 

@@ -4,6 +4,7 @@ real Dagster instance."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import dagster as dg
 import pytest
 
-from videolake.assets.alerts import gate_failure_alert, run_failure_alert
+from videolake.assets.alerts import freshness_alert, gate_failure_alert, run_failure_alert
+from videolake.assets.freshness import freshness_policy
 from videolake.resources.alerts import WEBHOOK_ENV, AlertWebhookResource, alert_webhook_from_env
 
 
@@ -139,3 +141,59 @@ def test_every_daily_asset_is_due_by_the_configured_hour(monkeypatch):
     monkeypatch.setenv("VIDEOLAKE_DUE_HOUR", "25")
     with pytest.raises(ValueError, match="VIDEOLAKE_DUE_HOUR must be an hour from 1 to 23"):
         build_definitions("local")
+
+
+# A daily table with the pipeline's own freshness policy (due by 06:00 UTC), for the freshness daemon to evaluate.
+@dg.asset(freshness_policy=freshness_policy(6))
+def due_daily() -> None:
+    return None
+
+
+freshness_defs = dg.Definitions(assets=[due_daily])
+
+
+def _daemon_evaluates_freshness(instance: dg.DagsterInstance) -> None:
+    """One iteration of Dagster's own freshness daemon (as `dg dev` runs it) over this module's code location."""
+    import asyncio
+
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+    from dagster._daemon.freshness import FreshnessDaemon
+
+    origin = InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(python_file=__file__, attribute="freshness_defs"), location_name="alerts_test"
+    )
+    with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
+        asyncio.run(FreshnessDaemon()._evaluate_assets(workspace_process_context=workspace))
+
+
+def test_an_overdue_table_posts_once_and_again_when_fresh(receiver):
+    """The daemon's real freshness evaluation (frozen clock): a table last materialized on 3 March is overdue at
+    07:00 on 5 March (due by 06:00), which posts; it posts again when a new materialization makes it fresh."""
+    from dagster._core.test_utils import freeze_time
+
+    url, got = receiver
+    resources = {"alert_webhook": AlertWebhookResource(url=url)}
+    with dg.instance_for_test() as instance:
+        with freeze_time(dt.datetime(2026, 3, 3, 5, 0, tzinfo=dt.UTC)):
+            assert dg.materialize([due_daily], instance=instance).success
+            _daemon_evaluates_freshness(instance)  # materialized inside 3 March's window: PASS, not an alert
+            first = dg.build_sensor_context(instance=instance, resources=resources)
+            freshness_alert(first)
+        with freeze_time(dt.datetime(2026, 3, 5, 7, 0, tzinfo=dt.UTC)):
+            _daemon_evaluates_freshness(instance)  # nothing since 4 March: FAIL
+            second = dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
+            freshness_alert(second)
+            assert [m["text"] for m in got] == [
+                ":hourglass: videolake table due_daily is overdue: no materialization by its due hour "
+                "(freshness FAIL, was PASS)"
+            ]
+            assert dg.materialize([due_daily], instance=instance).success
+            _daemon_evaluates_freshness(instance)
+            third = dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
+            freshness_alert(third)
+        assert [m["text"] for m in got][1:] == [
+            ":white_check_mark: videolake table due_daily is fresh again (freshness PASS, was FAIL)"
+        ]

@@ -1,12 +1,18 @@
 """Alerts: a failed run and a failed gate post a message to a chat webhook (Slack-compatible: ``{"text": ...}``).
 
-Open-source Dagster has no alert policies; sensors do it. Two sensors, both running by default:
+Open-source Dagster has no alert policies; sensors do it. Three sensors, all running by default:
 
 - ``videolake_run_failure_alert`` (a run-failure sensor): every failed run of the code location, with its job, its
   partitions, the step that failed and the error's first line;
 - ``videolake_gate_failure_alert``: every gate (asset check) evaluation that did not pass since the sensor's cursor,
   blocking or warning, with its asset, partition and description. A blocking gate also fails its run (and so raises
-  the run alert); a warning does not, and is seen only here.
+  the run alert); a warning does not, and is seen only here;
+- ``videolake_freshness_alert``: every daily table that became overdue (its freshness policy, see
+  videolake.assets.freshness, went to FAIL or WARN as the daemon's freshness evaluation recorded it) and every one
+  that is fresh again. Nothing else tells anyone that the schedule did not run at all.
+
+The two event sensors share one cursor rule: the first tick starts from the newest event (history is not replayed),
+later ticks read what came after their cursor, at most MAX_EVENTS_PER_TICK at a time.
 
 The webhook URL is a secret: it comes from the environment (VIDEOLAKE_ALERT_WEBHOOK_URL through dg.EnvVar, resolved
 at run time), never from code, logs or metadata. Without it the sensors log the message and post nothing.
@@ -75,21 +81,11 @@ def gate_failure_text(check: str, partition: str | None, severity: str, descript
     description="Posts every gate (asset check) evaluation that did not pass to the alert webhook.",
 )
 def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: AlertWebhookResource):
-    from dagster._core.event_api import EventRecordsFilter
     from dagster._core.events import DagsterEventType
 
-    after = int(context.cursor) if context.cursor else None
-    if after is None:  # first tick: start from now, do not replay the history
-        latest = context.instance.get_event_records(
-            EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION), limit=1, ascending=False
-        )
-        context.update_cursor(str(latest[0].storage_id if latest else 0))
+    records = _records_since_cursor(context, DagsterEventType.ASSET_CHECK_EVALUATION)
+    if records is None:
         return dg.SkipReason("first tick: alerting on gate evaluations from now on")
-    records = context.instance.get_event_records(
-        EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
-        limit=MAX_EVENTS_PER_TICK,
-        ascending=True,
-    )
     posted = 0
     for record in records:
         evaluation = record.event_log_entry.dagster_event.event_specific_data
@@ -103,6 +99,57 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
                 gate_failure_text(name, partition, evaluation.severity.value, evaluation.description), context.log
             )
             posted += 1
-        after = record.storage_id
-    context.update_cursor(str(after))
+        context.update_cursor(str(record.storage_id))
     return dg.SkipReason(f"{posted} failed gate evaluation(s) alerted of {len(records)} read")
+
+
+def _records_since_cursor(context: dg.SensorEvaluationContext, event_type) -> list | None:
+    """The event records of ``event_type`` after the sensor's cursor, oldest first; None on the first tick, which
+    only sets the cursor to the newest such event (alerts start from now: history is not replayed). The caller
+    advances the cursor per record it handled."""
+    from dagster._core.event_api import EventRecordsFilter
+
+    if not context.cursor:
+        latest = context.instance.get_event_records(EventRecordsFilter(event_type=event_type), limit=1, ascending=False)
+        context.update_cursor(str(latest[0].storage_id if latest else 0))
+        return None
+    return list(
+        context.instance.get_event_records(
+            EventRecordsFilter(event_type=event_type, after_cursor=int(context.cursor)),
+            limit=MAX_EVENTS_PER_TICK,
+            ascending=True,
+        )
+    )
+
+
+def freshness_text(asset: str, new_state: str, previous_state: str) -> str:
+    if new_state in ("FAIL", "WARN"):
+        return (
+            f":hourglass: videolake table {asset} is overdue: no materialization by its due hour "
+            f"(freshness {new_state}, was {previous_state})"
+        )
+    return f":white_check_mark: videolake table {asset} is fresh again (freshness {new_state}, was {previous_state})"
+
+
+@dg.sensor(
+    name="videolake_freshness_alert",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Posts every table that became overdue (freshness FAIL or WARN), and when it is fresh again.",
+)
+def freshness_alert(context: dg.SensorEvaluationContext, alert_webhook: AlertWebhookResource):
+    from dagster._core.events import DagsterEventType
+
+    records = _records_since_cursor(context, DagsterEventType.FRESHNESS_STATE_CHANGE)
+    if records is None:
+        return dg.SkipReason("first tick: alerting on freshness changes from now on")
+    overdue = ("FAIL", "WARN")
+    posted = 0
+    for record in records:
+        change = record.event_log_entry.dagster_event.asset_freshness_state_change_data
+        new, previous = change.new_state.value, change.previous_state.value
+        if new in overdue or (new == "PASS" and previous in overdue):
+            alert_webhook.post(freshness_text(change.key.to_user_string(), new, previous), context.log)
+            posted += 1
+        context.update_cursor(str(record.storage_id))
+    return dg.SkipReason(f"{posted} freshness change(s) alerted of {len(records)} read")
