@@ -7,6 +7,7 @@ collector is FAKED there too (``delete_job``). The manifest is pinned: what Kube
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from dagster_ray import Lifecycle
 from dagster_ray.kuberay.client import RayClusterClient
@@ -88,15 +89,18 @@ def test_prod_reaps_ownerless_clusters_only_after_the_longest_run(monkeypatch):
     for k, v in PROD_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("VIDEOLAKE_MAX_RUN_SECONDS", "7200")
-    monkeypatch.delenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", raising=False)
+    for unsafe in (None, "7200", str(7200 + 3599)):  # unset (dagster-ray's 4 h default) or below the longest run + 1 h
+        if unsafe is None:
+            monkeypatch.delenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", raising=False)
+        else:
+            monkeypatch.setenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", unsafe)
+        with pytest.raises(ValueError, match="at least VIDEOLAKE_MAX_RUN_SECONDS"):
+            build_definitions("prod")
+    monkeypatch.setenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", str(7200 + 3600))
     defs = build_definitions("prod")
     reaper = defs.resolve_sensor_def("videolake_raycluster_reaper")
     assert reaper.default_status == dg.DefaultSensorStatus.RUNNING and reaper.job_name == "delete_kuberay_clusters"
     job = defs.resolve_job_def("videolake_daily")
     assert job.run_tags["dagster/max_runtime"] == "7200" and job.run_tags["videolake/gpu"] == "true"
-    import os
-
-    assert int(os.environ["DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS"]) == 7200 + 3600  # above the longest run
-    monkeypatch.delenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS")
     local = build_definitions("local")
     assert "videolake_raycluster_reaper" not in {s.name for s in local.sensors}  # no Kubernetes locally

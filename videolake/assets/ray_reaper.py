@@ -2,10 +2,12 @@
 
 A step deletes its cluster when it ends, and a run pod that dies takes its clusters with its Job (ownerReferences,
 resources/prod.py). What is left: a cluster created outside a run pod, or whose owner could not be read. The reaper
-deletes a cluster without an owner once it is older than DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS, which is therefore
-set above the longest a run may take: every run of the code location carries ``dagster/max_runtime`` (run
-monitoring fails a run that exceeds it), and the expiration is that plus an hour, so a legitimate step's cluster is
-never reaped while its run may still be going.
+deletes a cluster without an owner once it is older than DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS (dagster-ray reads
+that variable itself), which must therefore be above the longest a run may take: every run of the code location
+carries ``dagster/max_runtime`` = VIDEOLAKE_MAX_RUN_SECONDS (run monitoring fails a run that exceeds it), and the
+expiration must be at least that plus an hour, so a legitimate step's cluster is never reaped while its run may still
+be going. k8s/configmap.yaml sets both; the prod code location refuses to load when the expiration is unset (dagster-
+ray's default, 4 h, is below the default longest run) or too low.
 """
 
 import os
@@ -22,9 +24,22 @@ def max_run_seconds() -> int:
     return int(raw) if raw else DEFAULT_MAX_RUNTIME_S
 
 
-def expiration_seconds() -> int:
-    """The reaper's age limit: the longest run plus an hour."""
+def min_expiration_seconds() -> int:
+    """The least safe age limit for the reaper: the longest run plus an hour."""
     return max_run_seconds() + 3600
+
+
+def check_expiration() -> int:
+    """DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS, checked to be at least ``min_expiration_seconds()``."""
+    raw = os.environ.get(EXPIRATION_ENV, "").strip()
+    least = min_expiration_seconds()
+    if not raw.isdigit() or int(raw) < least:
+        raise ValueError(
+            f"{EXPIRATION_ENV} must be at least VIDEOLAKE_MAX_RUN_SECONDS + 3600 = {least} s, or the RayCluster "
+            f"reaper deletes clusters of runs that may still be going; got {raw or 'nothing'} "
+            "(k8s/configmap.yaml sets both)"
+        )
+    return int(raw)
 
 
 def reaper_definitions() -> tuple[list, list, dict]:
@@ -34,7 +49,7 @@ def reaper_definitions() -> tuple[list, list, dict]:
     from dagster_ray.kuberay.resources.raycluster import KubeRayClusterClientResource
     from dagster_ray.kuberay.sensors import cleanup_expired_kuberay_clusters
 
-    os.environ.setdefault(EXPIRATION_ENV, str(expiration_seconds()))  # the sensor reads it when it evaluates
+    check_expiration()  # dagster-ray's sensor reads the variable when it evaluates
 
     @dg.sensor(
         name="videolake_raycluster_reaper",
