@@ -39,7 +39,7 @@ from videolake.platform.kuberay_spec import (
     cpu_stage_group,
     dagster_ray_spec_kwargs,
 )
-from videolake.resources.prod import kuberay_cluster_resource
+from videolake.resources.prod import kuberay_cluster_resource, owned_client_class
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITION = "2024-01-05"
@@ -382,7 +382,7 @@ CLUSTERS = {
 def fake_resource(api: FakeKubernetesApi, cfg: RayClusterSpecConfig, **extra) -> KubeRayCluster:
     return kuberay_cluster_resource(
         cfg,
-        client=RayClusterClient(api_client=api),
+        client=owned_client_class()(api_client=api),
         # connect=False: nothing answers ray:// here; create, wait and cleanup are the Kubernetes side
         lifecycle=Lifecycle(connect=False, cleanup="always"),
         deployment_name="prod",

@@ -10,11 +10,10 @@ from __future__ import annotations
 import pytest
 import yaml
 from dagster_ray import Lifecycle
-from dagster_ray.kuberay.client import RayClusterClient
 from fake_kubernetes import NAMESPACE, FakeKubernetesApi
 from test_kuberay_spec import CLUSTERS, REPO, run_step
 
-from videolake.resources.prod import kuberay_cluster_resource
+from videolake.resources.prod import kuberay_cluster_resource, owned_client_class
 
 POD, JOB, UID = "dagster-run-1a2b3c-x7k2p", "dagster-run-1a2b3c", "0f0e0d0c-1111-2222-3333-444455556666"
 OWNER = {
@@ -40,9 +39,11 @@ def test_a_step_in_a_run_pod_creates_a_cluster_owned_by_the_runs_job(monkeypatch
         assert run_step(api, key).success
         (posted,) = api.created
         assert posted["metadata"]["ownerReferences"] == [OWNER], key
-        # the pod was read once, before the create; the cluster was still deleted by the step's own cleanup
+        # the pod was read once, right before the create; the cluster was still deleted by the step's own cleanup
         verbs = [(m, p) for m, p, _ in api.calls]
-        assert verbs[0] == ("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}"), verbs[:3]
+        pod_reads = [i for i, v in enumerate(verbs) if v == ("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}")]
+        (post,) = [i for i, (m, _) in enumerate(verbs) if m == "POST"]
+        assert pod_reads == [post - 1], verbs
         assert api.deleted == [posted["metadata"]["name"]] and api.clusters == {}
 
 
@@ -52,7 +53,7 @@ def test_when_the_run_pod_dies_the_cluster_goes_with_its_job(monkeypatch):
     # the step's process is killed: nothing runs its cleanup (as with a pod OOM-killed mid-step)
     killed = kuberay_cluster_resource(
         CLUSTERS["caption_ray"][0](),
-        client=RayClusterClient(api_client=api),
+        client=owned_client_class()(api_client=api),
         lifecycle=Lifecycle(connect=False, cleanup="never"),
         deployment_name="prod",
         poll_interval=0.01,

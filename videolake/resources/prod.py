@@ -182,30 +182,36 @@ def run_job_owner(api_client, namespace: str, log=None) -> dict | None:
 
 
 @functools.cache
-def _owned_cluster_class():
-    """Defined on first use: dagster_ray.kuberay imports the kubernetes client (the code location loads without it)."""
-    from dagster_ray.kuberay import KubeRayCluster
+def owned_client_class():
+    """dagster-ray's RayClusterClient whose ``create`` names the run's Job as the RayCluster's owner
+    (``run_job_owner``). It goes into KubeRayCluster through dagster-ray's own ``client`` dependency, so the
+    cluster resource itself is dagster-ray's, unchanged. Defined on first use: dagster_ray.kuberay imports the
+    kubernetes client (the code location loads without it)."""
+    import logging
 
-    class OwnedKubeRayCluster(KubeRayCluster):
-        """dagster-ray's KubeRayCluster whose RayCluster names the run's Job as its owner (``run_job_owner``)."""
+    from dagster_ray.kuberay.client import RayClusterClient
 
-        def create(self, context):
-            owner = run_job_owner(self.client.api_client, self.namespace, context.log)
-            if owner is None:
-                return super().create(context)
-            client, post = self.client, self.client.create
-
-            def create_owned(body, namespace):
+    class OwnedRayClusterClient(RayClusterClient):
+        def create(self, body, namespace):
+            owner = run_job_owner(self.api_client, namespace, logging.getLogger("videolake.kuberay"))
+            if owner is not None:
                 body.setdefault("metadata", {})["ownerReferences"] = [owner]
-                return post(body=body, namespace=namespace)
+            return super().create(body=body, namespace=namespace)
 
-            client.create = create_owned  # the manifest is built inside create(); its POST is where it can be owned
-            try:
-                return super().create(context)
-            finally:
-                del client.create
+    return OwnedRayClusterClient
 
-    return OwnedKubeRayCluster
+
+@functools.cache
+def _owned_client_resource_class():
+    from dagster_ray.kuberay.resources.raycluster import KubeRayClusterClientResource
+
+    class OwnedRayClusterClientResource(KubeRayClusterClientResource):
+        """dagster-ray's client resource, providing ``owned_client_class()``."""
+
+        def create_resource(self, context):
+            return owned_client_class()(kube_context=self.kube_context, kube_config=self.kube_config)
+
+    return OwnedRayClusterClientResource
 
 
 def kuberay_cluster_resource(cfg, **overrides):
@@ -225,9 +231,12 @@ def kuberay_cluster_resource(cfg, **overrides):
         "lifecycle": Lifecycle(cleanup="always"),
         "timeout": READY_TIMEOUT_S,
         "env_vars": {"VIDEOLAKE_PROFILE": "prod"},
+        "client": _owned_client_resource_class()(),
         **overrides,
     }
-    return _owned_cluster_class()(**kwargs)
+    from dagster_ray.kuberay import KubeRayCluster
+
+    return KubeRayCluster(**kwargs)
 
 
 def caption_ray_resource(cfg=None, **overrides):
