@@ -198,7 +198,11 @@ def configuration_page() -> str:
         "text, parsed to the parameter's type). Plugins add their own ([plugins](plugins.md)).\n",
     ]
     for name, cls in _builtin(DETECTORS):
-        out += [f"### {name}\n", f"{inspect.getdoc(cls).splitlines()[0]}\n", _table(params_header, _param_rows(cls.Config))]
+        out += [
+            f"### {name}\n",
+            f"{inspect.getdoc(cls).splitlines()[0]}\n",
+            _table(params_header, _param_rows(cls.Config)),
+        ]
 
     out += ["## Embedding backend parameters\n", "The embedder resource's `backend_params`.\n"]
     for name, cls in _builtin(EMBEDDERS):
@@ -267,7 +271,9 @@ def tables_page() -> str:
         "## Figures\n",
         "What the assets report on each materialization (the `details` and `step` tables of the UI show them "
         "beside the value; `videolake/assets/figure_docs.py`).\n",
-        _table(("figure", "unit", "meaning"), [(f"`{k}`", unit, meaning) for k, (unit, meaning) in FIGURE_DOCS.items()]),
+        _table(
+            ("figure", "unit", "meaning"), [(f"`{k}`", unit, meaning) for k, (unit, meaning) in FIGURE_DOCS.items()]
+        ),
     ]
     return "\n".join(out)
 
