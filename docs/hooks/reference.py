@@ -162,8 +162,8 @@ def configuration_page() -> str:
         "[environment variables](environment.md).\n",
         "## Run configuration of the assets\n",
         "Set per run in the Dagster UI's launchpad (or a schedule's run config), under "
-        "`ops: <asset>: config:`. Every field is part of the asset's stage version: a changed value computes the "
-        "day again instead of reusing its checkpoints.\n",
+        "`ops: <asset>: config:`. A field that changes a table's rows is part of its stage version: a changed value "
+        "computes the day again instead of reusing its checkpoints.\n",
     ]
     for asset, cls in (
         ("raw_videos", RawVideosConfig),
