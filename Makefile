@@ -9,7 +9,7 @@ REQ := requirements
 APT_PACKAGES := ffmpeg chromium postgresql
 STAMP := $(VENV)/.videolake-installed
 
-.PHONY: demo test lint setup system-deps lock clean bench ui check-defs
+.PHONY: demo test lint setup system-deps lock clean bench ui check-defs docs
 
 demo: setup
 	$(VENV)/bin/videolake demo
@@ -22,6 +22,11 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff format --check videolake tests
 	$(VENV)/bin/ruff check videolake tests
+
+# The documentation site (mkdocs.yml): every warning, a broken link or anchor included, is an error (--strict).
+# The reference pages are generated from the code's own descriptions (docs/hooks/reference.py).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 setup: system-deps $(STAMP)
 
@@ -53,7 +58,7 @@ lock: $(UV)
 	$(UV) pip compile $(REQ)/requirements.in --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt \
 	  --python-version 3.11 -o $(REQ)/requirements.lock
 
-# Every figure the README's Performance section states (sizes as stated there).
+# Every figure of docs/performance.md (sizes as stated there).
 bench: setup
 	$(VENV)/bin/videolake bench cpu
 	$(VENV)/bin/videolake bench scenes --seconds 100
@@ -67,7 +72,7 @@ bench: setup
 	$(VENV)/bin/videolake bench dedup --clips-per-day 200 --days 2
 
 clean:
-	rm -rf $(VENV) .dagster data
+	rm -rf $(VENV) .dagster data site
 
 # The Dagster UI (webserver + daemon for schedules, sensors and backfills) over the local instance in .dagster/.
 ui: setup

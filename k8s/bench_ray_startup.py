@@ -12,7 +12,7 @@ Kubernetes runs here, so this measures the Ray parts of both paths, each in a fr
   KubeRayCluster does), one task, disconnect; the shared path pays only this.
 
 The Kubernetes parts (pod scheduling, image pull, readiness probes, node provisioning) cannot be measured here; the
-README's "Deploy on Kubernetes" section adds documented figures for them.
+docs/kubernetes.md ("One RayCluster per step") adds documented figures for them.
 
 Run: ``.venv/bin/python k8s/bench_ray_startup.py [--repeat 3]``. The last line is one JSON object. Every Ray process
 it starts runs in its own session with its own --temp-dir and is killed by process group at the end (no ``ray stop``:

@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"  # as in conftest.py
+# The README's and the docs site's picture of the lineage graph (committed; every run of the graph test renews it).
+DOCS_LINEAGE_PNG = Path(__file__).resolve().parents[2] / "docs" / "images" / "lineage.png"
+DOCS_PNG_MAX_BYTES = 150_000
 
 pytestmark = pytest.mark.timeout(2700)
 
@@ -98,6 +101,36 @@ def button(scope, label: str, prefix: bool = False):
 def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def docs_shot(page, path: Path, width: int = 1000, colours: int = 64, margin: int = 24) -> int:
+    """The lineage graph as a small PNG for the docs: the box around its nodes (once their status has loaded),
+    scaled to at most ``width`` pixels and reduced to a palette of ``colours``, so the committed picture stays well
+    under DOCS_PNG_MAX_BYTES. Returns its size in bytes."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    page.wait_for_function(
+        """() => ![...document.querySelectorAll('svg foreignObject')].some(f => f.textContent.includes('Loading'))"""
+    )
+    box = page.evaluate(
+        """(margin) => {
+          const rs = [...document.querySelectorAll('svg foreignObject')].map(f => f.getBoundingClientRect());
+          const x = Math.max(Math.min(...rs.map(r => r.left)) - margin, 0);
+          const y = Math.max(Math.min(...rs.map(r => r.top)) - margin, 0);
+          return {x, y, width: Math.min(Math.max(...rs.map(r => r.right)) + margin, window.innerWidth) - x,
+                  height: Math.min(Math.max(...rs.map(r => r.bottom)) + margin, window.innerHeight) - y};
+        }""",
+        margin,
+    )
+    img = Image.open(BytesIO(page.screenshot(clip=box))).convert("RGB")
+    if img.width > width:
+        img = img.resize((width, round(img.height * width / img.width)), Image.Resampling.LANCZOS)
+    img = img.quantize(colors=colours, method=Image.Quantize.MEDIANCUT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path, format="PNG", optimize=True)
+    return path.stat().st_size
 
 
 def open_ui(page, url: str) -> None:
@@ -394,6 +427,7 @@ def test_asset_graph_shows_the_five_assets_and_their_edges(page, dagster_ui):
         page.locator("svg foreignObject").filter(has_text=asset).first.wait_for()
     page.locator("svg path[marker-end]").nth(len(EDGES) - 1).wait_for(state="attached")
     shot(page, "01-asset-graph")
+    assert docs_shot(page, DOCS_LINEAGE_PNG) < DOCS_PNG_MAX_BYTES
     nodes, edges = graph_nodes_and_edges(page)
     assert set(nodes) == {*ASSETS, RELEASE_NODE}
     assert edges == EDGES | RELEASE_EDGES

@@ -459,7 +459,7 @@ def prod_profile_env_vars() -> set[str]:
     return set(re.findall(r'"(VIDEOLAKE_[A-Z0-9_]+)"', source))
 
 
-def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
+def test_every_prod_setting_is_documented_in_the_configmap_and_the_docs():
     names = prod_profile_env_vars()
     assert {
         "VIDEOLAKE_RAY_CPU_IMAGE",
@@ -472,11 +472,13 @@ def test_every_prod_setting_is_documented_in_the_configmap_and_the_readme():
         "VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER",
     } <= names
     configmap = (K8S / "configmap.yaml").read_text()
-    readme = (REPO / "README.md").read_text()
-    deploy = readme[readme.index("## Deploy on Kubernetes") :]
-    deploy = deploy[: deploy.index("\n## ", 3)] if "\n## " in deploy[3:] else deploy
+    env_page = (REPO / "docs" / "environment.md").read_text()
+    prod = env_page[env_page.index("## Prod profile") :]
+    prod = prod[: prod.index("\n## ", 3)] if "\n## " in prod[3:] else prod
     missing = {
-        n: [where for where, text in (("k8s/configmap.yaml", configmap), ("README", deploy)) if n not in text]
+        n: [
+            where for where, text in (("k8s/configmap.yaml", configmap), ("docs/environment.md", prod)) if n not in text
+        ]
         for n in sorted(names)
     }
     assert {n: w for n, w in missing.items() if w} == {}

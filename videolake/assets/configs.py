@@ -33,7 +33,7 @@ class SceneClipsConfig(dg.Config):
     detector: str = Field(
         default="luma",
         description="Scene detector: luma (default), adaptive, content or transnetv2 (the network; "
-        "slow on CPU: ~25 frames per CPU-second), or an installed plugin's name (README, Plugins).",
+        "slow on CPU: ~25 frames per CPU-second), or an installed plugin's name (docs/plugins.md).",
     )
     detector_params: dict[str, str] = Field(
         default_factory=dict,
@@ -59,7 +59,7 @@ class FilteredClipsConfig(dg.Config):
     )
     extra_scorers: list[str] = Field(
         default_factory=list,
-        description="Scorers to run after the built-in ones: installed scorer plugins by name (README, Plugins). "
+        description="Scorers to run after the built-in ones: installed scorer plugins by name (docs/plugins.md). "
         "Their scores land in the scores column, their rules in reject_reason.",
     )
     scorer_params: dict[str, dict[str, str]] = Field(

@@ -35,7 +35,7 @@ DEFAULT_PARTITIONS = daily_partitions(DEFAULT_START)
 
 # Days per run of a backfill (VIDEOLAKE_DAYS_PER_RUN). 1: every day is a run of its own, so a day that fails a
 # blocking gate or a step fails alone and the other days of the backfill complete every asset; each run pays its
-# own Ray start per step and model load (README, "Backfills: one run per day"). N > 1: runs of N days (one Ray
+# own Ray start per step and model load (docs/ui.md, "Backfills: one run per day"). N > 1: runs of N days (one Ray
 # session and model load per N days; a failing day stops the others of its run). 0: the whole backfill in one run.
 DEFAULT_DAYS_PER_RUN = 1
 

@@ -325,7 +325,7 @@ class Lake:
         A file is an orphan when the current version does not reference it and its commit token appears in none
         of the last ``history`` commits. Files an older version references stay (time travel); Delta's own
         ``vacuum`` reclaims those after its retention period, and orphans of partitions that are never committed
-        again (see README "Storage layout").
+        again (see docs/pipeline.md, "Storage layout and clean-up").
         """
         from deltalake import DeltaTable
 

@@ -387,7 +387,7 @@ TRAINING_SHARDS = pa.schema(
             "bucket",
             pa.string(),
             metadata={
-                "description": "the sample's bucket and shard folder, e.g. `resolution_720/aspect_16_9/frames_64_127` (README, Training shards)"
+                "description": "the sample's bucket and shard folder, e.g. `resolution_720/aspect_16_9/frames_64_127` (docs/shards.md)"
             },
         ),
         pa.field(

@@ -14,7 +14,7 @@ of a cluster minus a connect to a running one. Measured with the real Ray (k8s/b
 per measurement, 2-core machine shared with other jobs; quietest of four runs, ranges over all four): ``ray start
 --head`` 9.7 s (9.7-22.3), a worker's ``ray start`` 6.8 s (6.8-18.7), a Ray Client connect + one task + disconnect,
 which both paths pay, 6.8 s (6.8-10.7); LocalRay's ``ray.init`` + one task 7.4 s. Documented Kubernetes figures add
-the rest (README, "One RayCluster per step"): a pod starts in <= 5 s at p99 without the image pull (the Kubernetes
+the rest (docs/kubernetes.md, "One RayCluster per step"): a pod starts in <= 5 s at p99 without the image pull (the Kubernetes
 pod-startup SLO), KubeRay's readiness probe first runs 10 s after a Ray container starts, and a multi-GB image takes
 minutes to pull only on a node without it; nodes outlive the clusters (cluster-autoscaler keeps an unneeded node 10
 min), so later steps start on warm nodes. That is about 25-40 s per step, at most about 2 min per run of three CPU
@@ -43,7 +43,7 @@ import os
 import dagster as dg
 
 # How long a step waits for its RayCluster to be ready before it fails (dagster-ray's default is 600 s). A cluster on
-# nodes that must first be provisioned and pull the multi-GB image can take longer (README, "Deploy on Kubernetes");
+# nodes that must first be provisioned and pull the multi-GB image can take longer (docs/kubernetes.md);
 # the same bound as run monitoring's start timeout in k8s/values.yaml.
 READY_TIMEOUT_S = 1200.0
 

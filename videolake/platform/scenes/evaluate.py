@@ -448,7 +448,7 @@ def evaluate_sets(
 
 
 def markdown_table(results: dict[str, dict[str, dict]]) -> str:
-    """The README table: one row per detector, precision / recall / F1 per set."""
+    """The accuracy table of docs/performance.md: one row per detector, precision / recall / F1 per set."""
     sets = list(results)
     dets = list(next(iter(results.values())))
     lines = ["| detector | " + " | ".join(f"{s} P / R / F1" for s in sets) + " |", "|---|" + "---|" * len(sets)]

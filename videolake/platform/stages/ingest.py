@@ -35,7 +35,7 @@ def landing_prefix(landing: str, day: str) -> str:
 def list_landing(store: ObjectStore, landing: str, days: list[str]) -> dict[str, list[ObjectInfo]]:
     """The entries to ingest per partition day: one raw_videos row each (a rejection when ``problem`` is set).
 
-    The rules ("What lands" in the README), applied to ``store.list(<landing>/<day>/)``, which never raises for
+    The rules (docs/landing.md, "What lands"), applied to ``store.list(<landing>/<day>/)``, which never raises for
     one odd entry:
     - Sub-folders are ingested: ``<day>/cam1/a.mp4`` is a video of that day like ``<day>/a.mp4``.
     - Hidden names are skipped: any path segment below the day folder that starts with '.' (``.DS_Store``,

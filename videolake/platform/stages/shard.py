@@ -123,7 +123,7 @@ def _units(eligible: pa.Table) -> list[dict]:
 
 
 def sample_json(clip: dict, day: str, encoded: Any, fps: float, bucket: str) -> dict:
-    """The ``<clip_id>.json`` member of a sample: the caption and where it came from (README, Training shards)."""
+    """The ``<clip_id>.json`` member of a sample: the caption and where it came from (docs/shards.md)."""
     scores = {k: clip.get(k) for k in SCORE_COLUMNS}
     scores.update(clip.get("scores") or {})
     return {
