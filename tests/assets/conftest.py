@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.synth import SPECIAL_KINDS, Segment, Transition, VideoSpec, render, render_special
+from videolake.synth import SPECIAL_KINDS, Segment, Transition, VideoSpec, render, render_special
 
 DAY1, DAY2 = "2026-03-01", "2026-03-02"
 

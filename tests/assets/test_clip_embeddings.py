@@ -20,8 +20,8 @@ from videolake.assets.embeddings import build_clip_embeddings
 from videolake.assets.metadata import table_figures
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.lake import PartitionRange
-from videolake.platform.synth import Segment, VideoSpec, render
 from videolake.resources.embedder import EmbedderResource
+from videolake.synth import Segment, VideoSpec, render
 
 DAY = "2026-06-11"
 # Lenient quality rules and no near-duplicate fingerprint: only the semantic rule decides here.

@@ -15,7 +15,7 @@ from landing_days import land, local_resources
 from videolake.assets import cpu_assets
 from videolake.assets.metadata import table_figures
 from videolake.platform.lake import PartitionRange
-from videolake.platform.synth import Segment, VideoSpec, render
+from videolake.synth import Segment, VideoSpec, render
 
 A, B, C = "2026-06-01", "2026-06-02", "2026-06-03"
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]

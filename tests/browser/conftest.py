@@ -62,7 +62,7 @@ class SampleData:
 
 
 def _sample_specs():
-    from videolake.platform.synth import Segment, Transition, VideoSpec
+    from videolake.synth import Segment, Transition, VideoSpec
 
     def two_shots(name: str, a: str, b: str, frames: int, fps: str) -> VideoSpec:
         return VideoSpec(
@@ -99,7 +99,7 @@ def _sample_specs():
 
 def make_sample_data(data_dir: Path, work: Path) -> SampleData:
     """Render the sample videos into ``work`` and land them under ``data_dir``/store/landing/<day>/."""
-    from videolake.platform.synth import render, render_special
+    from videolake.synth import render, render_special
 
     files: dict[str, list[str]] = {}
     clips: dict[str, int] = {}

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from videolake.benchmarks.caption import tiny_bench_config
 from videolake.platform.captioning import (
     CaptionerConfig,
     FrameConfig,
@@ -24,7 +25,6 @@ from videolake.platform.captioning import (
     code_version,
 )
 from videolake.platform.captioning.base import CaptionerBackend, CaptionResult
-from videolake.platform.captioning.bench import tiny_bench_config
 from videolake.platform.captioning.clip_frames import extract_frames, read_frames
 from videolake.platform.captioning.metrics import compute_metrics
 from videolake.platform.captioning.model_cache import MANIFEST, ensure_cached, resolve_model

@@ -57,7 +57,7 @@ KILL_TIMEOUT_S = 600
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from videolake.platform.synth import Segment, Transition, VideoSpec, render
+    from videolake.synth import Segment, Transition, VideoSpec, render
 
     root = tmp_path_factory.mktemp("store")
     folder = root / "landing" / DAY

@@ -21,8 +21,8 @@ import urllib.request
 import numpy as np
 import pytest
 
+from videolake.benchmarks.caption import tiny_bench_config
 from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
-from videolake.platform.captioning.bench import tiny_bench_config
 from videolake.platform.captioning.clip_frames import extract_frames
 
 pytestmark = pytest.mark.slow

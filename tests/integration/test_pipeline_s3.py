@@ -54,7 +54,7 @@ def _landing_specs():
     """(day, kind, spec or special name): 240p videos whose cuts the luma detector finds exactly, and two specials
     (an all-black video the quality stage filters, a text file named .mp4 the probe rejects). Each day's bytes differ
     so that no clip id repeats across partitions."""
-    from videolake.platform.synth import Segment, Transition, VideoSpec
+    from videolake.synth import Segment, Transition, VideoSpec
 
     def spec(name, fps, *segments, seed=0):
         return VideoSpec(
@@ -199,7 +199,7 @@ def prefix() -> str:
 def landed(seaweed, prefix, tmp_path_factory) -> list[Landed]:
     """Render the landing videos and upload them through the S3 object store, as an uploader would."""
     from videolake.platform.objectstore.s3 import S3ObjectStore
-    from videolake.platform.synth import render, render_special
+    from videolake.synth import render, render_special
 
     work = tmp_path_factory.mktemp("synth")
     store = S3ObjectStore(

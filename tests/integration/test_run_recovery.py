@@ -51,7 +51,7 @@ def _free_port() -> int:
 
 
 def _land(store: Path) -> list[str]:
-    from videolake.platform.synth import Segment, Transition, VideoSpec, render
+    from videolake.synth import Segment, Transition, VideoSpec, render
 
     folder = store / "landing" / DAY
     folder.mkdir(parents=True)

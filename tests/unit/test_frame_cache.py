@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from videolake.benchmarks.caption import _extract_all, make_bench_clips
 from videolake.platform.captioning.base import CaptionerConfig, FrameConfig
-from videolake.platform.captioning.bench import _extract_all, make_bench_clips
 from videolake.platform.captioning.clip_frames import FrameCache, extract_frames
 
 FRAMES = FrameConfig(sample_fps=4.0, min_frames=4, max_frames=4, max_pixels=112 * 112)

@@ -17,7 +17,7 @@ import pytest
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.lineage import trace
 from videolake.platform.schemas import TABLES, clip_id
-from videolake.platform.synth import Segment, VideoSpec, render
+from videolake.synth import Segment, VideoSpec, render
 
 DAY, LATER = "2026-05-04", "2026-05-05"
 NOW = dt.datetime(2026, 5, 5, tzinfo=dt.UTC)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from videolake.platform.registry import Registry
-from videolake.platform.synth import Segment, Transition, VideoSpec, render
+from videolake.synth import Segment, Transition, VideoSpec, render
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from videolake.evaluation import corpus
 from videolake.platform.probe import probe_video
-from videolake.platform.scenes import corpus
 
 
 @pytest.fixture(scope="module")

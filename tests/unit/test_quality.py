@@ -11,13 +11,13 @@ import pytest
 from videolake.platform.frames import FrameStats
 from videolake.platform.quality import (
     DEFAULT_SCORERS,
-    REJECT_RULES,
     SCORERS,
     QualityConfig,
     assign_duplicates,
     failed_clip_row,
     score_video_clips,
 )
+from videolake.platform.reject_rules import REJECT_RULES
 from videolake.platform.schemas import SCENE_CLIPS, clip_id
 
 FPS = 30.0

@@ -23,7 +23,7 @@ from videolake.platform.schemas import clip_id
 from videolake.platform.stages.ingest import ingest_partitions, list_landing
 from videolake.platform.stages.score import score_partitions
 from videolake.platform.stages.split import SplitConfig, _split_payload, detect_error_rows, split_partitions
-from videolake.platform.synth import render
+from videolake.synth import render
 
 DAY = "2026-04-02"
 PARAMS = {"device": "cpu", "windows_per_batch": 16, "torch_threads": 1}

@@ -1,4 +1,4 @@
-"""Scene detection on real encoded videos with known cuts (rendered by videolake.platform.synth at test time).
+"""Scene detection on real encoded videos with known cuts (rendered by videolake.synth at test time).
 
 The luma detector must hit hard cuts exactly, put exactly one cut inside each gradual transition, and stay silent
 on flashes, fast pans, black and frozen videos; `videolake scenes` must print exactly one JSON object.
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from videolake.evaluation.scenes import score_cuts
 from videolake.platform.frames import DecodeOptions, SampledDecoder, compute_frame_stats
 from videolake.platform.scenes import get_detector
-from videolake.platform.scenes.evaluate import score_cuts
-from videolake.platform.synth import Segment, Transition, VideoSpec, render
+from videolake.synth import Segment, Transition, VideoSpec, render
 
 REPO = Path(__file__).resolve().parents[2]
 

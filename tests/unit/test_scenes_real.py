@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from videolake.platform.scenes import corpus, get_detector
-from videolake.platform.scenes.evaluate import score_cuts
+from videolake.evaluation import corpus
+from videolake.evaluation.scenes import score_cuts
+from videolake.platform.scenes import get_detector
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from transnet_specs import HARD, SHORT
 
 from videolake.platform.scenes import get_detector
 from videolake.platform.scenes.transnet import STEP, WINDOW, iter_windows, predictions_to_cuts
-from videolake.platform.synth import render
+from videolake.synth import render
 
 
 @pytest.fixture(scope="module")

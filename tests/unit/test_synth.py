@@ -14,8 +14,8 @@ import av
 import numpy as np
 import pytest
 
-from videolake.platform import synth
-from videolake.platform.synth import Segment, Transition, VideoSpec
+from videolake import synth
+from videolake.synth import Segment, Transition, VideoSpec
 
 S, T = Segment, Transition
 W, H = 160, 120
@@ -432,7 +432,7 @@ def test_default_truth_dir_is_a_sibling():
 def test_the_scene_evaluation_finds_every_generated_video_with_its_truth(tmp_path):
     """generate() writes truths into the sibling <out>.truth; the evaluation harness reads them from there (it once
     looked only beside the videos and scored the synthetic set on 0 files)."""
-    from videolake.platform.scenes.evaluate import _truth_dir_items
+    from videolake.evaluation.scenes import _truth_dir_items
 
     out = tmp_path / "synth"
     paths = synth.generate(out, count=3, include_specials=False, max_duration_s=2)

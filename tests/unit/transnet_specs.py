@@ -1,7 +1,7 @@
 """Two short synthetic videos with known hard cuts, shared by the TransNetV2 tests (a few seconds each: the network
 runs on CPU here at ~20-30 frames/s)."""
 
-from videolake.platform.synth import Segment, Transition, VideoSpec
+from videolake.synth import Segment, Transition, VideoSpec
 
 HARD = VideoSpec(
     "tn_hard",

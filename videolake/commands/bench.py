@@ -57,27 +57,27 @@ def run(args: argparse.Namespace) -> int:
         bench_loader(videos=args.videos, seconds=args.seconds or 16)
         return 0
     if args.what == "cpu":
-        from videolake.platform.bench_cpu import bench_cpu, format_rows
+        from videolake.benchmarks.cpu import bench_cpu, format_rows
 
         print(format_rows(bench_cpu(seconds=args.seconds or 20, repeats=args.repeats, files=args.files)))
         return 0
     if args.what == "scenes":
-        from videolake.platform.bench_cpu import bench_scenes_cli, format_rows
+        from videolake.benchmarks.cpu import bench_scenes_cli, format_rows
 
         rows = bench_scenes_cli(seconds=args.seconds or 100, repeats=args.repeats, files=args.files)
         print(format_rows(rows, what="CLI", measured="the whole `videolake scenes FILE` process, start-up included"))
         return 0
     if args.what == "scale":
-        from videolake.platform.bench_scale import bench_scale
+        from videolake.benchmarks.scale import bench_scale
 
         bench_scale(args.rows, args.compare_rows, batch=args.batch, actors=args.actors)
         return 0
     if args.what == "ray":
-        from videolake.platform.bench_scale import bench_ray
+        from videolake.benchmarks.scale import bench_ray
 
         bench_ray(fixed_overhead_s)
         return 0
-    from videolake.platform.captioning.bench import main as caption_main
+    from videolake.benchmarks.caption import main as caption_main
 
     return int(caption_main(clips=args.clips, model=args.model, decode=args.decode) or 0)
 
@@ -89,7 +89,7 @@ def fixed_overhead_s(work: str) -> float:
 
     import dagster as dg
 
-    from videolake.platform.bench_scale import DAY
+    from videolake.benchmarks.scale import DAY
 
     os.environ["VIDEOLAKE_DATA_DIR"] = os.path.join(work, "data")
     os.makedirs(os.path.join(work, "data", "store", "landing", DAY), exist_ok=True)

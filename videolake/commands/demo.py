@@ -44,7 +44,7 @@ def land_sample_data(
     Returns (files in the folder, whether they were reused)."""
     from pathlib import Path
 
-    from videolake.platform.synth import generate
+    from videolake.synth import generate
 
     out = Path(store_root) / landing / date
     existing = [p for p in out.glob("*") if p.suffix != ".json"] if out.exists() else []

@@ -1,8 +1,8 @@
 """`videolake synth OUT`: write synthetic test videos into OUT and their `<stem>.json` ground truths beside OUT.
 
 The truth (cuts, gradual transitions, flashes, expected verdict) is exact by construction; see
-videolake/platform/synth/. For a given --seed the files are byte-identical on every run and on every x86-64
-machine with the same FFmpeg build (the encoder and muxer settings in videolake/platform/synth/ffmpeg.py). OUT
+videolake/synth/. For a given --seed the files are byte-identical on every run and on every x86-64
+machine with the same FFmpeg build (the encoder and muxer settings in videolake/synth/ffmpeg.py). OUT
 receives media files only (truths go to --truth-dir, default the sibling folder `<OUT>.truth`), so OUT can be a
 landing folder: `videolake synth data/store/landing/2024-03-01` lands a day to try the pipeline on, with no .json
 to be rejected as not_a_video.
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videolake.platform import synth
+    from videolake import synth
 
     if args.count < 0 or args.variants < 0:
         print("videolake synth: --count and --variants must be >= 0", file=sys.stderr)

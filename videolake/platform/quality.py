@@ -3,7 +3,7 @@
 Every built-in score but one is an aggregate over the clip's slice of ``FrameStats`` (numpy, O(frames)); the
 near-duplicate fingerprint (``near_dup``) looks at pixels: ``dup_frames`` frames decoded from the source.
 Each scorer fills some filtered_clips columns and may name reject rules; a clip passes when no rule fires, else
-``reject_reason`` is the ';'-joined list of the rules that fired, in the fixed order of ``REJECT_RULES``
+``reject_reason`` is the ';'-joined list of the rules that fired, in the fixed order of ``reject_rules.REJECT_RULES``
 (e.g. ``"too_short;black"``). Near-duplicates are a property of a set of clips, not of one clip, so they are
 assigned afterwards: within a day (``assign_duplicates``), then across days (``dedup.cross_day``).
 
@@ -25,7 +25,7 @@ import atexit
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -35,28 +35,12 @@ from videolake.platform.dedup.near import NearDupConfig
 from videolake.platform.frames import FrameStats
 from videolake.platform.params import ParamError, plugin_params
 from videolake.platform.registry import Registry
+from videolake.platform.reject_rules import join_rules
 from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
 from videolake.platform.unit_resources import UnitResources
 
 log = logging.getLogger(__name__)
 
-# Every reject rule, in the order in which they are joined into reject_reason.
-REJECT_RULES: tuple[str, ...] = (
-    "too_few_frames",  # fewer than 2 frames with statistics: nothing can be measured
-    "too_short",  # duration_s < min_clip_s
-    "too_long",  # duration_s > max_clip_s (only when max_clip_s > 0)
-    "low_resolution",  # width < min_width or height < min_height
-    "black",  # black_ratio > max_black_ratio
-    "too_dark",  # brightness < min_brightness
-    "too_bright",  # brightness > max_brightness
-    "frozen",  # frozen_ratio > max_frozen_ratio
-    "low_motion",  # motion < min_motion
-    "high_motion",  # motion > max_motion
-    "blurry",  # sharpness < min_sharpness
-    "text",  # text_area > max_text_area
-    "duplicate",  # a near- or semantic duplicate of the group's kept clip, the earliest by (partition_date, clip_id)
-)
-_RULE_ORDER = {name: i for i, name in enumerate(REJECT_RULES)}
 
 DEFAULT_SCORERS: tuple[str, ...] = (
     "frames",
@@ -387,11 +371,6 @@ class NearDupScorer(Scorer):
 # ------------------------------------------------------------------------------------------------ rows
 
 
-def _join_rules(rules: Iterable[str]) -> str | None:
-    unique = sorted({r for r in rules if r}, key=lambda r: (_RULE_ORDER.get(r, len(_RULE_ORDER)), r))
-    return ";".join(unique) or None
-
-
 def _empty_row(clip: dict[str, Any], video: dict[str, Any] | None) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(ROW_COLUMNS)
     row["clip_id"] = clip["clip_id"]
@@ -497,7 +476,7 @@ def score_video_clips(
                     extra[name] = _score_number(scorer, name, value)
             rules.extend(fired)
         row[SCORES_COLUMN] = extra or None
-        row["reject_reason"] = _join_rules(rules)
+        row["reject_reason"] = join_rules(rules)
         row["passed"] = row["reject_reason"] is None
         rows.append(row)
     return rows

@@ -1,17 +1,14 @@
-"""Caption-stage helpers: the actor environment, Ray start-up, and ``caption_clips`` (the stage on in-memory rows).
+"""``caption_clips``: the caption stage on clip rows held in memory (tools, tests, benchmarks).
 
 The stage itself is videolake.platform.captioning.stage (Ray Data: frame extraction tasks -> captioner actors that
 checkpoint every batch -> finalize -> one Delta commit); ``caption_clips`` runs that same stage on a scratch lake.
-
-vLLM's environment reaches the actors through runtime_env (a KubeRay worker does not inherit the driver's
-environment). Ray must already be initialised by the caller (Dagster's RayResource); if it is not, a local Ray is
-started.
+This module depends on the stage, never the reverse. Ray must already be initialised by the caller (Dagster's
+RayResource); if it is not, a local Ray is started.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,23 +23,6 @@ log = logging.getLogger(__name__)
 
 # clip_captions without partition_date: the engine does not know the partition; the asset (or the input) adds it.
 CAPTION_SCHEMA = pa.schema([f for f in CLIP_CAPTIONS if f.name != PARTITION_COLUMN])
-
-
-def actor_env(config: CaptionerConfig) -> dict[str, str]:
-    """Environment for the captioner actors: the engine's settings (for backends that run one, see
-    ``CaptionerBackend.needs_engine_env``), plus the endpoint variables for the openai backend."""
-    from videolake.platform.captioning.base import captioner_class
-
-    if not captioner_class(config.backend).needs_engine_env:
-        return {}
-    env = {k: str(v) for k, v in dict(config.env).items()}
-    if config.backend == "openai" and config.endpoint.forward_env:
-        # Visible to anyone with Ray dashboard access: on KubeRay mount the secret into the worker pods instead
-        # and set endpoint.forward_env=False.
-        for name in (config.endpoint.base_url_env, config.endpoint.api_key_env):
-            if os.environ.get(name):
-                env[name] = os.environ[name]
-    return env
 
 
 def caption_clips(

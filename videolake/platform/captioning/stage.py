@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -35,7 +36,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.captioning.base import METRIC_COLUMNS, STATUS_FAILED, CaptionerConfig, code_version
+from videolake.platform.captioning.base import (
+    METRIC_COLUMNS,
+    STATUS_FAILED,
+    CaptionerConfig,
+    captioner_class,
+    code_version,
+)
 from videolake.platform.failures import TRANSIENT
 from videolake.platform.lake import Lake, PartitionRange, conform
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
@@ -52,6 +59,22 @@ LOST_ROW_ERROR = "no caption row came back from the caption stage (actor lost on
 
 def stage_code_version(config: CaptionerConfig) -> str:
     return "cap-" + code_version(config)
+
+
+def actor_env(config: CaptionerConfig) -> dict[str, str]:
+    """Environment for the captioner actors: the engine's settings (for backends that run one, see
+    ``CaptionerBackend.needs_engine_env``), plus the endpoint variables for the openai backend. It reaches the
+    actors through runtime_env: a KubeRay worker does not inherit the driver's environment."""
+    if not captioner_class(config.backend).needs_engine_env:
+        return {}
+    env = {k: str(v) for k, v in dict(config.env).items()}
+    if config.backend == "openai" and config.endpoint.forward_env:
+        # Visible to anyone with Ray dashboard access: on KubeRay mount the secret into the worker pods instead
+        # and set endpoint.forward_env=False.
+        for name in (config.endpoint.base_url_env, config.endpoint.api_key_env):
+            if os.environ.get(name):
+                env[name] = os.environ[name]
+    return env
 
 
 # ------------------------------------------------------------------------------------------------------- plan
@@ -419,7 +442,6 @@ def caption_partitions(
 
     from videolake.platform.captioning.clip_frames import store_opener
     from videolake.platform.captioning.metrics import compute_metrics_from_batches
-    from videolake.platform.captioning.pipeline import actor_env
     from videolake.platform.progress import StageReporter
 
     t0 = time.monotonic()

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from videolake.platform.reject_rules import join_rules
 from videolake.platform.schemas import PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
@@ -111,12 +112,6 @@ class _Components:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _join_reasons(reasons: Iterable[str]) -> str | None:
-    from videolake.platform.quality import _join_rules
-
-    return _join_rules(reasons)
-
-
 def _candidate_pairs(prints: Sequence[np.ndarray], n: int, config: Any) -> list[tuple[int, int]]:
     """Pairs (a, b) of node indices sharing at least MIN_SHARED_KEYS index keys, a a day clip (a < n) and b a later
     day clip or an earlier day's clip: one hash join of the key lists (Arrow), never all pairs."""
@@ -159,7 +154,7 @@ def assign_day(
     out = [dict(r) for r in rows]
     for r in out:  # forget an earlier assignment
         reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != DUPLICATE]
-        r["reject_reason"] = _join_reasons(reasons)
+        r["reject_reason"] = join_rules(reasons)
         r["passed"] = r["reject_reason"] is None
         r["duplicate_group"] = r["duplicate_kept_date"] = r["duplicate_kind"] = None
     n = len(out)
@@ -201,7 +196,7 @@ def assign_day(
             r = out[m]
             r["duplicate_group"], r["duplicate_kept_date"] = kept_id, kept_day
             if r["clip_id"] != kept_id:
-                r["reject_reason"] = _join_reasons((r["reject_reason"] or "").split(";") + [DUPLICATE])
+                r["reject_reason"] = join_rules((r["reject_reason"] or "").split(";") + [DUPLICATE])
                 r["passed"] = False
                 r["duplicate_kind"] = NEAR if m in near_nodes else SEMANTIC
     return out

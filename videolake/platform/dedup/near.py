@@ -32,7 +32,7 @@ Design, and why
   ``is_near_duplicate``; groups are connected components.
 
 Measured (``python -m videolake.evaluation.near_copies``): 13 one-shot originals cut from 10 real videos of the
-corpus (``videolake.platform.scenes.corpus``; two shots each of Megamind, bikes and the cockatoo as hard negatives),
+corpus (``videolake.evaluation.corpus``; two shots each of Megamind, bikes and the cockatoo as hard negatives),
 each with 14 FFmpeg copies (re-encode at CRF 38; half size; 10 % crops centred, at the top-left corner and
 off-grid at x=10 %, y=2 %; letterbox and pillarbox bars; ``eq=brightness=0.1:contrast=1.2``; a filled box of 10 %
 of the frame; burnt-in text; ``setpts`` 0.9 and 1.1; 20 % trimmed at the start or the end): 195 clips, 16 frames

@@ -44,105 +44,27 @@ drifts that move flat areas across a bin edge). The content distance ``D(i, j)``
    of the video is no cut, nor is a short dip back to the same shot.
 5. Cuts closer than ``min_scene_len`` frames keep the stronger; none within ``min_scene_len`` of either end.
 
-Accuracy and speed are measured by ``scenes.evaluate`` and ``scenes.bench``.
+Accuracy and speed are measured by ``videolake.evaluation.scenes`` and ``videolake.benchmarks.scenes``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
 from videolake.platform.frames import (
     DecodeOptions,
     FrameStatsAccumulator,
-    SampledChunk,
     SampledDecoder,
-    grid_sums,
     luma_grid,
 )
-from videolake.platform.params import param
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+from videolake.platform.scenes.luma_config import LumaConfig
+from videolake.platform.scenes.signals import CutSignals, CutSignalsAccumulator
 from videolake.platform.scenes.sweep import sweep_cut
 
 log = logging.getLogger(__name__)
-
-HIST_BINS_Y, HIST_BINS_C = 17, 9  # (y + 8) >> 4 and (c + 16) >> 5
-
-
-@dataclass(frozen=True)
-class CutSignals:
-    """Per-frame features the decision works on (index = frame number)."""
-
-    grid: np.ndarray  # (n, 3 * rows * cols) float32: Y grid, 0.5 * U grid, 0.5 * V grid (0..255 scale)
-    hist: np.ndarray  # (n, 32) float32: weighted cumulative Y, U, V histograms (L1 distance = colour EMD)
-    luma_mean: np.ndarray  # (n,) float32
-    contrast: np.ndarray  # (n,) float32: std of the Y grid (0 for a flat frame: black, white, solid colour)
-    # (blocks, 2) int: (row, column) of each Y block of ``grid`` (the U and V blocks follow in the same order);
-    # None when unknown (then wipes out of fast motion are not looked for)
-    cells: np.ndarray | None = None
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.luma_mean.shape[0])
-
-
-class CutSignalsAccumulator:
-    def __init__(self) -> None:
-        self._grid: list[np.ndarray] = []
-        self._hist: list[np.ndarray] = []
-        self._shape: tuple[int, int] | None = None  # (rows, columns) of the block grid
-        # Luma EMD counts fully, each chroma EMD half; the sum over 8 (a hard cut between unrelated shots: ~0.4-1).
-        self._weights = np.concatenate(
-            [np.full(HIST_BINS_Y - 1, 1 / 8), np.full(2 * (HIST_BINS_C - 1), 0.5 / 8)]
-        ).astype(np.float32)
-
-    def add(self, chunk: SampledChunk, grid: np.ndarray | None = None) -> None:
-        """Add a chunk; ``grid`` is its ``frames.luma_grid`` when the caller has computed it already."""
-        y, uv = chunk.y, chunk.uv
-        n = y.shape[0]
-        gy = luma_grid(y) if grid is None else grid
-        self._shape = (int(gy.shape[1]), int(gy.shape[2]))
-        gy = gy.reshape(n, -1)
-        guv = grid_sums(uv, 2).reshape(n, -1).astype(np.float32) * np.float32(0.5 / 4)  # chroma at half weight
-        self._grid.append(np.concatenate([gy, guv], axis=1))
-        # Histograms of every frame of the chunk with one bincount each: bin index offset by frame. Every other
-        # row of samples is plenty for 16 bins.
-        hy = _histograms(y[:, ::2].reshape(n, -1), 4, 8, HIST_BINS_Y)
-        hu = _histograms(uv[:, 0].reshape(n, -1), 5, 16, HIST_BINS_C)
-        hv = _histograms(uv[:, 1].reshape(n, -1), 5, 16, HIST_BINS_C)
-        # Cumulative histograms: the L1 distance between them is the earth mover's distance (in bins), which a
-        # small brightness drift moving flat areas across a bin edge barely changes (plain bin-wise L1 jumps).
-        cdf = np.concatenate([np.cumsum(h, axis=1)[:, :-1] for h in (hy, hu, hv)], axis=1)
-        cdf *= self._weights
-        self._hist.append(cdf)
-
-    def result(self) -> CutSignals:
-        grid = np.concatenate(self._grid) if self._grid else np.zeros((0, 3), np.float32)
-        hist = (
-            np.concatenate(self._hist) if self._hist else np.zeros((0, HIST_BINS_Y + 2 * HIST_BINS_C - 3), np.float32)
-        )
-        gy = grid[:, : grid.shape[1] // 3]
-        cells = None
-        if self._shape is not None and self._shape[0] * self._shape[1] == gy.shape[1]:
-            cells = np.stack(np.divmod(np.arange(gy.shape[1]), self._shape[1]), axis=1)
-        return CutSignals(grid=grid, hist=hist, luma_mean=gy.mean(axis=1), contrast=gy.std(axis=1), cells=cells)
-
-
-def _histograms(values: np.ndarray, shift: int, offset: int, bins: int) -> np.ndarray:
-    """Per-row histograms of ``(values + offset) >> shift``.
-
-    The offset centres a bin on the values flat content sits at (video black 16, white 235, neutral chroma 128):
-    on a bin edge, noise would move a black frame's whole mass between two bins.
-    """
-    n, m = values.shape
-    idx = values.astype(np.uint16 if n * bins < 65536 else np.uint32)
-    idx += offset
-    idx >>= shift
-    idx += (np.arange(n, dtype=idx.dtype) * bins)[:, None]
-    return np.bincount(idx.ravel(), minlength=n * bins).reshape(n, bins).astype(np.float32) * np.float32(1 / m)
-
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The decision.
@@ -160,91 +82,6 @@ FADE_BOTTOM = 2.0
 # A fade's bottom is at least this much darker than the shots on both sides (mean luma); dark content that
 # flickers (e.g. a strobing pattern on black) does not reach it, or dips again too soon.
 FADE_DEPTH = 24.0
-
-
-@dataclass(frozen=True)
-class LumaConfig:
-    threshold: float = param(
-        12.0,
-        "minimum content change across a cut: mean abs difference of the 16x9 Y/U/V block "
-        "grids (0..255) + hist_weight x histogram distance; lower finds cuts between similar "
-        "shots, higher ignores more motion",
-        min=0.0,
-    )
-    ratio: float = param(
-        3.0,
-        "the change across a hard cut must be this many times the largest frame-to-frame "
-        "change just before and after it (the adaptive part: fast motion raises both)",
-        min=1.0,
-    )
-    weak_share: float = param(
-        0.58,
-        "a hard cut may be as small as this share of ``threshold`` when it beats the "
-        "motion around it by ``strong_ratio`` (cuts between similar shots)",
-        min=0.0,
-        max=1.0,
-    )
-    strong_ratio: float = param(4.0, "ratio to the neighbouring frame changes required below ``threshold``", min=1.0)
-    hist_weight: float = param(60.0, "weight of the colour-histogram distance (0..1) in the content distance", min=0.0)
-    gradual_ratio: float = param(
-        2.25,
-        "the same ratio for gradual candidates (spans of more than one frame), whose "
-        "motion estimate is an upper bound; they must also exceed it by ``threshold``",
-        min=1.0,
-    )
-    sweep_ratio: float = param(
-        3.0,
-        "a wipe out of (or into) fast motion: a gradual candidate that beats the motion "
-        "of its quiet side only, by this ratio, is a cut when its change sweeps across the "
-        "picture (each block switches once, along a boundary crossing the frame at constant "
-        "speed, that the moving content does not travel with)",
-        min=1.0,
-    )
-    min_hist_change: float = param(
-        0.18,
-        "gradual transitions must change the colour histograms at least this much "
-        "(0..1): a pan or zoom moves the picture but keeps its colours",
-        min=0.0,
-    )
-    max_excess: float = param(
-        1.6,
-        "a gradual candidate's frames must lie between its ends: max over inner frames m "
-        "of (D(a, m) + D(m, e)) / D(a, e) (1.0 for a dissolve or wipe; motion blur and "
-        "whip pans go far above). Spans through a flat frame (fades) are exempt",
-        min=1.0,
-    )
-    max_transition: int = param(64, "longest gradual transition detected, in frames", min=1)
-    flash_frames: int = param(
-        4,
-        "frames within which the content may return to what it was before a change for that change to be a flash",
-        min=0,
-    )
-    flash_return: float = param(
-        0.5, "a change that returns to within this share of its size is a flash", min=0.0, max=1.0
-    )
-    min_scene_len: int = param(8, "minimum frames between two cuts (the weaker one is dropped)", min=1)
-    black_hold_s: float = param(
-        1.0,
-        "a fade out to black and back in is ONE cut (in the middle of the black) when "
-        "the black lasts at most this long; a longer black stretch is a clip of its own (a "
-        "cut into it and one out of it), which the quality stage rejects as black",
-        min=0.0,
-    )
-    letterbox: bool = param(
-        True,
-        "ignore blocks that stay dark and still for the whole video (letterbox or "
-        "pillarbox bars): they dilute every change of the picture inside them",
-    )
-    sample_width: int = param(64, "sampled luma width (see frames.DecodeOptions.sample_width)", min=16)
-    fast_decode: bool = param(True, "skip the deblocking filter while decoding (see frames.DecodeOptions)")
-    threads: int = param(1, "decoder threads (1 = least CPU; 0 = FFmpeg automatic)", min=0)
-    motion_gap: int = param(4, "motion inside the shots is measured over this many frames (scaled to the span)", min=1)
-    motion_window: int = param(
-        6, "frames on each side of a candidate over which motion inside the shots is measured", min=1
-    )
-    noise_floor: float = param(
-        1.0, "noise floor of the content distance, so a static shot does not make every tiny change a cut", min=0.0
-    )
 
 
 def active_area(sig: CutSignals) -> CutSignals:

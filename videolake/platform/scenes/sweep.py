@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from videolake.platform.scenes.luma import CutSignals, LumaConfig
+    from videolake.platform.scenes.luma_config import LumaConfig
+    from videolake.platform.scenes.signals import CutSignals
 
 # A wipe out of fast motion (on the Y/U/V block grid): the share of blocks that must change (a wipe
 # replaces the whole picture; an object entering the frame covers part of it), the share of those whose switch time

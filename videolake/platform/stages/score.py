@@ -206,7 +206,7 @@ def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable)
 
 
 def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:
-    """Quality scores of one detected video, as the filtered_clips stage computes them (for bench_cpu)."""
+    """Quality scores of one detected video, as the filtered_clips stage computes them (for videolake.benchmarks.cpu)."""
     from videolake.platform.frames import compute_frame_stats
     from videolake.platform.quality import QualityConfig, score_video_clips
 

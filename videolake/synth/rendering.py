@@ -6,10 +6,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.ffmpeg import VFR_TIMEBASE, _encode_args, _ffmpeg, _run, count_frames, frame_times
-from videolake.platform.synth.graph import _audio_input, _filter_graph
-from videolake.platform.synth.specs import VideoSpec
-from videolake.platform.synth.truth import _write_truth, spec_truth
+from videolake.synth.ffmpeg import VFR_TIMEBASE, _encode_args, _ffmpeg, _run, count_frames, frame_times
+from videolake.synth.graph import _audio_input, _filter_graph
+from videolake.synth.specs import VideoSpec
+from videolake.synth.truth import _write_truth, spec_truth
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.ffmpeg import _BITEXACT, AUDIO_RATE, _ffmpeg, _run, count_frames
-from videolake.platform.synth.rendering import render
-from videolake.platform.synth.specs import Segment, Transition, VideoSpec
-from videolake.platform.synth.truth import _write_truth
-from videolake.platform.synth.verdicts import SPECIAL_EXPECT, SPECIAL_KINDS
+from videolake.synth.ffmpeg import _BITEXACT, AUDIO_RATE, _ffmpeg, _run, count_frames
+from videolake.synth.rendering import render
+from videolake.synth.specs import Segment, Transition, VideoSpec
+from videolake.synth.truth import _write_truth
+from videolake.synth.verdicts import SPECIAL_EXPECT, SPECIAL_KINDS
 
 
 def _special_truth(name: str, kind: str, container: str, **over: Any) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from videolake.platform.synth.ffmpeg import AUDIO_RATE, VFR_TIMEBASE
-from videolake.platform.synth.sources import _cfr_pts, _source_chain
-from videolake.platform.synth.specs import VideoSpec, _flash_spans, _layout
+from videolake.synth.ffmpeg import AUDIO_RATE, VFR_TIMEBASE
+from videolake.synth.sources import _cfr_pts, _source_chain
+from videolake.synth.specs import VideoSpec, _flash_spans, _layout
 
 # xfade transition used for each gradual kind (a wipe picks its direction from the spec's seed).
 _XFADE = {"dissolve": ("fade",), "fade": ("fadeblack",), "wipe": ("wipeleft", "wiperight", "wipeup", "wipedown")}

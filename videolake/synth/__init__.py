@@ -23,10 +23,10 @@ Modules, each with one job (this package re-exports their public names):
 Only stdlib here (ffmpeg runs as a subprocess); no dagster, no heavy imports.
 """
 
-from videolake.platform.synth.corpus import DEFAULT_MAX_DURATION_S, TEMPLATES, generate, plan, summary_line
-from videolake.platform.synth.ffmpeg import AUDIO_RATE, VFR_TIMEBASE, count_frames, ffmpeg_bin, ffprobe_bin, frame_times
-from videolake.platform.synth.rendering import render
-from videolake.platform.synth.sources import (
+from videolake.synth.corpus import DEFAULT_MAX_DURATION_S, TEMPLATES, generate, plan, summary_line
+from videolake.synth.ffmpeg import AUDIO_RATE, VFR_TIMEBASE, count_frames, ffmpeg_bin, ffprobe_bin, frame_times
+from videolake.synth.rendering import render
+from videolake.synth.sources import (
     COLOR_LUMA,
     MOVING_SOURCES,
     PLAIN_SOURCES,
@@ -34,8 +34,8 @@ from videolake.platform.synth.sources import (
     STATIC_SOURCES,
     distinct,
 )
-from videolake.platform.synth.specials import render_special
-from videolake.platform.synth.specs import (
+from videolake.synth.specials import render_special
+from videolake.synth.specs import (
     FLASH_FRAMES,
     TRANSITION_KINDS,
     Segment,
@@ -44,9 +44,9 @@ from videolake.platform.synth.specs import (
     spec_container,
     validate,
 )
-from videolake.platform.synth.truth import default_truth_dir, spec_truth
-from videolake.platform.synth.variants import PERTURBATIONS, perturb
-from videolake.platform.synth.verdicts import (
+from videolake.synth.truth import default_truth_dir, spec_truth
+from videolake.synth.variants import PERTURBATIONS, perturb
+from videolake.synth.verdicts import (
     EXPECT_OK,
     FILTER_BLACK,
     FILTER_FROZEN,

@@ -82,7 +82,7 @@ def scenes_cli_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
 
 def make_bench_video(out_dir: Path, height: int, seconds: int) -> Path:
     """A synthetic h264 file with hard cuts, the shape of the scenes benchmark (360p / 1080p)."""
-    from videolake.platform.synth import Segment, Transition, VideoSpec, render
+    from videolake.synth import Segment, Transition, VideoSpec, render
 
     width = {240: 426, 360: 640, 480: 854, 720: 1280, 1080: 1920}[height]
     per = max(1, seconds // 4) * 30

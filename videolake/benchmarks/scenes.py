@@ -87,6 +87,6 @@ def bench_scenes(path: str, repeats: int = 3, detector: str | None = None, verbo
     return result
 
 
-if __name__ == "__main__":  # python -m videolake.platform.scenes.bench FILE [FILE ...]
+if __name__ == "__main__":  # python -m videolake.benchmarks.scenes FILE [FILE ...]
     for arg in sys.argv[1:]:
         bench_scenes(arg)

@@ -12,13 +12,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.rendering import render
-from videolake.platform.synth.sources import SOURCE_LUMA, _is_flat, distinct
-from videolake.platform.synth.specials import render_special
-from videolake.platform.synth.specs import Segment, Transition, VideoSpec
-from videolake.platform.synth.truth import default_truth_dir
-from videolake.platform.synth.variants import perturb
-from videolake.platform.synth.verdicts import SPECIAL_KINDS
+from videolake.synth.rendering import render
+from videolake.synth.sources import SOURCE_LUMA, _is_flat, distinct
+from videolake.synth.specials import render_special
+from videolake.synth.specs import Segment, Transition, VideoSpec
+from videolake.synth.truth import default_truth_dir
+from videolake.synth.variants import perturb
+from videolake.synth.verdicts import SPECIAL_KINDS
 
 DEFAULT_MAX_DURATION_S = 20.0
 # Flashes are near-white: only visible on shots that are not bright already.

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from videolake.platform.synth.ffmpeg import _CONTAINERS, _ENCODERS
-from videolake.platform.synth.sources import _source_chain
-from videolake.platform.synth.verdicts import EXPECT_OK
+from videolake.synth.ffmpeg import _CONTAINERS, _ENCODERS
+from videolake.synth.sources import _source_chain
+from videolake.synth.verdicts import EXPECT_OK
 
 TRANSITION_KINDS = ("cut", "dissolve", "fade", "wipe")
 FLASH_FRAMES = (1, 2)  # flash lengths in frames, used in turn by the flashes of a segment

@@ -9,7 +9,7 @@ file: how it was established is written in its header). The media are fetched wi
 
 and checked against the SHA-256 recorded in the truth file, so a changed package cannot silently change the truth.
 
-    python -m videolake.platform.scenes.corpus [--dest /tmp/scenes-corpus]   # fetch, verify, list
+    python -m videolake.evaluation.corpus [--dest /tmp/scenes-corpus]   # fetch, verify, list
 
 Files land in ``DEST/real/<name>`` (cached: a file already there with the right hash is not fetched again).
 """

@@ -11,7 +11,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.ffmpeg import (
+from videolake.synth.ffmpeg import (
     _DEFAULT_QUALITY,
     _ENCODERS,
     VFR_TIMEBASE,
@@ -21,8 +21,8 @@ from videolake.platform.synth.ffmpeg import (
     count_frames,
     frame_times,
 )
-from videolake.platform.synth.sources import _cfr_pts
-from videolake.platform.synth.truth import _write_truth
+from videolake.synth.sources import _cfr_pts
+from videolake.synth.truth import _write_truth
 
 PERTURBATIONS = ("speed", "scale", "crop", "codec")
 _SPEEDS = (Fraction(11, 10), Fraction(6, 5), Fraction(5, 4), Fraction(9, 10), Fraction(4, 5), Fraction(3, 4))

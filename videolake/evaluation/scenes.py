@@ -1,10 +1,10 @@
 """Accuracy harness for scene detectors: score predicted cuts against ground truth, on a suite of lavfi videos.
 
 Three sets (``set_items``): synthetic (``synth.generate``), hard (the lavfi ``CASES`` below) and real (the
-real-footage corpus of ``corpus.py`` with its hand-made truth); ``python -m videolake.platform.scenes.evaluate``
+real-footage corpus of ``corpus.py`` with its hand-made truth); ``python -m videolake.evaluation.scenes``
 prints precision/recall/F1 per detector and set (+-1 frame tolerance), cuts cached under /tmp/scenes-eval-cache.
 
-Ground truth follows the synthetic-video convention (``videolake.platform.synth``): ``cut_ranges`` holds one
+Ground truth follows the synthetic-video convention (``videolake.synth``): ``cut_ranges`` holds one
 inclusive ``[lo, hi]`` frame range per scene change; a hard cut has ``lo == hi`` (the first frame of the new shot),
 a gradual transition spans its mixed frames and the detector must report exactly one frame inside it.
 
@@ -374,7 +374,7 @@ def _truth_dir_items(directory: str, truth_dir: str | None = None) -> list[tuple
     """(name, path, truth) for every video of ``directory`` with a truth JSON: ``<stem>.json`` as ``videolake synth``
     writes (into the sibling ``<directory>.truth``), or ``<file>.json`` as ``build_case`` writes (beside the video);
     looked for in ``truth_dir`` when given, else beside the video and in the sibling. Rejected files are left out."""
-    from videolake.platform.synth import default_truth_dir
+    from videolake.synth import default_truth_dir
 
     places = [truth_dir] if truth_dir else [directory, str(default_truth_dir(directory))]
     items = []
@@ -403,7 +403,7 @@ def set_items(
     real: the real-footage corpus (``corpus.py``) and its hand-made truth (``real_truth.json``).
     """
     if name == "synthetic":
-        from videolake.platform.synth import generate
+        from videolake.synth import generate
 
         if not os.path.exists(os.path.join(synth_dir, ".done")):
             generate(synth_dir, count=24, variants=1, seed=0)
@@ -421,7 +421,7 @@ def set_items(
                 build_case(case, suite_dir)
         return _truth_dir_items(suite_dir)
     if name == "real":
-        from videolake.platform.scenes import corpus
+        from videolake.evaluation import corpus
 
         paths = corpus.fetch(corpus_dir or corpus.DEFAULT_DEST)
         videos = corpus.load_truth()["videos"]
@@ -501,7 +501,7 @@ def evaluate_dir(
     return {name: _score(name, items, (params or {}).get(name), verbose, tolerance) for name in detectors}
 
 
-if __name__ == "__main__":  # python -m videolake.platform.scenes.evaluate [--sets ...] [--detectors ...] [DIR ...]
+if __name__ == "__main__":  # python -m videolake.evaluation.scenes [--sets ...] [--detectors ...] [DIR ...]
     import argparse
 
     logging.basicConfig(level=logging.WARNING)

@@ -9,8 +9,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from videolake.platform.synth.sources import _is_static, _motion
-from videolake.platform.synth.specs import VideoSpec, _flash_spans, _layout, spec_container, validate
+from videolake.synth.sources import _is_static, _motion
+from videolake.synth.specs import VideoSpec, _flash_spans, _layout, spec_container, validate
 
 
 def spec_truth(spec: VideoSpec) -> dict[str, Any]:
