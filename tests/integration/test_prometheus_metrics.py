@@ -152,9 +152,9 @@ def prometheus(ray_local, tmp_path_factory):
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is not installed: run `make test` (it installs system packages)")
-    nodes = [n for n in ray_local.nodes() if n["Alive"]]
-    assert len(nodes) == 1, nodes
-    target = f"{nodes[0]['NodeManagerAddress']}:{nodes[0]['MetricsExportPort']}"
+    from videolake.platform.telemetry import metrics_targets
+
+    (target,) = metrics_targets()  # one local node
     prom = Prometheus(binary, tmp_path_factory.mktemp("prometheus"), target)
     try:
         prom.wait_ready()

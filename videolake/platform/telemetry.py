@@ -198,6 +198,13 @@ def local_ray_options() -> dict[str, Any]:
     return {"_metrics_export_port": port}
 
 
+def metrics_targets() -> list[str]:
+    """``host:port`` of every live node's metrics export port of the connected Ray (what Prometheus scrapes)."""
+    import ray
+
+    return [f"{n['NodeManagerAddress']}:{n['MetricsExportPort']}" for n in ray.nodes() if n.get("Alive")]
+
+
 def enabled() -> bool:
     """True when a record reaches Ray's exporter: Ray is initialised in this process (a worker, an actor, or a
     driver that joined as a Ray process, not a Ray Client) and VIDEOLAKE_METRICS is not 0."""

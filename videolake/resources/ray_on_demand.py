@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator
 
 import dagster as dg
-from dagster_ray import RayResource
+from dagster_ray import LocalRay, RayResource
 
 
 @contextlib.contextmanager
@@ -30,6 +30,12 @@ def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) 
         # and injected env vars); the public create/wait/connect without their bookkeeping would skip the hooks.
         with pinned_metrics_port(resource, context.log):
             resource._connect(context)
+        if isinstance(resource, LocalRay):
+            from videolake.platform.telemetry import metrics_targets
+
+            context.log.info(
+                f"this step's local Ray exports its metrics (Prometheus) at {', '.join(metrics_targets())}"
+            )
 
     with ray_connector(connect):
         yield
@@ -44,8 +50,6 @@ def pinned_metrics_port(resource: RayResource, log) -> Iterator[None]:
     once (max_concurrent_runs); the resource's option dict is the one dagster-ray's ``connect`` copies into
     ``ray.init``, so the key is added for that call only.
     """
-    from dagster_ray import LocalRay
-
     from videolake.platform.telemetry import PORT_ENV, local_ray_options
 
     options = resource.ray_init_options if isinstance(resource, LocalRay) else None
