@@ -13,8 +13,8 @@ video id. Ray adds its own (``WorkerId``, ``NodeAddress``, ``SessionName``...), 
 Where the figures come from: the summaries the stages already build (``units.UnitTask`` per unit, the caption
 actor per batch, the caption driver at the end of a run): nothing is computed twice. Counters are recorded where
 the work runs (Ray workers and actors), so they reach Prometheus on a KubeRay cluster too, whose driver is a Ray
-Client; the two gauges the driver sets (queue depth and the run's goodput) are recorded only by a driver that is
-itself a Ray process (a local Ray), see docs/metrics.md.
+Client; the gauges the driver sets (queue depth, the caption run's goodput and stragglers) are recorded only by a
+driver that is itself a Ray process (a local Ray), see docs/metrics.md.
 
 Recording is cheap (a Ray metric record is an in-process call; the metric objects are made once per process) and
 never fails a unit: without Ray (or when ``VIDEOLAKE_METRICS=0``) every call is a no-op, and an error while
