@@ -5,8 +5,8 @@ PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 REQ := requirements
 # Debian packages the pipeline and the tests call: ffmpeg (synth, clip cutting), chromium (browser test),
-# postgresql (Dagster storage test).
-APT_PACKAGES := ffmpeg chromium postgresql
+# postgresql (Dagster storage test), prometheus (the metrics test scrapes a local Ray with it).
+APT_PACKAGES := ffmpeg chromium postgresql prometheus
 STAMP := $(VENV)/.videolake-installed
 
 .PHONY: demo test lint setup system-deps lock clean bench ui check-defs docs
@@ -34,6 +34,7 @@ system-deps:
 	@missing=""; \
 	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \

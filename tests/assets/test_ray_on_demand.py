@@ -7,6 +7,7 @@ own ray.init options."""
 from __future__ import annotations
 
 import datetime as dt
+import socket
 
 import dagster as dg
 import pyarrow as pa
@@ -32,7 +33,7 @@ def _resources(landing, tmp_path) -> dict:
     }
 
 
-def test_empty_day_never_starts_ray_and_a_day_with_videos_joins_through_the_resource(landing, tmp_path):
+def test_empty_day_never_starts_ray_and_a_day_with_videos_joins_through_the_resource(landing, tmp_path, monkeypatch):
     ray.shutdown()
     empty_day = "2026-03-04"
     (landing["root"] / "landing" / empty_day).mkdir(exist_ok=True)
@@ -52,13 +53,24 @@ def test_empty_day_never_starts_ray_and_a_day_with_videos_joins_through_the_reso
 
     assert _connects(instance, empty.run_id) == []
 
+    # the local Ray exports its metrics on the port VIDEOLAKE_RAY_METRICS_PORT pins (docs/metrics.md)
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("VIDEOLAKE_RAY_METRICS_PORT", str(port))
     full = dg.materialize(ASSETS, partition_key="2026-03-02", resources=resources, instance=instance)
     assert full.success
+    exports = [m for m in _messages(instance, full.run_id) if "exports its metrics" in m]
+    assert len(exports) == 1 and exports[0].endswith(f":{port}"), exports  # the node's port, as Ray reports it
     # the first step with work joined Ray through the Dagster resource (its create -> wait -> connect chain, its
     # ray.init options); in this one-process run the later steps find it joined
     assert _connects(instance, full.run_id) == ["raw_videos"]
     assert lake.read_partitions("scene_clips", PartitionRange.of(["2026-03-02"])).num_rows > 0
     ray.shutdown()
+
+
+def _messages(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    return [e.user_message or "" for e in instance.all_logs(run_id)]
 
 
 def _connects(instance: dg.DagsterInstance, run_id: str) -> list[str]:

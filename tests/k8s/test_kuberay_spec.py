@@ -71,11 +71,11 @@ def test_spec_has_head_and_gpu_worker_group():
     assert head["rayStartParams"]["num-cpus"] == "0"
     assert "nvidia.com/gpu" not in head_container["resources"]["limits"]
     assert "nodeSelector" not in head_pod and "tolerations" not in head_pod  # the head runs on any node
-    assert {p["containerPort"] for p in head_container["ports"]} == {6379, 8265, 10001}
+    assert {p["containerPort"] for p in head_container["ports"]} == {6379, 8265, 10001, 8080}  # 8080: metrics
 
     (group,) = spec["workerGroupSpecs"]
     assert (group["groupName"], group["replicas"], group["minReplicas"], group["maxReplicas"]) == ("gpu", 2, 0, 3)
-    assert group["rayStartParams"] == {"num-gpus": "2"}
+    assert group["rayStartParams"] == {"num-gpus": "2", "metrics-export-port": "8080"}
     pod = group["template"]["spec"]
     (worker,) = pod["containers"]
     assert worker["name"] == WORKER_CONTAINER and worker["image"] == cfg.image
@@ -117,7 +117,10 @@ def test_cpu_stage_cluster_autoscales_a_cpu_worker_group():
     }
     (group,) = spec["workerGroupSpecs"]
     assert (group["groupName"], group["replicas"], group["minReplicas"], group["maxReplicas"]) == ("cpu", 1, 1, 40)
-    assert group["rayStartParams"] == {"num-gpus": "0"}  # no GPU task can land on a CPU worker
+    assert group["rayStartParams"] == {
+        "num-gpus": "0",
+        "metrics-export-port": "8080",
+    }  # no GPU task can land on a CPU worker
     pod = group["template"]["spec"]
     (worker,) = pod["containers"]
     assert worker["image"] == cfg.image
@@ -221,7 +224,9 @@ def test_cpu_stage_cluster_with_a_gpu_group_has_two_worker_groups():
         0,
         4,
     )  # starts empty: no GPU is held until something asks for one
-    assert cpu_group["rayStartParams"] == {"num-gpus": "0"} and gpu_group["rayStartParams"] == {"num-gpus": "2"}
+    assert cpu_group["rayStartParams"] == {"num-gpus": "0", "metrics-export-port": "8080"} and gpu_group[
+        "rayStartParams"
+    ] == {"num-gpus": "2", "metrics-export-port": "8080"}
     assert cpu_group["template"]["metadata"]["labels"] == {
         "app.kubernetes.io/part-of": "videolake",
         "videolake/ray-node": "cpu-worker",
@@ -278,7 +283,7 @@ def test_gpu_group_defaults_tolerate_the_gpu_taint_and_start_empty():
     assert "nodeSelector" not in pod
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert pod_group["rayStartParams"] == {"num-gpus": "1"}
+    assert pod_group["rayStartParams"] == {"num-gpus": "1", "metrics-export-port": "8080"}
 
 
 @pytest.mark.parametrize(

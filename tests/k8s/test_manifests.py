@@ -37,7 +37,12 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 KUBERNETES_VERSION = "1.31"
-CRD_FILES = {"RayCluster": "rayclusters.v1.schema.json.gz", "RayJob": "rayjobs.v1.schema.json.gz"}
+CRD_FILES = {
+    "RayCluster": "rayclusters.v1.schema.json.gz",
+    "RayJob": "rayjobs.v1.schema.json.gz",
+    "PodMonitor": "podmonitors.v1.schema.json.gz",  # Prometheus Operator
+}
+CRD_API_VERSIONS = {"RayCluster": "ray.io/v1", "RayJob": "ray.io/v1", "PodMonitor": "monitoring.coreos.com/v1"}
 NOT_MANIFESTS = {"values.yaml", "dagster-postgres.yaml", "kustomization.yaml"}  # yaml, but not API objects
 
 
@@ -83,7 +88,7 @@ def crd_validator(kind: str) -> jsonschema.Draft7Validator:
     crd = json.loads(gzip.decompress((CRD_DIR / CRD_FILES[kind]).read_bytes()))
     assert (crd["kind"], crd["version"]) == (kind, "v1")
     schema = structural_to_jsonschema(crd["openAPIV3Schema"])
-    schema["properties"]["apiVersion"] = {"const": "ray.io/v1"}
+    schema["properties"]["apiVersion"] = {"const": CRD_API_VERSIONS[kind]}
     schema["properties"]["kind"] = {"const": kind}
     schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata", "spec"})
     jsonschema.Draft7Validator.check_schema(schema)
@@ -139,6 +144,7 @@ def test_every_manifest_in_k8s_validates():
             ("raycluster-template-cpu.yaml", "RayCluster", "videolake-cpu"),
             ("secrets.example.yaml", "Secret", "videolake-s3"),
             ("secrets.example.yaml", "Secret", "dagster-postgresql-secret"),
+            ("prometheus-podmonitor.yaml", "PodMonitor", "videolake-ray"),
         ]
     )
 
@@ -153,6 +159,42 @@ def test_builtin_validation_can_fail():
     broken = copy.deepcopy(secret)
     broken["stringData"] = ["AWS_ACCESS_KEY_ID"]  # a list where a map is required
     with pytest.raises(AssertionError):
+        validate_manifest(broken)
+
+
+def test_the_podmonitor_scrapes_the_metrics_port_of_every_ray_node():
+    """Prometheus finds every pod of videolake's RayClusters (head and all worker groups, CPU and GPU templates) and
+    scrapes the named port Ray exports its metrics on (docs/metrics.md)."""
+    from videolake.platform.kuberay_spec import METRICS_PORT
+
+    (monitor,) = load_docs(K8S / "prometheus-podmonitor.yaml")
+    namespace = load_docs(K8S / "namespace.yaml")[0]["metadata"]["name"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [namespace]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == METRICS_PORT[0] and endpoint["path"] == "/metrics"
+    interval_s = int(endpoint["interval"].removesuffix("s"))
+    assert interval_s <= 15  # a step's cluster lives minutes
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    kuberay_labels = {"ray.io/is-ray-node": "yes"}  # KubeRay puts it on every Ray pod it creates
+    pods = 0
+    for kind in TEMPLATES:
+        spec = yaml.safe_load(render_template(kind))["spec"]
+        groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+        for group in groups:
+            labels = {**group["template"]["metadata"]["labels"], **kuberay_labels}
+            assert selector.items() <= labels.items(), (kind, labels)
+            (container,) = group["template"]["spec"]["containers"]
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports[METRICS_PORT[0]] == METRICS_PORT[1] == int(group["rayStartParams"]["metrics-export-port"])
+            pods += 1
+    assert pods >= 4  # head + worker group, for both templates
+
+
+def test_podmonitor_validation_can_fail():
+    (monitor,) = load_docs(K8S / "prometheus-podmonitor.yaml")
+    broken = copy.deepcopy(monitor)
+    broken["spec"]["podMetricsEndpoints"][0]["scrapeInterval"] = "10s"  # typo for interval
+    with pytest.raises(AssertionError, match="scrapeInterval"):
         validate_manifest(broken)
 
 

@@ -43,6 +43,9 @@ WORKER_CONTAINER = "ray-worker"
 # Ports the head exposes: GCS (cluster membership), dashboard (job API, metrics), Ray Client (dagster-ray connects
 # with ray.init("ray://<head-svc>:10001")).
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+# Every Ray node exports its metrics (Ray's and videolake's, platform/telemetry.py) for Prometheus on this port,
+# named so k8s/prometheus-podmonitor.yaml can select it.
+METRICS_PORT = ("metrics", 8080)
 
 DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
     # GPU node pools are usually tainted so only GPU workloads land there.
@@ -324,7 +327,7 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         "name": HEAD_CONTAINER,
         "image": cfg.image,
         "imagePullPolicy": cfg.image_pull_policy,
-        "ports": [{"name": name, "containerPort": port} for name, port in HEAD_PORTS],
+        "ports": [{"name": name, "containerPort": port} for name, port in (*HEAD_PORTS, METRICS_PORT)],
         "resources": _resources(cfg.head_cpu, cfg.head_memory),
         "env": _env(cfg, worker=False),
         "envFrom": _env_from(cfg),
@@ -335,7 +338,11 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         volumes.append(_autoscaler_token_volume(cfg))
     return {
         "serviceType": "ClusterIP",
-        "rayStartParams": {"num-cpus": cfg.head_num_cpus, "dashboard-host": "0.0.0.0"},
+        "rayStartParams": {
+            "num-cpus": cfg.head_num_cpus,
+            "dashboard-host": "0.0.0.0",
+            "metrics-export-port": str(METRICS_PORT[1]),
+        },
         "template": {
             "metadata": {"labels": {**cfg.labels, "videolake/ray-node": "head"}},
             "spec": _pod_spec(cfg, container, volumes, group=None),
@@ -351,6 +358,7 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig 
         "name": WORKER_CONTAINER,
         "image": cfg.image,
         "imagePullPolicy": cfg.image_pull_policy,
+        "ports": [{"name": METRICS_PORT[0], "containerPort": METRICS_PORT[1]}],
         "resources": _resources(group.cpu, group.memory, gpu_limits),
         "env": _env(cfg, worker=True),
         "envFrom": _env_from(cfg),
@@ -367,7 +375,7 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig 
         "maxReplicas": group.max_replicas,
         # rayStartParams values are strings in the CRD. num-gpus tells Ray what the pod was given (0 on a CPU
         # group, so no GPU task lands there); KubeRay derives num-cpus and memory from the container limits.
-        "rayStartParams": {"num-gpus": str(group.gpus_per_worker)},
+        "rayStartParams": {"num-gpus": str(group.gpus_per_worker), "metrics-export-port": str(METRICS_PORT[1])},
         "template": {
             "metadata": {"labels": {**cfg.labels, "videolake/ray-node": f"{group.name}-worker"}},
             "spec": _pod_spec(cfg, container, volumes, group=group),

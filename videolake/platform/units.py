@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from videolake.platform import telemetry
 from videolake.platform.failures import TRANSIENT, failure_class
 from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
@@ -80,7 +81,13 @@ def ensure_ray(num_cpus: int | None = None) -> None:
         _connector()
         return
     log.info("no Ray cluster connected: starting a local one")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
+        **telemetry.local_ray_options(),
+    )
 
 
 def stage_version(*parts: Any) -> str:
@@ -200,11 +207,12 @@ class UnitTask:
         for r in out:
             r[PARTITION_COLUMN] = _date(day)
         table = rows_to_table(out, self.schema)
-        transient = sum(1 for r in out if r.get(FAILURE_CLASS) == TRANSIENT)
+        failures = telemetry.failure_counts([r.get(FAILURE_CLASS) for r in out])
+        transient = failures.get(TRANSIENT, 0)
         self.checkpoints.files.write_parquet(
             self.checkpoints.unit_path(day, key), table, {ROWS_KEY: str(table.num_rows), TRANSIENT_KEY: str(transient)}
         )
-        return {
+        summary = {
             "key": key,
             "partition_date": day,
             "reused": False,
@@ -213,6 +221,8 @@ class UnitTask:
             "error": error,
             "retried": retried,
         }
+        telemetry.record_unit(self.checkpoints.table, summary, failures)
+        return summary
 
     def __call__(self, row: dict) -> dict:
 
@@ -224,7 +234,7 @@ class UnitTask:
             meta = files.read_metadata(path)
             if int(meta.get(TRANSIENT_KEY, "0")) == 0:
                 rows = int(meta.get(ROWS_KEY, "0"))
-                return {
+                summary = {
                     "key": key,
                     "partition_date": day,
                     "reused": True,
@@ -233,6 +243,8 @@ class UnitTask:
                     "error": None,
                     "retried": False,
                 }
+                telemetry.record_unit(self.checkpoints.table, summary)
+                return summary
             retried = True  # the last attempt failed in a way that can heal: compute it again
         payload = json.loads(row["payload"])
         t0 = time.perf_counter()
@@ -283,6 +295,15 @@ def _unit_context() -> Iterator[None]:
         ctx.max_errored_blocks, ctx.enable_progress_bars, ctx.op_resource_reservation_enabled = saved
 
 
+@contextmanager
+def _queue_drained(stage: str) -> Iterator[None]:
+    """The stage's queue-depth gauge reads 0 once its unit loop ends, however it ends."""
+    try:
+        yield
+    finally:
+        telemetry.record(telemetry.QUEUE_DEPTH, 0, stage=stage)
+
+
 def max_lost_units(n_units: int) -> int:
     """How many units may die in their workers before the stage counts as broken: 2, or 1 % of a large run."""
     return max(2, n_units // 100)
@@ -312,7 +333,9 @@ def run_units(
     seen: set[str] = set()
     report = progress or StageReporter("units", None)
     report.plan(len(units))
-    with _unit_context(), report:
+    stage = task.checkpoints.table
+    telemetry.record(telemetry.QUEUE_DEPTH, len(units), stage=stage)
+    with _unit_context(), report, _queue_drained(stage):
         ds = ray.data.from_items(units, override_num_blocks=len(units))
         # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
         # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
@@ -323,6 +346,7 @@ def run_units(
                 prog.add(s)
                 seen.add(s["key"])
             report.update(prog.units_total, reused=prog.units_reused, computed=prog.units_computed)
+            telemetry.record(telemetry.QUEUE_DEPTH, len(units) - prog.units_total, stage=stage)
     lost = [u for u in units if u["unit_key"] not in seen]
     if len(lost) > max_lost_units(len(units)):
         # Not one odd file: the stage itself is broken (bad code in the workers, a lost cluster). Fail the step

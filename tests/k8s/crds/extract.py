@@ -1,8 +1,9 @@
-"""Extract the v1 openAPIV3Schema of KubeRay CRDs, without descriptions, into <plural>.v1.schema.json.gz here.
+"""Extract the v1 openAPIV3Schema of CRDs (KubeRay's, the Prometheus Operator's PodMonitor), without descriptions,
+into <plural>.v1.schema.json.gz here.
 
-    python tests/k8s/crds/extract.py path/to/ray.io_rayclusters.yaml path/to/ray.io_rayjobs.yaml
+    python tests/k8s/crds/extract.py path/to/ray.io_rayclusters.yaml path/to/ray.io_rayjobs.yaml ...
 
-The tests validate RayCluster / RayJob manifests offline against these schemas (tests/k8s/test_manifests.py).
+The tests validate RayCluster / RayJob / PodMonitor manifests offline against these schemas (tests/k8s/test_manifests.py).
 Descriptions are dropped (they are 60 % of the CRD text and validate nothing); everything else is kept as is.
 """
 

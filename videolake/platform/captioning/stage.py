@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from videolake.platform import telemetry
 from videolake.platform.captioning.base import (
     METRIC_COLUMNS,
     STATUS_FAILED,
@@ -127,6 +128,8 @@ def plan_day(
             done |= kept
         transient |= wanted_set.intersection(c for c, k in zip(ids, classes) if k == TRANSIENT)
     retried = transient - done
+    if pieces_reused:
+        telemetry.record(telemetry.UNITS, pieces_reused, stage=TABLE, outcome="reused", partition_date=day)
     todo_mask = pa.array([c not in done for c in wanted], pa.bool_())
     todo = inputs.filter(todo_mask)
     day_dir = checkpoints.day_dir(day)
@@ -223,6 +226,8 @@ class CaptionWriterActor:
         self.checkpoints = checkpoints
         self.ledger_path = f"{ledger_dir}/{uuid.uuid4().hex}.json"
         self.started_at = time.time()
+        self._accelerators = self.config.num_gpus_per_actor or 1.0
+        self._held_until = self.started_at  # accelerator time up to here is in the held-seconds counter
         self._ledger()
         self.backend = get_captioner(config, store=store)
         self.backend.setup()
@@ -232,25 +237,38 @@ class CaptionWriterActor:
         doc = {
             "started_at": self.started_at,
             "last_at": time.time(),
-            "accelerators": self.config.num_gpus_per_actor or 1.0,
+            "accelerators": self._accelerators,
         }
         tbl = pa.table({k: [v] for k, v in doc.items()})
         self.checkpoints.files.write_parquet(self.ledger_path, tbl)
+        # the same held time, live: what the ledger gained since its last write
+        telemetry.record(telemetry.HELD_SECONDS, (doc["last_at"] - self._held_until) * doc["accelerators"])
+        self._held_until = doc["last_at"]
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._ledger()
+        t0 = time.perf_counter()
         days = np.asarray(batch["day"], dtype=object)
         rows = self.backend(batch)
         # failure_class is all None in a batch without failures: typed, so pieces always concatenate and compare
         out = pa.table({k: pa.array(v, pa.string() if k == "failure_class" else None) for k, v in rows.items()})
-        summaries = []
+        summaries, pieces = [], []
         for day in sorted(set(days.tolist())):
             mask = pa.array(days == day)
             piece = out.filter(mask)
+            pieces.append(piece)
             name = hashlib.sha256("|".join(sorted(piece.column("clip_id").to_pylist())).encode()).hexdigest()[:32]
             path = f"{self.checkpoints.day_dir(day)}/{PIECE_PREFIX}{name}.parquet"
             self.checkpoints.files.write_parquet(path, piece)
             summaries.append(_summary(piece, day))
+        seconds = time.perf_counter() - t0
+        for s, piece in zip(summaries, pieces):
+            telemetry.record_caption_batch(
+                s,
+                seconds * s["rows"] / max(out.num_rows, 1),
+                telemetry.failure_counts(piece.column("failure_class").to_pylist()),
+            )
+        telemetry.record(telemetry.GENERATE_SECONDS, sum(s["generate_s"] for s in summaries) * self._accelerators)
         self._ledger()
         return {k: np.array([s[k] for s in summaries]) for k in summaries[0]}
 
@@ -485,6 +503,7 @@ def caption_partitions(
     # at least every 30 s while the model loads or a batch takes long
     report = StageReporter("captioned", progress, unit="clips")
     report.plan(wanted, reused=clips_reused)
+    telemetry.record(telemetry.QUEUE_DEPTH, wanted - clips_reused, stage=TABLE)
     with report:
         if todo and prepare is not None:
             prepare()
@@ -517,6 +536,8 @@ def caption_partitions(
                     batches.append(s)
                     done += s["rows"]
                 report.update(done, reused=clips_reused)
+                telemetry.record(telemetry.QUEUE_DEPTH, max(wanted - done, 0), stage=TABLE)
+    telemetry.record(telemetry.QUEUE_DEPTH, 0, stage=TABLE)
     report.finish(clips_reused + sum(b["rows"] for b in batches), reused=clips_reused)
     wall = time.perf_counter() - t_pipe
     phase["pipeline_s"] = wall
@@ -561,6 +582,9 @@ def caption_partitions(
         num_actors=config.num_actors if todo else 0,
         ended_at=ended_at,
     )
+    if todo:  # a run that captioned nothing has no goodput of its own to show
+        telemetry.record(telemetry.GOODPUT, goodput)
+        telemetry.record(telemetry.STRAGGLERS, metrics.stragglers)
     log.info(
         "captioned %d clips (%d reused, %d retried after a transient failure) into %d rows in %.1fs; goodput %.3f",
         wanted - clips_reused,
