@@ -120,12 +120,19 @@ def index_day(lake: Any, day: str, config: Any) -> int:
     return len(ids)
 
 
-def _within_bound(x: np.ndarray, centroids: np.ndarray, radius: np.ndarray, eps: float) -> np.ndarray:
-    """(clusters,) bool: can the cluster hold a vector within eps of a row of ``x``? ``|a - c| <= r + sqrt(2 eps)``."""
+def _within_bound(
+    x: np.ndarray, centroids: np.ndarray, radius: np.ndarray, eps: float, block_rows: int = 1024
+) -> np.ndarray:
+    """(clusters,) bool: can the cluster hold a vector within eps of a row of ``x``? ``|a - c| <= r + sqrt(2 eps)``.
+    Blocks of ``block_rows`` rows: memory is block_rows x clusters."""
+    nearest = np.full(len(centroids), np.inf)
     if len(x) == 0 or len(centroids) == 0:
         return np.zeros(len(centroids), dtype=bool)
-    d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ centroids.T) + (centroids * centroids).sum(1)[None, :]
-    nearest = np.sqrt(np.maximum(d2, 0.0)).min(axis=0)
+    c2 = (centroids * centroids).sum(1)[None, :]
+    for s in range(0, len(x), block_rows):
+        b = x[s : s + block_rows]
+        d2 = (b * b).sum(1)[:, None] - 2.0 * (b @ centroids.T) + c2
+        nearest = np.minimum(nearest, np.sqrt(np.maximum(d2, 0.0)).min(axis=0))
     return nearest <= radius + np.sqrt(2.0 * eps) + _SLACK
 
 
@@ -171,7 +178,9 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
     if clusters.num_rows == 0:
         return out
     flat = pc.list_flatten(clusters.column("centroid").combine_chunks()).to_numpy(zero_copy_only=False)
-    near = _within_bound(x, flat.reshape(-1, dim).astype(np.float64), clusters.column("radius").to_numpy(), config.eps)
+    near = _within_bound(
+        x, flat.reshape(-1, dim).astype(np.float64), clusters.column("radius").to_numpy(), config.eps, config.block_rows
+    )
     days = clusters.column(PARTITION_COLUMN).to_pylist()
     numbers = clusters.column("cluster").to_pylist()
     out.later_days = sorted({d for d, hit in zip(days, near) if hit and d > date})
