@@ -116,6 +116,7 @@ def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repe
         for label, (first, n_days) in (("small", (0, days)), ("grown", (days, days * (growth - 1)))):
             _write_history(lake, first, n_days, clips_per_day, rng, originals)
             index_clips = (first + n_days + judged) * clips_per_day
+            index_rows = lake.row_count(INDEX_TABLE, None)
             runs = []
             for _ in range(repeats):
                 day = START + dt.timedelta(days=10_000 + judged)
@@ -125,7 +126,7 @@ def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repe
             results[label] = {
                 **best,
                 "index_clips": index_clips,
-                "index_rows": lake.row_count(INDEX_TABLE, None),
+                "index_rows": index_rows,
                 "ms_per_clip": 1000 * best["seconds"] / clips_per_day,
                 "cpu_ms_per_clip": 1000 * min(r["cpu_seconds"] for r in runs) / clips_per_day,
             }
