@@ -3,7 +3,8 @@
 One process, one local lake. The earlier days hold ``clips_per_day`` clips each with random 16-frame fingerprints
 (PDQ-sized: 16 frames of 20 view hashes of 256 bits, as
 ``dedup.near`` writes them), written to filtered_clips and to the band-key index as the stage writes them. A new
-day of ``clips_per_day`` clips, a tenth of them near-copies of earlier clips (12 bits of each frame flipped), is then
+day of ``clips_per_day`` clips, a tenth of them near-copies of clips of the first ``days`` days (12 bits of each
+frame flipped; each original copied once), is then
 judged across days (``dedup.cross_day.reconcile``: its index rows written, the index looked up, the candidates
 verified, the day rewritten), first against ``days`` earlier days, then, after the history has grown ``growth``
 times, again with a new day. ratio = cost per clip at the grown index ÷ cost per clip at the small one (1.0 = flat),
@@ -68,7 +69,7 @@ def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np
     for d in range(first, first + days):
         day = START + dt.timedelta(days=d)
         prints = _fingerprints(rng, clips_per_day)
-        keep.extend(prints[: max(1, clips_per_day // 10)])  # originals for the new days. copies
+        keep.extend(prints[: max(1, clips_per_day // 2)])  # originals for the new days' copies
         t = _day_table(day, prints, "e")
         tables.append(t)
         index.append(index_rows(t.select(["clip_id", "near_hashes", "partition_date"])))
@@ -86,9 +87,10 @@ def _judge_new_day(lake: Any, day: dt.date, clips_per_day: int, originals: list,
     from videolake.platform.lake import PartitionRange
 
     copies = max(1, clips_per_day // 10)
-    picks = rng.choice(len(originals), copies, replace=False)
+    picks = sorted(rng.choice(len(originals), copies, replace=False).tolist(), reverse=True)
+    chosen = [originals.pop(i) for i in picks]  # each original is copied once: every copy makes a new kept clip
     prints = np.concatenate(
-        [_fingerprints(rng, clips_per_day - copies), np.stack([_near_copy(originals[i], rng) for i in picks])]
+        [_fingerprints(rng, clips_per_day - copies), np.stack([_near_copy(o, rng) for o in chosen])]
     )
     rng_day = PartitionRange.of([day.isoformat()])
     lake.write_partitions("filtered_clips", _day_table(day, prints, "n"), rng_day)
@@ -114,7 +116,10 @@ def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repe
         results = {}
         judged = 0  # new days judged so far (they lie after every earlier day, and join the index)
         for label, (first, n_days) in (("small", (0, days)), ("grown", (days, days * (growth - 1)))):
-            _write_history(lake, first, n_days, clips_per_day, rng, originals)
+            # Copies are of clips of the first ``days`` days in both measurements: what grows is the index alone,
+            # not the number of earlier days whose kept clips the copies name (each such day is rewritten once to
+            # mark its kept clips, ``cross_day._mark_kept``, a cost per day named, not per index row).
+            _write_history(lake, first, n_days, clips_per_day, rng, originals if first == 0 else [])
             index_clips = (first + n_days + judged) * clips_per_day
             index_rows = lake.row_count(INDEX_TABLE, None)
             runs = []
