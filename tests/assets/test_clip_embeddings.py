@@ -157,3 +157,66 @@ def test_clips_with_equal_embeddings_are_semantic_duplicates(videos, tiny_clip, 
     assert similarity["max_similarity"]["max"] == pytest.approx(1.0)
     (tightest,) = [e for e in similarity["by_eps"] if e["eps"] == 0.001]
     assert tightest["duplicates"] >= 1
+
+
+def test_a_copy_landed_on_a_later_day_is_a_semantic_duplicate_in_any_order(videos, tiny_clip, tmp_path):
+    # The later day is materialized first (nothing earlier to compare with: its clips pass), then the earlier day:
+    # filtered_clips indexes the earlier day's vectors, finds the later day through the cluster index, judges it
+    # again and records a materialization of it. The verdicts are those of the two days materialized in date order.
+    later = "2026-06-12"
+    root = tmp_path / "store"
+    land(root, DAY, {"x.mp4": videos["x"]})
+    land(root, later, {"x_remux.mkv": videos["x_remux"], "y.mp4": videos["y"]})
+    embedder = EmbedderResource(model=tiny_clip, backend="torch_clip", device="cpu")
+    partitions = daily_partitions()
+    raw, scenes, filtered, _shards = build_cpu_assets(partitions, ("clip_embeddings",))
+    embeddings = build_clip_embeddings(embedder, partitions)
+    ray_init = {"num_cpus": 2, "include_dashboard": False, "ignore_reinit_error": True}
+    res = {
+        **local_resources(root, tmp_path / "lake"),
+        "embedder": embedder,
+        "ray_cluster": LocalRay(ray_init_options=dict(ray_init)),
+        "caption_ray": LocalRay(ray_init_options=dict(ray_init)),
+    }
+    instance = dg.DagsterInstance.ephemeral()
+    lake = res["lake"].get_lake()
+
+    def verdicts() -> dict[str, tuple]:
+        both = PartitionRange.of([DAY, later])
+        names = {
+            r["video_id"]: Path(r["source_uri"]).name for r in lake.read_partitions("raw_videos", both).to_pylist()
+        }
+        clips = {r["clip_id"]: names[r["video_id"]] for r in lake.read_partitions("scene_clips", both).to_pylist()}
+        return {
+            clips[r["clip_id"]]: (
+                r["partition_date"].isoformat(),
+                r["passed"],
+                clips.get(r["duplicate_group"]),
+                r["duplicate_kept_date"] and r["duplicate_kept_date"].isoformat(),
+                r["duplicate_kind"],
+            )
+            for r in lake.read_partitions("filtered_clips", both).to_pylist()
+        }
+
+    results = {}
+    for key in (later, DAY):
+        results[key] = dg.materialize(
+            [raw, scenes, embeddings, filtered],
+            partition_key=key,
+            resources=res,
+            instance=instance,
+            run_config=RUN_CONFIG,
+        )
+        assert results[key].success
+        if key == later:
+            assert verdicts()["x_remux.mkv"] == (later, True, None, None, None)
+    assert verdicts() == {
+        "x.mp4": (DAY, True, "x.mp4", DAY, None),
+        "x_remux.mkv": (later, False, "x.mp4", DAY, "semantic"),
+        "y.mp4": (later, True, None, None, None),
+    }
+    # the earlier day's run re-judged the later day and recorded it (its downstream shows stale)
+    mats = results[DAY].asset_materializations_for_node("filtered_clips")
+    assert sorted(m.partition for m in mats) == [DAY, later]
+    step = table_figures(next(m for m in mats if m.partition == DAY).metadata["step"])
+    assert step["days_reevaluated"] == [later] and step["semantic_pairs"] >= 1

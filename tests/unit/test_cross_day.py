@@ -10,7 +10,13 @@ import numpy as np
 import pyarrow as pa
 
 from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS, _candidate_pairs, assign_day, index_rows
-from videolake.platform.dedup.near import NearDupConfig, hashes_per_frame, index_keys
+from videolake.platform.dedup.near import (
+    NearDupConfig,
+    hashes_per_frame,
+    history_keys,
+    history_probe_keys,
+    index_keys,
+)
 
 CONFIG = NearDupConfig()
 D0, D1, D2 = dt.date(2026, 3, 1), dt.date(2026, 3, 2), dt.date(2026, 3, 3)
@@ -101,12 +107,25 @@ def test_one_shared_key_is_not_a_candidate():
     assert _candidate_pairs([a, b], 2, CONFIG) == [(0, 1)]  # both in the day: each pair once, smaller index first
 
 
-def test_index_rows_hold_every_key_once_per_clip_sorted():
-    fp = fingerprint(11)
+def test_index_rows_hold_every_filed_key_once_per_clip_sorted():
+    fp = fingerprint(11, frames=16)
     rows = pa.table(
         {"clip_id": ["x", "y"], "near_hashes": [fp, b""], "partition_date": pa.array([D0, D0], pa.date32())}
     )
     idx = index_rows(rows, CONFIG)
-    keys = index_keys(np.frombuffer(fp, np.uint8).reshape(-1, 32), CONFIG)
+    hashes = np.frombuffer(fp, np.uint8).reshape(-1, 32)
+    keys = history_keys(hashes, CONFIG)
     assert idx.column("band_key").to_pylist() == sorted(keys.tolist())
     assert set(idx.column("clip_id").to_pylist()) == {"x"} and idx.num_rows == len(keys)
+    # Filed: the views of 4 of the 16 frames (the first, the last and two between), 8 bands each; looked up with
+    # the keys of every frame, which include them.
+    v = hashes_per_frame(CONFIG)
+    assert CONFIG.history_frames == 4 and CONFIG.history_bands == 8
+    frames = hashes.reshape(16, v, 32)
+    expected = np.unique(np.concatenate([history_probe_keys(frames[i], CONFIG) for i in (0, 5, 10, 15)]))
+    assert keys.tolist() == expected.tolist() and len(keys) <= 4 * v * 8
+    probe = history_probe_keys(hashes, CONFIG)
+    assert set(keys.tolist()) < set(probe.tolist())
+    # A clip with fewer informative frames than history_frames files them all.
+    short = hashes[: 2 * v]
+    assert history_keys(short, CONFIG).tolist() == history_probe_keys(short, CONFIG).tolist()

@@ -15,6 +15,7 @@ import pytest
 
 from videolake.evaluation import near_copies
 from videolake.platform.dedup import near
+from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS
 
 CONFIG = near.NearDupConfig()
 ORIGINALS = tuple(
@@ -202,7 +203,14 @@ def test_matching_clips_share_a_band_key(footage, scores):
     for name in (o.name for o in ORIGINALS):
         for kind in near_copies.COPY_KINDS:
             a, b = f"{name}__original", f"{name}__{kind}"
-            assert keys[a] & keys[b], (a, b)  # every copy is found from its original through the index
+            assert keys[a] & keys[b], (a, b)  # every copy is found from its original through a day's keys
+            # ... and through the index of earlier days, whichever of the two landed first: the later clip's probe
+            # keys share at least MIN_SHARED_KEYS with the keys the index files the earlier one under.
+            for later, first in ((a, b), (b, a)):
+                shared = set(near.history_probe_keys(_fingerprint(footage, later), CONFIG).tolist()) & set(
+                    near.history_keys(_fingerprint(footage, first), CONFIG).tolist()
+                )
+                assert len(shared) >= MIN_SHARED_KEYS, (later, first, len(shared))
     candidates = set(near.candidate_pairs(footage.fingerprints, CONFIG))
     verified = [
         (i, j)
@@ -214,6 +222,9 @@ def test_matching_clips_share_a_band_key(footage, scores):
     assert found == scores["candidate_recall"] >= 0.99  # two copies of one original: found too, nearly always
     # The keys are selective: pairs of different footage rarely share one (a constant key would make this 1).
     assert scores["candidate_rate_different_footage"] < 0.05
+    assert scores["history_candidate_recall_original_copy"] == 1.0
+    assert scores["history_candidate_rate_different_footage"] < 0.001
+    assert scores["history_keys_per_clip"] < 0.2 * np.mean([len(k) for k in keys.values()])  # the index stays small
 
 
 def test_band_keys_encode_band_and_bits():

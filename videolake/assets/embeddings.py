@@ -53,7 +53,7 @@ def build_clip_embeddings(
         caption_ray: RayResource,
     ) -> dg.MaterializeResult:
         from videolake.platform.embedding.semantic import SemanticDedupConfig
-        from videolake.platform.stages.embed import embed_partitions, similarity_of_day
+        from videolake.platform.stages.embed import embed_partitions, similarity_of_days
 
         keys = partition_keys(context)
         lk = lake.get_lake()
@@ -66,7 +66,7 @@ def build_clip_embeddings(
                 embedder.to_config(),
                 progress=stage_progress(context, "embedded"),
             )
-        similarity = {day: similarity_of_day(lk, day, SemanticDedupConfig()) for day in keys}
+            similarity = similarity_of_days(lk, keys, SemanticDedupConfig())  # Ray tasks: no vectors in the step
         return stage_result(
             context,
             "clip_embeddings",

@@ -46,7 +46,11 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     "duplicate_group_sizes": ("groups per size", "groups counted by their members in this day"),
     "clips_per_s": ("clips/s", "rows written per wall second of the step"),
     "near_dup_candidates": ("clips", "clips of other days found through the index and verified"),
-    "semantic_pairs": ("pairs", "clip pairs within a day the semantic rule called duplicates"),
+    "semantic_pairs": (
+        "pairs",
+        "clip pairs the semantic rule called duplicates, within each judged day and with earlier days",
+    ),
+    "semantic_indexed": ("clips", "embeddings of the run's days clustered into the semantic index"),
     "days_reevaluated": ("days", "days outside the run whose verdicts changed and were rewritten"),
     # clip_captions
     "captions": ("clips", "clips captioned (status ok)"),

@@ -328,6 +328,9 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
                 dist_same[kind][rule] += d
 
     keys = [set(near.index_keys(f, config).tolist()) for f in fps]
+    filed = [set(near.history_keys(f, config).tolist()) for f in fps]
+    probe = [set(near.history_probe_keys(f, config).tolist()) for f in fps]
+    history_found = history_other = 0
     verified = found = with_original = found_original = other_pairs = other_candidates = predicted = correct = 0
     false_pairs: list[tuple[str, str]] = []
     dist_other: dict[str, list[int]] = {"whole": [], "crop": [], "half": []}
@@ -337,7 +340,10 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
         shared_key = bool(keys[i] & keys[j])
         dup = near.is_near_duplicate(fps[i], fps[j], config)
         has_original = "original" in (kind_of[ids[i]], kind_of[ids[j]])
+        # Through the index of earlier days, whichever clip landed first (``dedup.cross_day.MIN_SHARED_KEYS``).
+        across = min(len(probe[i] & filed[j]), len(probe[j] & filed[i])) >= 2
         if same:
+            history_found += has_original and across
             verified += dup
             found += dup and shared_key
             with_original += has_original
@@ -345,6 +351,7 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
         else:
             other_pairs += 1
             other_candidates += shared_key
+            history_other += (len(probe[i] & filed[j]) >= 2) + (len(probe[j] & filed[i]) >= 2)
             share_other = max(share_other, near.match_share(fps[i], fps[j], config))
             if has_original:
                 for rule, d in _nearest(fps[i], fps[j], config).items():
@@ -377,6 +384,9 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
         "candidate_recall": found / verified if verified else 1.0,
         "candidate_recall_original_copy": found_original / with_original if with_original else 1.0,
         "candidate_rate_different_footage": other_candidates / other_pairs if other_pairs else 0.0,
+        "history_candidate_recall_original_copy": history_found / with_original if with_original else 1.0,
+        "history_candidate_rate_different_footage": history_other / (2 * other_pairs) if other_pairs else 0.0,
+        "history_keys_per_clip": float(np.mean([len(k) for k in filed])) if filed else 0.0,
         "verified_same_footage_pairs": verified,
         "grouping_ok": group_ok,
         "distance_same_footage": {k: {r: _summary(d) for r, d in x.items()} for k, x in dist_same.items()},
@@ -402,6 +412,8 @@ def evaluate(
       ``is_near_duplicate`` accepts) that share a band key, i.e. that the index does not lose;
       candidate_recall_original_copy: the same over every (original, copy) pair, verified or not;
       candidate_rate_different_footage: share of the other pairs that share a key (work left to verification);
+      history_*: the same through the index of earlier days (a clip's probe keys against the keys the index files
+      the other under, at least 2 shared, either clip landed first), and the keys it files per clip;
     * distances: per frame, the distance to the nearest frame of the other clip, for (copy, original) by kind and
       for pairs of different footage with an original in them: ``whole`` is PDQ of the whole frames alone,
       ``crop`` and ``half`` the two rules ``near`` matches frames with;

@@ -691,7 +691,8 @@ NEAR_DUP_INDEX = pa.schema(
             pa.int64(),
             nullable=False,
             metadata={
-                "description": "band number << 16 | that band's 16 bits of a PDQ frame hash (dedup.near.band_keys)"
+                "description": "band number << bits | that band's bits of a PDQ view hash of one of the clip's filed "
+                "frames (dedup.near.history_keys: 8 bands of 28 bits of 4 frames)"
             },
         ),
         pa.field(
@@ -703,7 +704,49 @@ NEAR_DUP_INDEX = pa.schema(
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
     ]
 )
-INDEX_TABLES: dict[str, pa.Schema] = {"near_dup_index": NEAR_DUP_INDEX}  # written by filtered_clips (dedup.cross_day)
+SEMANTIC_INDEX = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "clip_embeddings.clip_id"}),
+        pa.field(
+            "cluster",
+            pa.int32(),
+            nullable=False,
+            metadata={"description": "the vector's k-means cluster among its day's (semantic_clusters.cluster)"},
+        ),
+        pa.field(
+            "embedding",
+            pa.list_(pa.float32()),
+            nullable=False,
+            metadata={"description": "the clip's L2-normalised embedding (clip_embeddings.embedding)"},
+        ),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
+    ]
+)
+SEMANTIC_CLUSTERS = pa.schema(
+    [
+        pa.field("cluster", pa.int32(), nullable=False, metadata={"description": "the cluster's number in its day"}),
+        pa.field(
+            "centroid",
+            pa.list_(pa.float32()),
+            nullable=False,
+            metadata={"description": "the mean of the cluster's vectors (not normalised)"},
+        ),
+        pa.field(
+            "radius",
+            pa.float64(),
+            nullable=False,
+            metadata={"description": "the largest Euclidean distance of a member vector from the centroid"},
+        ),
+        pa.field("members", pa.int64(), nullable=False, metadata={"description": "vectors in the cluster"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the cluster's partition"}),
+    ]
+)
+# written by filtered_clips (dedup.cross_day, dedup.semantic_index)
+INDEX_TABLES: dict[str, pa.Schema] = {
+    "near_dup_index": NEAR_DUP_INDEX,
+    "semantic_index": SEMANTIC_INDEX,
+    "semantic_clusters": SEMANTIC_CLUSTERS,
+}
 
 TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}
 LAKE_SCHEMAS: dict[str, pa.Schema] = {**TABLES, **INDEX_TABLES}  # every Delta table the lake reads and writes

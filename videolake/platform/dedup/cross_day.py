@@ -7,11 +7,14 @@ day, and every member but the kept one is rejected as ``duplicate`` with ``dupli
 an edge given by the semantic rule). A member of an earlier group carries its kept clip, so a chain of matches across
 days (A ~ B, B ~ C) names A on C without comparing C with A.
 
-The index: table ``near_dup_index``, one row per (clip, band key) of its fingerprint (``near.index_keys``: 16
-overlapping bands of 30 bits of each view hash of each frame), partitioned by day and sorted by key within a day's file. A day's candidates
-from other days are one filtered scan of the index for the day's keys (a join over the key column, with parquet
-min/max statistics to skip row groups), never a comparison with every earlier clip; only candidates are verified
-with the full fingerprints, read by clip id.
+The index: table ``near_dup_index``, one row per (clip, band key) it files the clip under (``near.history_keys``:
+8 bands of 28 bits of each view hash of 4 frames evenly spread over the clip, ~600 keys a clip), partitioned by day
+and sorted by key within a day's file. A day's candidates from other days are one filtered scan of the index for the
+keys of every frame of the day's clips (``near.history_probe_keys``), a join over the key column, never a comparison
+with every earlier clip; only clips sharing at least MIN_SHARED_KEYS keys are verified with the full fingerprints,
+read by clip id. The scan reads the key column of the whole index, so its cost grows with history: filing 4 of the
+16 frames at 8 bands (not 16 frames x 16 bands, ~4,100 keys) keeps it a small part of a day's cost
+(``videolake bench dedup``).
 
 Order of materialization: ``reconcile`` runs after every filtered_clips commit. It writes the index of the run's
 days, then judges the run's days and every later day that shares a band key with a day it re-judged, or whose rows
@@ -42,14 +45,12 @@ TABLE = "filtered_clips"
 INDEX_TABLE = "near_dup_index"
 HASH_BYTES = 32
 NEAR, SEMANTIC = "near", "semantic"
-# Two clips are verified (their fingerprints compared) only when they share at least this many index keys. Copies
-# share dozens (many frames, many views within a few bits); two unrelated clips share a key only by chance, with a
-# probability that grows with the index (each clip has thousands of keys), and two chance keys are that probability
-# squared. On the real-footage set (videolake.evaluation.near_copies: 13 originals x 14 kinds of copy) every
-# (original, copy) pair shares at least 3 keys (5th percentile 24); with 2 required, 0.011 % of the pairs of
-# different footage are candidates (0.35 % with 1), and 98.1 % of all same-footage pairs (copy with copy included,
-# which also group through their original). bench dedup (a day of 200 clips, 20 of them copies, against 4,400
-# clips): 1,191 candidates verified with one shared key, 28 with two.
+# Two clips are verified (their fingerprints compared) only when they share at least this many index keys (the
+# later clip's probe keys against the earlier one's filed keys). Copies share many (several frames, many views
+# within a few bits); two unrelated clips share a key only by chance, with a probability that grows with the index,
+# and two chance keys are that probability squared. On the real-footage set (videolake.evaluation.near_copies: 13
+# originals x 14 kinds of copy) every (original, copy) pair shares at least 3 keys either way round (5th percentile
+# 5); 0.003 % of the pairs of different footage are candidates.
 MIN_SHARED_KEYS = 2
 DUPLICATE = "duplicate"
 VERDICT_COLUMNS = ("duplicate_group", "duplicate_kept_date", "duplicate_kind", "reject_reason", "passed")
@@ -66,7 +67,7 @@ def fingerprint_of(value: bytes | None) -> np.ndarray:
 def index_rows(rows: pa.Table, config: Any = None) -> pa.Table:
     """Index rows (band_key, clip_id, partition_date) of ``rows`` (clip_id, near_hashes, partition_date), sorted by
     key: one row per distinct band key of each clip's fingerprint."""
-    from videolake.platform.dedup.near import NearDupConfig, index_keys
+    from videolake.platform.dedup.near import NearDupConfig, history_keys
 
     config = config or NearDupConfig()
     keys: list[np.ndarray] = []
@@ -77,7 +78,7 @@ def index_rows(rows: pa.Table, config: Any = None) -> pa.Table:
         rows.column("near_hashes").to_pylist(),
         rows.column(PARTITION_COLUMN).to_pylist(),
     ):
-        k = index_keys(fingerprint_of(blob), config)
+        k = history_keys(fingerprint_of(blob), config)
         keys.append(k)
         ids.extend([cid] * len(k))
         days.extend([day] * len(k))
@@ -243,12 +244,13 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
 
 
 def _day_keys(rows: pa.Table, config: Any) -> pa.Table:
-    """(band_key, day_clip) of every index key of the day's clips."""
-    from videolake.platform.dedup.near import index_keys
+    """(band_key, day_clip) of every key the day's clips are looked up with (``near.history_probe_keys``)."""
+    from videolake.platform.dedup.near import NearDupConfig, history_probe_keys
 
+    config = config or NearDupConfig()
     keys, ids = [], []
     for cid, blob in zip(rows.column("clip_id").to_pylist(), rows.column("near_hashes").to_pylist()):
-        k = index_keys(fingerprint_of(blob), config)
+        k = history_probe_keys(fingerprint_of(blob), config)
         keys.append(k)
         ids.extend([cid] * len(k))
     return pa.table(
@@ -260,17 +262,55 @@ def _day_keys(rows: pa.Table, config: Any) -> pa.Table:
 
 
 def _sharing(day_keys: pa.Table, hits: pa.Table) -> pa.Table:
-    """The rows of ``hits`` whose clip shares at least MIN_SHARED_KEYS keys with one clip of the day."""
+    """(day_clip, clip_id, partition_date) of the clips of ``hits`` that share at least MIN_SHARED_KEYS keys with a
+    clip of the day (``day_clip``)."""
     if hits.num_rows == 0:
-        return hits
+        return pa.table(
+            {
+                "day_clip": pa.array([], pa.string()),
+                "clip_id": pa.array([], pa.string()),
+                PARTITION_COLUMN: pa.array([], pa.date32()),
+            }
+        )
     pairs = (
         day_keys.join(hits, "band_key", join_type="inner")
         .group_by(["day_clip", "clip_id", PARTITION_COLUMN])
         .aggregate([("band_key", "count")])
     )
     return pairs.filter(pc.greater_equal(pairs.column("band_key_count"), MIN_SHARED_KEYS)).select(
-        ["clip_id", PARTITION_COLUMN]
+        ["day_clip", "clip_id", PARTITION_COLUMN]
     )
+
+
+def _seen_both_ways(
+    pairs: pa.Table, day_rows: pa.Table, earlier: list[dict[str, Any]], config: Any
+) -> list[dict[str, Any]]:
+    """The earlier candidates that also share a key the other way round with a day clip they share keys with:
+    an earlier clip's probe keys against that day clip's filed keys.
+
+    Why: a day is judged again when an earlier day it may depend on changes, and that earlier day finds it by
+    looking its own clips' probe keys up in the index, which holds the later day's filed keys. Requiring a key
+    that way round too makes every candidate the later day can have one that the earlier day's lookup finds, so
+    the verdicts do not depend on the order days were materialized in. On the evaluation set every (original,
+    copy) pair shares >= 3 keys either way; 5 of 2,510 found same-footage pairs (copies of copies) share none
+    the other way."""
+    from videolake.platform.dedup.near import history_keys, history_probe_keys
+
+    if not earlier:
+        return []
+    filed = {
+        cid: set(history_keys(fingerprint_of(blob), config).tolist())
+        for cid, blob in zip(day_rows.column("clip_id").to_pylist(), day_rows.column("near_hashes").to_pylist())
+    }
+    partners: dict[tuple[str, Any], list[str]] = {}
+    for a, b, d in zip(*(pairs.column(c).to_pylist() for c in ("day_clip", "clip_id", PARTITION_COLUMN))):
+        partners.setdefault((b, d), []).append(a)
+    out = []
+    for e in earlier:
+        probe = set(history_probe_keys(fingerprint_of(e.get("near_hashes")), config).tolist())
+        if any(probe & filed.get(a, set()) for a in partners.get((e["clip_id"], e[PARTITION_COLUMN]), ())):
+            out.append(e)
+    return out
 
 
 def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
@@ -338,12 +378,24 @@ def _pointing(lake: Any, days: list[dt.date]) -> pa.Table:
     return lake.read_where(TABLE, [PARTITION_COLUMN], expr)
 
 
-def reconcile(
-    lake: Any, run: Any, config: Any = None, semantic_pairs: Callable[[str], Iterable[tuple[str, str]]] | None = None
-) -> Reconciled:
+def _semantic_candidates(lake: Any, found: Any, near: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The filtered_clips rows of the earlier clips a semantic pair names that the near lookup did not find."""
+    have = {(e["clip_id"], e[PARTITION_COLUMN]) for e in near}
+    extra = [(c, d) for c, d in found.earlier if (c, d) not in have]
+    if not extra:
+        return []
+    hits = pa.table(
+        {"clip_id": pa.array([c for c, _ in extra], pa.string()), PARTITION_COLUMN: pa.array([d for _, d in extra])}
+    )
+    return _candidates(lake, hits)
+
+
+def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str], Any] | None = None) -> Reconciled:
     """Bring the run's days and every later day they can affect to their verdicts (module docstring).
-    ``semantic_pairs(day)``: the clip-id pairs the semantic rule finds within ``day`` (ISO date), asked of every
-    judged day, so a later day judged again keeps its semantic verdicts."""
+    ``semantic(day)``: what the semantic rule finds for ``day`` (ISO date; a ``dedup.semantic_index
+    .SemanticMatches``: pairs within the day and with earlier days, and the later days that may hold a duplicate of
+    one of its clips), asked of every judged day, so a later day judged again keeps its semantic verdicts and a
+    later day with a semantic duplicate of a changed day is judged again."""
     from videolake.platform.dedup.near import NearDupConfig
     from videolake.platform.lake import PartitionRange
 
@@ -364,11 +416,16 @@ def reconcile(
         rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()]))
         day_keys = _day_keys(rows, config)
         hits = _lookup(lake, day_keys.column("band_key").to_numpy(), day)
-        earlier_hits = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
-        earlier = _candidates(lake, earlier_hits)
+        earlier_pairs = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
+        earlier = _seen_both_ways(
+            earlier_pairs, rows, _candidates(lake, earlier_pairs.select(["clip_id", PARTITION_COLUMN])), config
+        )
+        found = semantic(day.isoformat()) if semantic else None
+        if found is not None:
+            earlier += _semantic_candidates(lake, found, earlier)
         out.candidates += len(earlier)
         old = rows.to_pylist()
-        new = assign_day(old, day, earlier, config, semantic_pairs(day.isoformat()) if semantic_pairs else ())
+        new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())
         kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
         out.judged_days.append(day.isoformat())
         changed = [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
@@ -382,6 +439,7 @@ def reconcile(
         # with it; so may the days whose rows name a changed day as their kept clip's day.
         if changed or day in run_days:
             work |= {d for d in hits.column(PARTITION_COLUMN).to_pylist() if d > day} - done
+            work |= set(found.later_days if found is not None else ()) - done
         if changed and day not in run_days:
             work |= set(_pointing(lake, [day]).column(PARTITION_COLUMN).to_pylist()) - done
     out.changed_days.sort()

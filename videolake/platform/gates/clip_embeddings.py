@@ -21,6 +21,15 @@ from videolake.platform.gates.shared import exactly_once_gate, rate_gate
 NORM_TOLERANCE = 1e-3
 
 
+def _norms(column: pa.ChunkedArray) -> np.ndarray:
+    """The L2 norm of each row's vector (0.0 for a null or empty one), in float64: one pass over the flattened
+    values (Arrow) and a bincount per row, never a Python loop over rows."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float64)
+    rows = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    return np.sqrt(np.bincount(rows, weights=values * values, minlength=len(column)))
+
+
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipEmbeddingsGates) -> tuple[list[Gate], dict[str, Frame]]:
     df = to_pandas(tbl, ["clip_id", "status", "error", "dim"])
     df["is_failed"] = (df["status"] == "failed").astype("float64")
@@ -28,16 +37,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipEmbeddingsGates)
     lengths = (
         pc.list_value_length(tbl.column("embedding")).to_numpy(zero_copy_only=False) if tbl.num_rows else np.zeros(0)
     )
-    norms = (
-        np.array(
-            [
-                float(np.linalg.norm(np.asarray(v, dtype=np.float64))) if v else 0.0
-                for v in tbl.column("embedding").to_pylist()
-            ]
-        )
-        if tbl.num_rows
-        else np.zeros(0)
-    )
+    norms = _norms(tbl.column("embedding")) if tbl.num_rows else np.zeros(0)
     dims = sorted({int(d) for d, g in zip(df["dim"].fillna(0), ok) if g})
     day_dim = dims[0] if dims else 0
     df["bad_vector"] = ok & (

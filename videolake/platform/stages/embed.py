@@ -7,9 +7,9 @@ A unit asks the cluster for the backend's declared resources (``Embedder.replica
 (Ray Data reuses its workers), as an actor would keep it. A clip that cannot be embedded is a ``failed`` row with
 its reason; a video that cannot be opened gives a failed row per clip.
 
-After the commit the step reads back the day's vectors (``similarity_of_day``) to report the similarity
-distribution NeMo Curator advises looking at before choosing eps (``semantic.similarity_summary``).
-"""
+After the commit a Ray task per day reads back the day's vectors (``similarity_of_days``) to report the similarity
+distribution NeMo Curator advises looking at before choosing eps (``semantic.similarity_summary``); the step
+process itself never holds the vectors. filtered_clips turns them into duplicates (``dedup.semantic_index``)."""
 
 from __future__ import annotations
 
@@ -172,19 +172,6 @@ def day_vectors(lake: Any, day: str) -> tuple[list[str], np.ndarray]:
     return ids, flat.reshape(t.num_rows, -1)
 
 
-def semantic_pairs_of_day(lake: Any, day: str, config: Any) -> list[tuple[str, str]]:
-    """Clip-id pairs of ``day`` that the semantic rule (embedding.semantic, ``config``: SemanticDedupConfig) calls
-    duplicates: k-means over the day's vectors, pairs within a cluster with cosine >= 1 - eps."""
-    from videolake.platform.embedding.semantic import cluster_labels, duplicate_pairs
-
-    ids, x = day_vectors(lake, day)
-    if len(ids) < 2:
-        return []
-    labels = cluster_labels(x, config)
-    pairs = duplicate_pairs(x, labels, config.eps, config.block_rows)
-    return [(ids[int(a)], ids[int(b)]) for a, b in pairs]
-
-
 def similarity_of_day(lake: Any, day: str, config: Any) -> dict[str, Any]:
     """The day's similarity distribution (semantic.similarity_summary) for the asset's metadata."""
     from videolake.platform.embedding.semantic import cluster_labels, similarity_summary
@@ -193,3 +180,11 @@ def similarity_of_day(lake: Any, day: str, config: Any) -> dict[str, Any]:
     if len(ids) < 2:
         return {"items": len(ids)}
     return similarity_summary(x, cluster_labels(x, config))
+
+
+def similarity_of_days(lake: Any, days: list[str], config: Any) -> dict[str, dict[str, Any]]:
+    """``similarity_of_day`` of each day, each computed in a Ray task (the step process reads no vectors: its
+    memory stays flat however many clips a day has)."""
+    from videolake.platform.units import call_each
+
+    return dict(zip(days, call_each(similarity_of_day, [(lake, d, config) for d in days], on_ray=True)))

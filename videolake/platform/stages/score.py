@@ -166,31 +166,53 @@ def score_partitions(
         progress,
         resources=scorer_resources(quality_config),
     )
-    if quality_config.dup_max_distance >= 0 or quality_config.semantic_config() is not None:
-        run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run)
+    semantic = semantic_rule(lake, quality_config)
+    if quality_config.dup_max_distance >= 0 or semantic is not None:
+        run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run, semantic)
     return run
 
 
-def judge_across_days(lake: Any, partitions: Any, quality_config: Any, run: StageRun) -> list[str]:
-    """Near-duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
-    earlier ones, and the later days they affect; semantic pairs within each judged day that has embeddings. Recomputes the figures of the run's days whose verdicts changed;
+def semantic_rule(lake: Any, quality_config: Any) -> Any:
+    """The semantic rule's settings (SemanticDedupConfig) when it can run: switched on (``semantic_eps`` >= 0) and
+    the lake has a clip_embeddings table (a code location without an embedding model never writes one); else
+    None, and filtered_clips does no semantic work at all."""
+    semantic = quality_config.semantic_config()
+    if semantic is None or not lake.exists("clip_embeddings"):
+        return None
+    return semantic
+
+
+def judge_across_days(
+    lake: Any, partitions: Any, quality_config: Any, run: StageRun, semantic: Any = None
+) -> list[str]:
+    """Duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
+    earlier ones, and the later days they affect. With ``semantic`` (SemanticDedupConfig, from ``semantic_rule``),
+    the run's days' embeddings are clustered into the semantic index first, and each judged day's semantic pairs,
+    within the day and with earlier days (dedup.semantic_index), join its groups: both are Ray tasks, one per
+    day, so this process holds no vectors. Recomputes the figures of the run's days whose verdicts changed;
     returns the days outside the run whose rows changed (the asset records them)."""
     from videolake.platform.dedup.cross_day import reconcile
     from videolake.platform.lake import PartitionRange
 
     spec = table_spec("filtered_clips")
-    semantic = quality_config.semantic_config()
-    pairs = None
+    found = None
     if semantic is not None:
-        from videolake.platform.stages.embed import semantic_pairs_of_day
+        from videolake.platform.dedup.semantic_index import CLUSTERS_TABLE, INDEX_TABLE, index_day, matches_of_day
+        from videolake.platform.units import call_each
 
-        def pairs(day: str) -> list[tuple[str, str]]:
-            found = semantic_pairs_of_day(lake, day, semantic)
-            run.extra["semantic_pairs"] = run.extra.get("semantic_pairs", 0) + len(found)
-            return found
+        for table in (INDEX_TABLE, CLUSTERS_TABLE):  # created here once: the day tasks then only overwrite their days
+            lake.ensure_table(table)
+        days = [d.isoformat() for d in partitions.days()]
+        run.extra["semantic_indexed"] = sum(call_each(index_day, [(lake, d, semantic) for d in days], on_ray=True))
+        run.extra["semantic_pairs"] = 0
+
+        def found(day: str) -> Any:
+            (matches,) = call_each(matches_of_day, [(lake, day, semantic)], on_ray=True)
+            run.extra["semantic_pairs"] += len(matches.pairs)
+            return matches
 
     near = quality_config.near_dup_config()
-    reconciled = reconcile(lake, partitions, near, semantic_pairs=pairs)
+    reconciled = reconcile(lake, partitions, near, semantic=found)
     for day in reconciled.changed_days:
         if day in run.per_partition:  # its figures were counted before the other days were compared with it
             run.per_partition[day] = spec.figures_of(lake.read_partitions("filtered_clips", PartitionRange.of([day])))
