@@ -44,7 +44,7 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
         except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
     with contextlib.ExitStack() as stack:
-        source = SourcePixels(store, video, stack)
+        source = SourcePixels(store, video, stack, clips)
         if stats is None:
             stats = compute_frame_stats(source.path())
         return score_video_clips(clips, stats, video, quality_config, pixels=source)
@@ -52,11 +52,15 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
 
 class SourcePixels:
     """The pixels of one video's clips, for scorers that look at frames (``ClipView.frames``): the video is opened
-    (downloaded, on S3) on first use only and once for all its clips; ``stack`` closes it after the video."""
+    (downloaded, on S3) on first use only and once for all its clips, and its clips' sampled frames are decoded in
+    one pass (``clip_pixels.VideoPixels``); ``stack`` closes it after the video."""
 
-    def __init__(self, store: ObjectStore, video: dict, stack: Any) -> None:
+    def __init__(self, store: ObjectStore, video: dict, stack: Any, clips: list[dict] = ()) -> None:
+        from videolake.platform.clip_pixels import VideoPixels
+
         self._store, self._video, self._stack = store, video, stack
         self._path: str | None = None
+        self._pixels = VideoPixels(self.path, list(clips))
 
     def path(self) -> str:
         if self._path is None:
@@ -65,9 +69,7 @@ class SourcePixels:
         return self._path
 
     def __call__(self, clip: dict, count: int, max_pixels: int) -> Any:
-        start, end = int(clip["start_frame"]), int(clip["end_frame"])
-        fps = float(self._video.get("fps") or 0.0) or (end - start) / max(float(clip["duration_s"]), 1e-9)
-        return _file_pixels(self.path(), fps)(clip, count, max_pixels)
+        return self._pixels(clip, count, max_pixels)
 
 
 SCORE_CLIP_COLUMNS = [
@@ -223,17 +225,11 @@ def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tupl
         }
         for i, (s, e) in enumerate(ranges)
     ]
-    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, result.fps or 30.0))
+    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, clips))
 
 
-def _file_pixels(path: str, fps: float) -> Any:
+def _file_pixels(path: str, clips: list[dict]) -> Any:
     """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first)."""
-    from videolake.platform.captioning.base import FrameConfig
-    from videolake.platform.captioning.clip_frames import read_frames
+    from videolake.platform.clip_pixels import VideoPixels
 
-    def pixels(clip: dict, count: int, max_pixels: int) -> Any:
-        # sample_fps high enough that max_frames decides: exactly ``count`` frames (fewer for a shorter clip)
-        config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
-        return read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), fps, config).frames
-
-    return pixels
+    return VideoPixels(path, clips)
