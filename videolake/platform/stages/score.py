@@ -87,10 +87,10 @@ SCORE_CLIP_COLUMNS = [
 ]
 
 
-def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) -> list[dict]:
+def _score_payload(payload: dict, *, lake: Any, store: ObjectStore, quality_config: Any) -> list[dict]:
     from videolake.platform.quality import failed_clip_row
 
-    video, clips = payload["video"], payload["clips"]
+    video, clips = payload["video"], video_clips(lake, payload["partition_date"], payload["video_id"])
     # Scoring again cannot mend these: the split's own retry (its rows' failure_class) recomputes a transient
     # detection, and its new rows are a new unit here (the unit key holds their detect_error).
     if video is None:
@@ -100,10 +100,73 @@ def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) ->
     return score_one((video, clips), store=store, quality_config=quality_config)
 
 
-def _score_error(payload: dict, error: str) -> list[dict]:
+def video_clips(lake: Any, day: str, video_id: str) -> list[dict]:
+    """The scene_clips rows of one video of one day, in frame order: the unit's worker reads them itself (a
+    filtered scan of that day's files), so the driver never holds the clip rows of a run."""
+    import pyarrow.compute as pc
+
+    from videolake.platform.lake import PartitionRange
+
+    rows = lake.read_partitions(
+        "scene_clips", PartitionRange.of([day]), columns=SCORE_CLIP_COLUMNS, where=pc.field("video_id") == video_id
+    )
+    return rows.drop_columns(["partition_date"]).sort_by("start_frame").to_pylist()
+
+
+def score_units(lake: Any, partitions: Any) -> list[dict]:
+    """One unit per (day, video) of scene_clips, its key from its clips' ids, detect errors and statistics URIs.
+
+    The driver holds only these per-video descriptors: the clip columns the keys need are read as Arrow, sorted,
+    and walked one video's slice at a time (a video's few strings become Python objects only while its key is
+    hashed); the payload names the video (its raw_videos row, a few columns) and the worker reads its clip rows
+    (``video_clips``)."""
+    import pyarrow.compute as pc
+
+    clips = lake.read_partitions("scene_clips", partitions, columns=_KEY_COLUMNS)
+    videos = lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS)
+    video_row = {vid: i for i, vid in enumerate(videos.column("video_id").to_pylist())}  # per video: a unit's size
+    if clips.num_rows == 0:
+        return []
+    clips = clips.sort_by([("partition_date", "ascending"), ("video_id", "ascending"), ("start_frame", "ascending")])
+    day, vid = clips.column("partition_date"), clips.column("video_id")
+    same = pc.and_(
+        pc.equal(day.slice(1), day.slice(0, len(day) - 1)), pc.equal(vid.slice(1), vid.slice(0, len(vid) - 1))
+    )
+    starts = [0, *(pc.indices_nonzero(pc.invert(same)).to_numpy() + 1).tolist()]
+    units = []
+    for a, b in zip(starts, [*starts[1:], clips.num_rows]):
+        part = clips.slice(a, b - a)
+        video_id = part.column("video_id")[0].as_py()
+        key = unit_key(
+            "score",
+            video_id,
+            part.column("clip_id").to_pylist(),
+            part.column("detect_error").to_pylist(),
+            part.column("frame_stats_uri").to_pylist(),
+        )
+        at = video_row.get(video_id)
+        video = None
+        if at is not None:
+            video = {k: v for k, v in videos.slice(at, 1).to_pylist()[0].items() if k != "partition_date"}
+        date = part.column("partition_date")[0].as_py().isoformat()
+        units.append(
+            {
+                "unit_key": key,
+                "partition_date": date,
+                "payload": json.dumps({"video": video, "video_id": video_id, "partition_date": date}, default=str),
+            }
+        )
+    return units
+
+
+_KEY_COLUMNS = ["partition_date", "video_id", "clip_id", "start_frame", "detect_error", "frame_stats_uri"]
+
+
+def _score_error(payload: dict, error: str, *, lake: Any) -> list[dict]:
     from videolake.platform.quality import failed_clip_row
 
-    return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in payload["clips"]]
+    clips = video_clips(lake, payload["partition_date"], payload["video_id"])
+    return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in clips]
 
 
 def score_partitions(
@@ -125,33 +188,7 @@ def score_partitions(
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
     version = stage_version("filtered_clips-6", {"config": _config_dict(quality_config), "scorer_versions": versions})
-    videos = {
-        v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()
-    }
-    by_video: dict[tuple[str, str], list[dict]] = {}
-    for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
-        day = c.pop("partition_date").isoformat()
-        by_video.setdefault((day, c["video_id"]), []).append(c)
-    units = []
-    for (day, vid), cs in sorted(by_video.items()):
-        cs.sort(key=lambda c: c["start_frame"])
-        video = videos.get(vid)
-        if video is not None:
-            video = {k: v for k, v in video.items() if k != "partition_date"}
-        payload = {"video": video, "clips": cs}
-        units.append(
-            {
-                "unit_key": unit_key(
-                    "score",
-                    vid,
-                    [c["clip_id"] for c in cs],
-                    [c["detect_error"] for c in cs],
-                    [c["frame_stats_uri"] for c in cs],
-                ),
-                "partition_date": day,
-                "payload": json.dumps(payload, default=str),
-            }
-        )
+    units = score_units(lake, partitions)
     spec = table_spec("filtered_clips")
     step = PartitionStep(
         reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates), summarize=spec.figures_of
@@ -162,8 +199,8 @@ def score_partitions(
         version,
         partitions,
         units,
-        partial(_score_payload, store=store, quality_config=quality_config),
-        _score_error,
+        partial(_score_payload, lake=lake, store=store, quality_config=quality_config),
+        partial(_score_error, lake=lake),
         step,
         progress,
         resources=scorer_resources(quality_config),
