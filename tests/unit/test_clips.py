@@ -223,3 +223,34 @@ def test_video_pixels_decode_every_clip_in_one_pass(videos):
     again = pixels(clips[0], 4, 160 * 120)
     assert pixels.passes_started == 2 and np.array_equal(again, got[0])
     assert pixels(clips[1], 2, 80 * 60).shape == (2, 60, 80, 3) and pixels.passes_started == 3
+
+
+def test_the_detection_pass_keeps_the_frames_a_second_pass_would_decode(videos):
+    """The luma detection's pass keeps each clip's sampled frames (FrameKeeper); served from them, no pass decodes
+    the video, and they are the very pixels a decoding pass gives (same decode settings, same scaler)."""
+    from videolake.platform.clip_pixels import FrameKeeper, VideoPixels
+    from videolake.platform.frames import FrameStats
+    from videolake.platform.scenes import get_detector
+
+    path = videos["cfr30"]
+    keeper = FrameKeeper(max_pixels=128 * 72)
+    result = get_detector("luma").detect(path, tap=keeper)
+    assert len(keeper.frames) == result.num_frames == 60
+    ranges = [(0, 13), (13, 40), (40, 60)]
+    kept = keeper.sampled(ranges, count=4)
+    assert kept.index.tolist() == sorted(i for s, e in ranges for i in sample_indices(s, e, 4))
+    stored = FrameStats.from_npz_bytes(FrameStats(**{**vars(result.stats), "thumbnails": kept}).to_npz_bytes())
+    assert np.array_equal(stored.thumbnails.images, kept.images) and stored.thumbnails.max_pixels == 128 * 72
+    clips = [{"start_frame": s, "end_frame": e} for s, e in ranges]
+    served = VideoPixels(path, clips, stored.thumbnails)
+    decoded = VideoPixels(path, clips)
+    for clip in clips:
+        assert np.array_equal(served(clip, 4, 128 * 72), decoded(clip, 4, 128 * 72))
+    assert (served.kept_served, served.passes_started, decoded.passes_started) == (3, 0, 1)
+    # another count or size than kept: decoded, in one pass
+    assert served(clips[1], 8, 128 * 72).shape == (8, 82, 110, 3) and served.passes_started == 1
+    capped = FrameKeeper(max_frames=20)
+    get_detector("luma").detect(path, tap=capped)
+    assert len(capped.frames) == 20 and capped.sampled([(0, 13), (13, 40)], 4).index.tolist() == sample_indices(
+        0, 13, 4
+    )

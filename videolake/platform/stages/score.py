@@ -44,7 +44,7 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
         except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
     with contextlib.ExitStack() as stack:
-        source = SourcePixels(store, video, stack, clips)
+        source = SourcePixels(store, video, stack, clips, kept=stats.thumbnails if stats is not None else None)
         if stats is None:
             stats = compute_frame_stats(source.path())
         return score_video_clips(clips, stats, video, quality_config, pixels=source)
@@ -55,12 +55,12 @@ class SourcePixels:
     (downloaded, on S3) on first use only and once for all its clips, and its clips' sampled frames are decoded in
     one pass (``clip_pixels.VideoPixels``); ``stack`` closes it after the video."""
 
-    def __init__(self, store: ObjectStore, video: dict, stack: Any, clips: list[dict] = ()) -> None:
+    def __init__(self, store: ObjectStore, video: dict, stack: Any, clips: list[dict] = (), kept: Any = None) -> None:
         from videolake.platform.clip_pixels import VideoPixels
 
         self._store, self._video, self._stack = store, video, stack
         self._path: str | None = None
-        self._pixels = VideoPixels(self.path, list(clips))
+        self._pixels = VideoPixels(self.path, list(clips), kept)
 
     def path(self) -> str:
         if self._path is None:
@@ -244,7 +244,9 @@ def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable)
     return rows_to_table(assign(rows, quality_config), FILTERED_CLIPS) if rows else t
 
 
-def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:
+def _score_stats_for_bench(
+    path: str, probe: Any, result: Any, ranges: list[tuple[int, int]], kept: Any = None
+) -> list[dict]:
     """Quality scores of one detected video, as the filtered_clips stage computes them (for bench_cpu)."""
     from videolake.platform.frames import compute_frame_stats
     from videolake.platform.quality import QualityConfig, score_video_clips
@@ -262,11 +264,11 @@ def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tupl
         }
         for i, (s, e) in enumerate(ranges)
     ]
-    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, clips))
+    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, clips, kept))
 
 
-def _file_pixels(path: str, clips: list[dict]) -> Any:
+def _file_pixels(path: str, clips: list[dict], kept: Any = None) -> Any:
     """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first)."""
     from videolake.platform.clip_pixels import VideoPixels
 
-    return VideoPixels(path, clips)
+    return VideoPixels(path, clips, kept)
