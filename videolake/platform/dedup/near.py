@@ -224,8 +224,9 @@ def _pdq_small(luma: np.ndarray, regions: list[tuple[int, int, int, int]]) -> tu
     samples = (np.arange(64, dtype=np.float64) + 0.5) / 64.0
     rows = np.stack([top + (samples * (bottom - top)).astype(np.intp) for top, bottom, _, _ in regions])
     cols = np.stack([left + (samples * (right - left)).astype(np.intp) for _, _, left, right in regions])
-    x = luma[rows[:, :, None], cols[:, None, :]]  # (n, 64, 64) float32: PDQ's decimated buffer
-    # quality: sum of truncated |differences| * 100 / 255 of vertical and horizontal neighbours, / 90, at most 100
+    x = np.take(luma.ravel(), rows[:, :, None] * luma.shape[1] + cols[:, None, :])  # (n, 64, 64): PDQ's 64x64
+    # quality: the sum of |int((u - v) * 100 / 255)| (float32 arithmetic, truncated as C does) over vertical and
+    # horizontal neighbours, / 90, at most 100
     dv = np.trunc((x[:, :-1, :] - x[:, 1:, :]) * np.float32(100) / np.float32(255))
     dh = np.trunc((x[:, :, :-1] - x[:, :, 1:]) * np.float32(100) / np.float32(255))
     gradient = np.abs(dv).reshape(len(x), -1).sum(axis=1) + np.abs(dh).reshape(len(x), -1).sum(axis=1)
