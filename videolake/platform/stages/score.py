@@ -124,7 +124,12 @@ def score_units(lake: Any, partitions: Any) -> list[dict]:
 
     clips = lake.read_partitions("scene_clips", partitions, columns=_KEY_COLUMNS)
     videos = lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS)
-    video_row = {vid: i for i, vid in enumerate(videos.column("video_id").to_pylist())}  # per video: a unit's size
+    # per video (a unit's size): its row of the same day, else of any day of the run
+    video_days = zip(videos.column("video_id").to_pylist(), videos.column("partition_date").to_pylist())
+    video_row: dict[Any, int] = {}
+    for i, (vid, day) in enumerate(video_days):
+        video_row[(day, vid)] = i
+        video_row.setdefault(vid, i)
     if clips.num_rows == 0:
         return []
     clips = clips.sort_by([("partition_date", "ascending"), ("video_id", "ascending"), ("start_frame", "ascending")])
@@ -144,7 +149,7 @@ def score_units(lake: Any, partitions: Any) -> list[dict]:
             part.column("detect_error").to_pylist(),
             part.column("frame_stats_uri").to_pylist(),
         )
-        at = video_row.get(video_id)
+        at = video_row.get((part.column("partition_date")[0].as_py(), video_id), video_row.get(video_id))
         video = None
         if at is not None:
             video = {k: v for k, v in videos.slice(at, 1).to_pylist()[0].items() if k != "partition_date"}
