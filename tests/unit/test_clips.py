@@ -181,3 +181,76 @@ def test_store_clip_is_content_addressed_and_idempotent(videos, tmp_path, monkey
     assert other != uri and len(store.list("clips/")) == 2
     with store.open_local(store.key_from_uri(uri)) as path:
         assert len(_all_frames(path, "gray")) == 30
+
+
+@pytest.mark.parametrize("name, n", [("cfr30", 60), ("ntsc", 60), ("vfr", 45)])
+def test_iter_wanted_frames_equal_the_sources_frames(videos, name, n):
+    """One pass that skips unwanted non-reference frames: each wanted frame is the source's frame of that number,
+    pixel for pixel (fast=False: with the loop filter, as a plain decode)."""
+    ref = _all_frames(videos[name])
+    wanted = [n - 1, 3, 4, 17, 18, 29, 30, 31, 44, 3]
+    got = [(i, f.to_ndarray(format="rgb24")) for i, f in C.iter_wanted_frames(videos[name], wanted, fast=False)]
+    assert [i for i, _ in got] == sorted(set(wanted))
+    for i, frame in got:
+        assert np.array_equal(frame, ref[i]), f"{name}: frame {i}"
+    fast = dict((i, f.to_ndarray(format="gray")) for i, f in C.iter_wanted_frames(videos[name], wanted))
+    assert sorted(fast) == sorted(set(wanted))  # without the loop filter: the same frames, nearly the same pixels
+    gray = _all_frames(videos[name], "gray")
+    assert max(np.abs(fast[i].astype(int) - gray[i]).mean() for i in fast) < 2.0
+
+
+def test_iter_wanted_frames_rejects_frames_beyond_the_video(videos):
+    with pytest.raises(ValueError, match="outside the video's 60 frames"):
+        list(C.iter_wanted_frames(videos["cfr30"], [5, 60]))
+
+
+def test_video_pixels_decode_every_clip_in_one_pass(videos):
+    """The clips' sampled frames come from one pass served in order; a clip asked again, behind the pass, starts a
+    new pass and gets the same frames."""
+    from videolake.platform.clip_pixels import VideoPixels
+
+    path = videos["ntsc"]
+    clips = [{"start_frame": s, "end_frame": e} for s, e in [(0, 13), (13, 40), (40, 60)]]
+    pixels = VideoPixels(path, clips)
+    got = [pixels(c, 4, 160 * 120) for c in clips]
+    assert pixels.passes_started == 1
+    assert [g.shape for g in got] == [(4, 120, 160, 3)] * 3
+    ref = _all_frames(path, "gray")
+    for clip, frames in zip(clips, got):  # the sampled frames, scaled: their mean luma follows the source's
+        for k, i in enumerate(sample_indices(clip["start_frame"], clip["end_frame"], 4)):
+            luma = frames[k].astype(float) @ [0.299, 0.587, 0.114]
+            assert abs(luma.mean() - ref[i].mean()) < 6.0, (clip, i)
+    again = pixels(clips[0], 4, 160 * 120)
+    assert pixels.passes_started == 2 and np.array_equal(again, got[0])
+    assert pixels(clips[1], 2, 80 * 60).shape == (2, 60, 80, 3) and pixels.passes_started == 3
+
+
+def test_the_detection_pass_keeps_the_frames_a_second_pass_would_decode(videos):
+    """The luma detection's pass keeps each clip's sampled frames (FrameKeeper); served from them, no pass decodes
+    the video, and they are the very pixels a decoding pass gives (same decode settings, same scaler)."""
+    from videolake.platform.clip_pixels import FrameKeeper, VideoPixels
+    from videolake.platform.frames import FrameStats
+    from videolake.platform.scenes import get_detector
+
+    path = videos["cfr30"]
+    keeper = FrameKeeper(max_pixels=128 * 72)
+    result = get_detector("luma").detect(path, tap=keeper)
+    assert len(keeper.frames) == result.num_frames == 60
+    ranges = [(0, 13), (13, 40), (40, 60)]
+    kept = keeper.sampled(ranges, count=4)
+    assert kept.index.tolist() == sorted(i for s, e in ranges for i in sample_indices(s, e, 4))
+    stored = FrameStats.from_npz_bytes(FrameStats(**{**vars(result.stats), "thumbnails": kept}).to_npz_bytes())
+    assert np.array_equal(stored.thumbnails.images, kept.images) and stored.thumbnails.max_pixels == 128 * 72
+    clips = [{"start_frame": s, "end_frame": e} for s, e in ranges]
+    served = VideoPixels(path, clips, stored.thumbnails)
+    decoded = VideoPixels(path, clips)
+    for clip in clips:
+        assert np.array_equal(served(clip, 4, 128 * 72), decoded(clip, 4, 128 * 72))
+    assert (served.kept_served, served.passes_started, decoded.passes_started) == (3, 0, 1)
+    # another count or size than kept: decoded, in one pass
+    assert served(clips[1], 8, 128 * 72).shape == (8, 82, 110, 3) and served.passes_started == 1
+    capped = FrameKeeper(max_frames=20)
+    get_detector("luma").detect(path, tap=capped)
+    assert len(capped.frames) == 20 and capped.sampled([(0, 13), (13, 40)], 4).index.tolist() == sample_indices(
+        0, 13, 4
+    )

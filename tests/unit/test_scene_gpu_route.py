@@ -214,16 +214,21 @@ def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp
         )
         assert _CountingStore.opened == 1
         assert [r["clip_id"] for r in again] == [r["clip_id"] for r in rows]
-    # the near-duplicate fingerprint (on by default) looks at pixels: the video is opened once for all its clips,
-    # and opened once too when the statistics must be computed again
-    for stats_uri in (uri, None):
+    # the near-duplicate fingerprint (on by default) looks at pixels: the luma detection kept each clip's sampled
+    # frames with the statistics, so the video is not opened; without them (statistics computed again) it is
+    # opened once for all its clips, and the fingerprints are the same
+    assert stats.thumbnails is not None and stats.thumbnails.max_pixels == 128 * 72
+    hashes = {}
+    for stats_uri, opened in ((uri, 0), (None, 1)):
         _CountingStore.opened = 0
         fingerprinted = score_one(
             (video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store, quality_config=QualityConfig()
         )
-        assert _CountingStore.opened == 1
+        assert _CountingStore.opened == opened
         assert [r["clip_id"] for r in fingerprinted] == [r["clip_id"] for r in rows]
         assert any(r["near_hashes"] for r in fingerprinted)
+        hashes[opened] = [r["near_hashes"] for r in fingerprinted]
+    assert hashes[0] == hashes[1]
 
 
 class _ScriptedAutoscaler:

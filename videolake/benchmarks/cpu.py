@@ -57,17 +57,20 @@ def ffmpeg_decode_cpu(path: str) -> float:
 
 def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     """CPU seconds of probe + scene detection + quality scoring of one file, in this process."""
+    from videolake.platform import clips as _clips
     from videolake.platform.probe import ProbeConfig, probe_video
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.segments import cuts_to_ranges
     from videolake.platform.stages.score import _score_stats_for_bench
+    from videolake.platform.stages.split import _detect
 
     det = get_detector(detector)
+    _clips._INDEX_CACHE.clear()  # the stage builds a video's frame index once per unit: so does each measurement
     before = _self_cpu()
     outcome = probe_video(path, ProbeConfig(full_decode=False))  # as raw_videos runs it (RawVideosConfig)
-    result = det.detect(path)
+    result, keeper = _detect(det, path)  # as the split stage runs it: the luma pass keeps the sampled frames
     ranges = cuts_to_ranges(result.cuts, result.num_frames, result.fps, 20.0)
-    _score_stats_for_bench(path, outcome.probe, result, ranges)
+    _score_stats_for_bench(path, outcome.probe, result, ranges, keeper.sampled(ranges) if keeper else None)
     return _self_cpu() - before, result.num_frames
 
 

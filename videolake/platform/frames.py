@@ -39,6 +39,8 @@ class FrameStats:
     dhash: np.ndarray  # uint64, 64-bit difference hash of the frame
     width: int  # decoded (full) frame size
     height: int
+    # Scaled RGB frames the detection pass kept for the clips' pixel scorers (clip_pixels.Thumbnails), or None.
+    thumbnails: Any = None
 
     @property
     def num_frames(self) -> int:
@@ -70,6 +72,7 @@ class FrameStats:
             edge_density=self.edge_density,
             dhash=self.dhash,
             size=np.array([self.width, self.height], dtype=np.int64),
+            **(self.thumbnails.arrays() if self.thumbnails is not None else {}),
         )
         return buf.getvalue()
 
@@ -88,7 +91,31 @@ class FrameStats:
             dhash=z["dhash"],
             width=w,
             height=h,
+            thumbnails=Thumbnails.from_arrays(z),
         )
+
+
+@dataclass(frozen=True)
+class Thumbnails:
+    """Frames of a video kept, scaled, by the pass that decoded it (clip_pixels.FrameKeeper): the sampled frames of
+    its clips, which the score stage's pixel scorers then read without decoding the video again."""
+
+    index: np.ndarray  # int64 (n,), ascending frame numbers
+    images: np.ndarray  # uint8 (n, H, W, 3), upright RGB, each scaled to at most ``max_pixels``
+    max_pixels: int
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "thumb_index": self.index,
+            "thumb_images": self.images,
+            "thumb_max_pixels": np.array([self.max_pixels], dtype=np.int64),
+        }
+
+    @classmethod
+    def from_arrays(cls, z: Any) -> Thumbnails | None:
+        if "thumb_index" not in z:
+            return None
+        return cls(index=z["thumb_index"], images=z["thumb_images"], max_pixels=int(z["thumb_max_pixels"][0]))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -144,12 +144,16 @@ class Lake:
         log.info("wrote %d rows to %s partitions %s (version %d)", data.num_rows, table, partitions, version)
         return WriteResult(table=table, uri=uri, version=version, rows=data.num_rows)
 
-    def read_partitions(self, table: str, partitions: PartitionRange, columns: list[str] | None = None) -> pa.Table:
-        """Rows of the given partitions only (partition pruning: other partitions' files are never opened)."""
+    def read_partitions(
+        self, table: str, partitions: PartitionRange, columns: list[str] | None = None, where: Any = None
+    ) -> pa.Table:
+        """Rows of the given partitions only (partition pruning: other partitions' files are never opened); with
+        ``where`` (a pyarrow compute expression), only the rows that match it (a filtered scan)."""
         schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
-            return schema.empty_table() if columns is None else schema.empty_table().select(columns)
-        tbl = self._dataset(table, partitions).to_table(columns=columns)
+            empty = schema.empty_table() if columns is None else schema.empty_table().select(columns)
+            return empty
+        tbl = self._dataset(table, partitions).to_table(columns=columns, filter=where)
         return conform(tbl, schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
     def read_where(self, table: str, columns: list[str], where: Any) -> pa.Table:

@@ -50,6 +50,7 @@ Accuracy and speed are measured by ``videolake.evaluation.scenes`` and ``videola
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -412,13 +413,15 @@ class LumaDetector(SceneDetector):
 
     Config = LumaConfig
 
-    def detect(self, path: str) -> SceneResult:
+    def detect(self, path: str, tap: Any = None) -> SceneResult:
+        """``tap``: called with every decoded frame (``SampledDecoder.chunks``), e.g. a ``clip_pixels.FrameKeeper``
+        that keeps the frames the score stage's fingerprint samples, so nothing decodes the video again."""
         cfg: LumaConfig = self.config
         opts = DecodeOptions(sample_width=cfg.sample_width, fast_decode=cfg.fast_decode, threads=cfg.threads)
         stats = FrameStatsAccumulator()
         signals = CutSignalsAccumulator()
         with SampledDecoder(path, opts) as dec:
-            for chunk in dec.chunks():
+            for chunk in dec.chunks(tap=tap):
                 grid = luma_grid(chunk.y)
                 stats.add(chunk, grid)
                 signals.add(chunk, grid)

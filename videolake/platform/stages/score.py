@@ -44,7 +44,7 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
         except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
     with contextlib.ExitStack() as stack:
-        source = SourcePixels(store, video, stack)
+        source = SourcePixels(store, video, stack, clips, kept=stats.thumbnails if stats is not None else None)
         if stats is None:
             stats = compute_frame_stats(source.path())
         return score_video_clips(clips, stats, video, quality_config, pixels=source)
@@ -52,11 +52,15 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
 
 class SourcePixels:
     """The pixels of one video's clips, for scorers that look at frames (``ClipView.frames``): the video is opened
-    (downloaded, on S3) on first use only and once for all its clips; ``stack`` closes it after the video."""
+    (downloaded, on S3) on first use only and once for all its clips, and its clips' sampled frames are decoded in
+    one pass (``clip_pixels.VideoPixels``); ``stack`` closes it after the video."""
 
-    def __init__(self, store: ObjectStore, video: dict, stack: Any) -> None:
+    def __init__(self, store: ObjectStore, video: dict, stack: Any, clips: list[dict] = (), kept: Any = None) -> None:
+        from videolake.platform.clip_pixels import VideoPixels
+
         self._store, self._video, self._stack = store, video, stack
         self._path: str | None = None
+        self._pixels = VideoPixels(self.path, list(clips), kept)
 
     def path(self) -> str:
         if self._path is None:
@@ -65,9 +69,7 @@ class SourcePixels:
         return self._path
 
     def __call__(self, clip: dict, count: int, max_pixels: int) -> Any:
-        start, end = int(clip["start_frame"]), int(clip["end_frame"])
-        fps = float(self._video.get("fps") or 0.0) or (end - start) / max(float(clip["duration_s"]), 1e-9)
-        return _file_pixels(self.path(), fps)(clip, count, max_pixels)
+        return self._pixels(clip, count, max_pixels)
 
 
 SCORE_CLIP_COLUMNS = [
@@ -85,10 +87,10 @@ SCORE_CLIP_COLUMNS = [
 ]
 
 
-def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) -> list[dict]:
+def _score_payload(payload: dict, *, lake: Any, store: ObjectStore, quality_config: Any) -> list[dict]:
     from videolake.platform.quality import failed_clip_row
 
-    video, clips = payload["video"], payload["clips"]
+    video, clips = payload["video"], video_clips(lake, payload["partition_date"], payload["video_id"])
     # Scoring again cannot mend these: the split's own retry (its rows' failure_class) recomputes a transient
     # detection, and its new rows are a new unit here (the unit key holds their detect_error).
     if video is None:
@@ -98,10 +100,78 @@ def _score_payload(payload: dict, *, store: ObjectStore, quality_config: Any) ->
     return score_one((video, clips), store=store, quality_config=quality_config)
 
 
-def _score_error(payload: dict, error: str) -> list[dict]:
+def video_clips(lake: Any, day: str, video_id: str) -> list[dict]:
+    """The scene_clips rows of one video of one day, in frame order: the unit's worker reads them itself (a
+    filtered scan of that day's files), so the driver never holds the clip rows of a run."""
+    import pyarrow.compute as pc
+
+    from videolake.platform.lake import PartitionRange
+
+    rows = lake.read_partitions(
+        "scene_clips", PartitionRange.of([day]), columns=SCORE_CLIP_COLUMNS, where=pc.field("video_id") == video_id
+    )
+    return rows.drop_columns(["partition_date"]).sort_by("start_frame").to_pylist()
+
+
+def score_units(lake: Any, partitions: Any) -> list[dict]:
+    """One unit per (day, video) of scene_clips, its key from its clips' ids, detect errors and statistics URIs.
+
+    The driver holds only these per-video descriptors: the clip columns the keys need are read as Arrow, sorted,
+    and walked one video's slice at a time (a video's few strings become Python objects only while its key is
+    hashed); the payload names the video (its raw_videos row, a few columns) and the worker reads its clip rows
+    (``video_clips``)."""
+    import pyarrow.compute as pc
+
+    clips = lake.read_partitions("scene_clips", partitions, columns=_KEY_COLUMNS)
+    videos = lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS)
+    # per video (a unit's size): its row of the same day, else of any day of the run
+    video_days = zip(videos.column("video_id").to_pylist(), videos.column("partition_date").to_pylist())
+    video_row: dict[Any, int] = {}
+    for i, (vid, day) in enumerate(video_days):
+        video_row[(day, vid)] = i
+        video_row.setdefault(vid, i)
+    if clips.num_rows == 0:
+        return []
+    clips = clips.sort_by([("partition_date", "ascending"), ("video_id", "ascending"), ("start_frame", "ascending")])
+    day, vid = clips.column("partition_date"), clips.column("video_id")
+    same = pc.and_(
+        pc.equal(day.slice(1), day.slice(0, len(day) - 1)), pc.equal(vid.slice(1), vid.slice(0, len(vid) - 1))
+    )
+    starts = [0, *(pc.indices_nonzero(pc.invert(same)).to_numpy() + 1).tolist()]
+    units = []
+    for a, b in zip(starts, [*starts[1:], clips.num_rows]):
+        part = clips.slice(a, b - a)
+        video_id = part.column("video_id")[0].as_py()
+        key = unit_key(
+            "score",
+            video_id,
+            part.column("clip_id").to_pylist(),
+            part.column("detect_error").to_pylist(),
+            part.column("frame_stats_uri").to_pylist(),
+        )
+        at = video_row.get((part.column("partition_date")[0].as_py(), video_id), video_row.get(video_id))
+        video = None
+        if at is not None:
+            video = {k: v for k, v in videos.slice(at, 1).to_pylist()[0].items() if k != "partition_date"}
+        date = part.column("partition_date")[0].as_py().isoformat()
+        units.append(
+            {
+                "unit_key": key,
+                "partition_date": date,
+                "payload": json.dumps({"video": video, "video_id": video_id, "partition_date": date}, default=str),
+            }
+        )
+    return units
+
+
+_KEY_COLUMNS = ["partition_date", "video_id", "clip_id", "start_frame", "detect_error", "frame_stats_uri"]
+
+
+def _score_error(payload: dict, error: str, *, lake: Any) -> list[dict]:
     from videolake.platform.quality import failed_clip_row
 
-    return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in payload["clips"]]
+    clips = video_clips(lake, payload["partition_date"], payload["video_id"])
+    return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in clips]
 
 
 def score_partitions(
@@ -123,33 +193,7 @@ def score_partitions(
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
     version = stage_version("filtered_clips-6", {"config": _config_dict(quality_config), "scorer_versions": versions})
-    videos = {
-        v["video_id"]: v for v in lake.read_partitions("raw_videos", partitions, columns=UNIT_VIDEO_COLUMNS).to_pylist()
-    }
-    by_video: dict[tuple[str, str], list[dict]] = {}
-    for c in lake.read_partitions("scene_clips", partitions, columns=SCORE_CLIP_COLUMNS).to_pylist():
-        day = c.pop("partition_date").isoformat()
-        by_video.setdefault((day, c["video_id"]), []).append(c)
-    units = []
-    for (day, vid), cs in sorted(by_video.items()):
-        cs.sort(key=lambda c: c["start_frame"])
-        video = videos.get(vid)
-        if video is not None:
-            video = {k: v for k, v in video.items() if k != "partition_date"}
-        payload = {"video": video, "clips": cs}
-        units.append(
-            {
-                "unit_key": unit_key(
-                    "score",
-                    vid,
-                    [c["clip_id"] for c in cs],
-                    [c["detect_error"] for c in cs],
-                    [c["frame_stats_uri"] for c in cs],
-                ),
-                "partition_date": day,
-                "payload": json.dumps(payload, default=str),
-            }
-        )
+    units = score_units(lake, partitions)
     spec = table_spec("filtered_clips")
     step = PartitionStep(
         reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates), summarize=spec.figures_of
@@ -160,8 +204,8 @@ def score_partitions(
         version,
         partitions,
         units,
-        partial(_score_payload, store=store, quality_config=quality_config),
-        _score_error,
+        partial(_score_payload, lake=lake, store=store, quality_config=quality_config),
+        partial(_score_error, lake=lake),
         step,
         progress,
         resources=scorer_resources(quality_config),
@@ -227,7 +271,9 @@ def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable)
     return rows_to_table(assign(rows, quality_config), FILTERED_CLIPS) if rows else t
 
 
-def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tuple[int, int]]) -> list[dict]:
+def _score_stats_for_bench(
+    path: str, probe: Any, result: Any, ranges: list[tuple[int, int]], kept: Any = None
+) -> list[dict]:
     """Quality scores of one detected video, as the filtered_clips stage computes them (for videolake.benchmarks.cpu)."""
     from videolake.platform.frames import compute_frame_stats
     from videolake.platform.quality import QualityConfig, score_video_clips
@@ -245,17 +291,11 @@ def _score_stats_for_bench(path: str, probe: Any, result: Any, ranges: list[tupl
         }
         for i, (s, e) in enumerate(ranges)
     ]
-    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, result.fps or 30.0))
+    return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, clips, kept))
 
 
-def _file_pixels(path: str, fps: float) -> Any:
+def _file_pixels(path: str, clips: list[dict], kept: Any = None) -> Any:
     """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first)."""
-    from videolake.platform.captioning.base import FrameConfig
-    from videolake.platform.captioning.clip_frames import read_frames
+    from videolake.platform.clip_pixels import VideoPixels
 
-    def pixels(clip: dict, count: int, max_pixels: int) -> Any:
-        # sample_fps high enough that max_frames decides: exactly ``count`` frames (fewer for a shorter clip)
-        config = FrameConfig(sample_fps=1e6, min_frames=count, max_frames=count, max_pixels=max_pixels)
-        return read_frames(path, int(clip["start_frame"]), int(clip["end_frame"]), fps, config).frames
-
-    return pixels
+    return VideoPixels(path, clips, kept)

@@ -6,6 +6,7 @@ GPUs, detection runs first on the GPUs for all the day's videos (``_detect_on_gp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -66,6 +67,18 @@ def _stored_pts(store: ObjectStore, stats_uri: str | None) -> Any:
         return None
 
 
+def _detect(detector: Any, path: str) -> tuple[Any, Any]:
+    """The detection, and the ``FrameKeeper`` that kept its frames when the detector shares its decode pass (luma)."""
+    from videolake.platform.scenes.luma import LumaDetector
+
+    if not isinstance(detector, LumaDetector):
+        return detector.detect(path), None
+    from videolake.platform.clip_pixels import FrameKeeper
+
+    keeper = FrameKeeper()
+    return detector.detect(path, tap=keeper), keeper
+
+
 def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected: dict | None = None) -> list[dict]:
     """Scene clips of one ok video (SCENE_CLIPS rows without partition_date). Caches the frame stats.
 
@@ -84,8 +97,9 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     # clips as frame ranges, an S3 source is not downloaded again.
     needs_file = detected is None or config.clip_mode == "files"
     with store.open_local(key) if needs_file else contextlib.nullcontext(None) as path:
+        keeper = None
         if detected is None:
-            result = detector.detect(path)
+            result, keeper = _detect(detector, path)
         elif detected["error"]:
             raise ValueError(detected["error"])
         else:
@@ -98,7 +112,10 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
         if result.stats is not None:
-            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], result.stats)
+            stats = result.stats
+            if keeper is not None:  # the clips' sampled frames, for the score stage's fingerprint (no decode there)
+                stats = dataclasses.replace(stats, thumbnails=keeper.sampled(ranges))
+            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], stats)
             pts = result.stats.pts_s
         else:
             stats_uri = (detected or {}).get("stats_uri")
