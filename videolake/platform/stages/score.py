@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
 from videolake.platform.stages.common import (
     DETECT_ERROR,
@@ -110,7 +111,7 @@ def score_partitions(
     partitions: Any,
     quality_config: Any,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
 ) -> StageRun:
     """filtered_clips for the run's partitions: one unit per video (its clips scored together), near-duplicates
     grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``)."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore, content_key
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
 from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version
@@ -85,6 +85,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     needs_file = detected is None or config.clip_mode == "files"
     with store.open_local(key) if needs_file else contextlib.nullcontext(None) as path:
         if detected is None:
+            assert path is not None  # opened above: needs_file
             result = detector.detect(path)
         elif detected["error"]:
             raise ValueError(detected["error"])
@@ -98,7 +99,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
         fps = float(result.fps or video["fps"] or 0.0)
         ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
         if result.stats is not None:
-            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], result.stats)
+            stats_uri: str | None = FrameStatsSink(store, config, params)(video["video_id"], result.stats)
             pts = result.stats.pts_s
         else:
             stats_uri = (detected or {}).get("stats_uri")
@@ -107,6 +108,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
         if config.clip_mode == "files":
             from videolake.platform.clips import store_clip
 
+            assert path is not None  # opened above: needs_file
             for start, end in ranges:
                 clip_uris[(start, end)] = store_clip(
                     store, path, video["video_id"], start, end, fps, prefix=config.clip_prefix
@@ -206,7 +208,7 @@ def split_partitions(
     partitions: Any,
     config: SplitConfig,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
     scalable_gpus: int = 0,
 ) -> StageRun:
     """scene_clips for the run's partitions: one unit per ok video.
