@@ -18,10 +18,12 @@ test: setup
 	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
 
 # The formatter's check, then ruff's rules (pyflakes, pycodestyle, isort, bugbear, pyupgrade) and the layering rules
-# in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy module imported at module level.
+# in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy module imported at module level; then
+# the type checker over videolake/ ([tool.mypy]). .pre-commit-config.yaml runs the same three.
 lint: setup
 	$(VENV)/bin/ruff format --check videolake tests
 	$(VENV)/bin/ruff check videolake tests
+	$(VENV)/bin/mypy
 
 # The documentation site (mkdocs.yml): every warning, a broken link or anchor included, is an error (--strict).
 # The reference pages are generated from the code's own descriptions (docs/hooks/reference.py).

@@ -219,15 +219,17 @@ def decode_frames(data: bytes, num_frames: int, total: int | None = None) -> Any
     from videolake.platform.clips import sample_indices
 
     if not total:
-        with av.open(io.BytesIO(data)) as container:
+        with av.open(io.BytesIO(data), mode="r") as container:
             stream = container.streams.video[0]
-            total = stream.frames or sum(1 for p in container.demux(stream) if p.size)
+            total = stream.frames
+            if not total:
+                total = sum(1 for p in container.demux(stream) if p.size)
     wanted = sample_indices(0, int(total), num_frames)
     if not wanted:
         raise ValueError(f"no frame to sample: clip of {total} frames, num_frames={num_frames}")
     want, last = set(wanted), wanted[-1]
     out, k = None, 0
-    with av.open(io.BytesIO(data)) as container:
+    with av.open(io.BytesIO(data), mode="r") as container:
         for i, frame in enumerate(container.decode(container.streams.video[0])):
             if i in want:
                 rgb = frame.to_ndarray(format="rgb24")
@@ -643,7 +645,8 @@ class ReleaseLoader:
 
         ds = copy.copy(self.dataset)
         ds._epoch, ds._start, ds._live = self._epoch, list(self._taken), None
-        dl = DataLoader(ds, batch_size=None, num_workers=self.num_workers, **self.dataloader_kwargs)
+        # ds is a ReleaseDataset, torch's IterableDataset mixed in at run time (torch stays out of module level)
+        dl: Iterable[dict] = DataLoader(ds, batch_size=None, num_workers=self.num_workers, **self.dataloader_kwargs)  # type: ignore[arg-type]
         for item in dl:
             self._taken[int(item["__worker__"])] += 1
             yield item

@@ -110,7 +110,8 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     overrides = gate_overrides(resources["captioner"])
     checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
     release = build_release_defs(overrides=overrides)
-    jobs, sensors = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs], []
+    jobs = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs]
+    sensors: list[dg.SensorDefinition] = []
     if (profile_name or profile()) == "prod":  # RayClusters on Kubernetes: reap any that outlived its run
         from videolake.assets.ray_reaper import reaper_definitions
 

@@ -88,8 +88,8 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
         return dg.SkipReason("first tick: alerting on gate evaluations from now on")
     posted = 0
     for record in records:
-        evaluation = record.event_log_entry.dagster_event.event_specific_data
-        if not evaluation.passed:
+        evaluation = record.event_log_entry.asset_check_evaluation  # None only for another kind of event
+        if evaluation is not None and not evaluation.passed:
             name = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
             partition = evaluation.partition
             if partition is None:  # a check without partitions of its own, in a run of one partition

@@ -7,6 +7,9 @@ partitions commits them together); how many days a backfill puts in one run is t
 alone). The module-level assets keep a single-run policy for callers that materialize a range in one step.
 """
 
+from functools import partial
+from typing import Any
+
 import dagster as dg
 from dagster_ray import RayResource
 
@@ -34,7 +37,7 @@ OWNERS = ["team:ml-data"]
 BACKFILL = dg.BackfillPolicy.single_run()
 # A lost Ray worker or a storage hiccup is transient; the partition overwrite makes a retried step idempotent.
 RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
-COMMON = dict(
+COMMON: dict[str, Any] = dict(
     partitions_def=DEFAULT_PARTITIONS,  # the loaded partitions replace it: build_cpu_assets
     backfill_policy=BACKFILL,
     retry_policy=RETRY,
@@ -42,6 +45,10 @@ COMMON = dict(
     owners=OWNERS,
     kinds={"deltalake", "ray"},
 )
+
+
+def _with_deps(spec: dg.AssetSpec, deps: Any) -> dg.AssetSpec:
+    return spec.replace_attributes(deps=deps)
 
 
 def stage_progress(context: dg.AssetExecutionContext, what: str) -> StageReporter:
@@ -255,6 +262,6 @@ def build_cpu_assets(
         a = with_partitions(a, partitions_def).with_attributes(backfill_policy=policy)
         deps = upstream_of(a.key.to_user_string(), optional_tables)
         if deps != upstream_of(a.key.to_user_string()):
-            a = a.map_asset_specs(lambda spec, deps=deps: spec.replace_attributes(deps=deps))
+            a = a.map_asset_specs(partial(_with_deps, deps=deps))
         out.append(a)
     return out

@@ -98,13 +98,13 @@ def figure_table(figures: Mapping[str, Any]) -> dg.TableMetadataValue:
 def table_figures(value: Any) -> dict[str, Any]:
     """The figures of a ``figure_table`` (or of the JSON entry earlier materializations have) as a dict."""
     if isinstance(value, dg.TableMetadataValue):
-        out = {}
+        out: dict[str, Any] = {}
         for record in value.records:
-            text = record.data["value"]
+            figure, text = str(record.data["figure"]), record.data["value"]
             try:
-                out[record.data["figure"]] = json.loads(text)
-            except (TypeError, ValueError):
-                out[record.data["figure"]] = text
+                out[figure] = json.loads(text) if isinstance(text, str) else text
+            except ValueError:
+                out[figure] = text
         return out
     data = getattr(value, "value", value)
     return dict(data) if isinstance(data, Mapping) else {}

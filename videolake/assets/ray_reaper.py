@@ -60,6 +60,7 @@ def reaper_definitions() -> tuple[list, list, dict]:
         "(dagster-ray's cleanup_expired_kuberay_clusters).",
     )
     def raycluster_reaper(context: dg.SensorEvaluationContext, raycluster_client: dg.ResourceParam[RayClusterClient]):  # noqa: UP037 (Dagster reads it)
-        yield from cleanup_expired_kuberay_clusters(context, raycluster_client=raycluster_client)
+        # a SensorDefinition's __call__ is typed as any sensor result; this one's function is a generator
+        yield from cleanup_expired_kuberay_clusters(context, raycluster_client=raycluster_client)  # type: ignore[misc]
 
     return [delete_kuberay_clusters], [raycluster_reaper], {"raycluster_client": KubeRayClusterClientResource()}

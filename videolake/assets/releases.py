@@ -35,7 +35,8 @@ from pydantic import Field
 from videolake.platform.releases.manifest import RELEASE_TABLES
 from videolake.resources import LakeResource, ObjectStoreResource
 
-RELEASE_PARTITIONS = dg.DynamicPartitionsDefinition(name="releases")
+RELEASE_PARTITIONS_NAME = "releases"
+RELEASE_PARTITIONS = dg.DynamicPartitionsDefinition(name=RELEASE_PARTITIONS_NAME)
 RELEASE_ASSET = "dataset_release"
 RELEASE_GROUP = "releases"  # not "videolake": the daily job selects that group
 
@@ -258,7 +259,7 @@ def build_release_sync_sensor(job: Any) -> dg.SensorDefinition:
         from videolake.platform.releases import release_names
 
         names = release_names(object_store.get_store())
-        known = set(context.instance.get_dynamic_partitions(RELEASE_PARTITIONS.name))
+        known = set(context.instance.get_dynamic_partitions(RELEASE_PARTITIONS_NAME))
         new = [n for n in names if n not in known]
         if not new:
             return dg.SkipReason(f"{len(names)} release(s), all with a partition")

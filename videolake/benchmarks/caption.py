@@ -210,7 +210,7 @@ def _distinct_clips(extracted: dict) -> int:
 
     return len(
         {
-            hashlib.blake2b(memoryview(np.ascontiguousarray(f)).cast("B")).hexdigest()
+            hashlib.blake2b(np.ascontiguousarray(f).data.cast("B")).hexdigest()
             for f, err in zip(extracted["frames"], extracted["frame_error"])
             if not err
         }

@@ -21,6 +21,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 
 def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, cores: int | None = None) -> dict:
@@ -112,7 +113,7 @@ def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, core
     total = len(clips) * clip_frames
     if rows["every_frame"][3] != total:
         raise RuntimeError(f"the loader gave {rows['every_frame'][3]} frames, expected {total}")
-    result = {
+    result: dict[str, Any] = {
         "bench": "loader",
         "samples": len(clips),
         "frames": total,

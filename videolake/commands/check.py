@@ -23,8 +23,10 @@ def run(args: argparse.Namespace) -> int:
     from videolake.platform.gates import check_partition, load_gate_config
 
     defs = build_definitions()
-    lake = defs.resources["lake"].get_lake()
-    config = load_gate_config(overrides=gate_overrides(defs.resources["captioner"]))
+    resources = defs.resources
+    assert resources is not None  # build_definitions always binds them
+    lake = resources["lake"].get_lake()
+    config = load_gate_config(overrides=gate_overrides(resources["captioner"]))
     blocking = 0
     for table in args.table or TABLE_NAMES:
         if not lake.exists(table) and not args.table and table_spec(table).optional:

@@ -291,7 +291,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"      {n} files landed ({time.monotonic() - t0:.1f}s)", flush=True)
 
     run_id = str(uuid.uuid4())
-    log_path = None if args.verbose else str(home / "logs" / f"demo-{args.date}-{run_id[:8]}.log")
+    log_file = str(home / "logs" / f"demo-{args.date}-{run_id[:8]}.log")
+    log_path = None if args.verbose else log_file
     where = "" if args.verbose else f"; event log: {log_path}"
     print(f"[2/3] materializing partition {args.date} on the Dagster instance at {home}{where}", flush=True)
     from videolake.instance.health import HOST_TAG, this_host
@@ -307,8 +308,8 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose:
         result = execute()
     else:
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        with output_to_file(log_path) as terminal:
+        os.makedirs(os.path.dirname(log_file), exist_ok=True)
+        with output_to_file(log_file) as terminal:
             progress = StepProgress(instance, run_id, step_view(terminal))
             progress.start()
             try:

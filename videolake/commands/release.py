@@ -13,6 +13,12 @@ import contextlib
 import json
 from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from videolake.platform.gates import GateConfig
+    from videolake.platform.lake import Lake
+    from videolake.platform.objectstore import ObjectStore
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +74,7 @@ def _add_vacuum_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def lake_and_store() -> Iterator[tuple[object, object, object]]:
+def lake_and_store() -> Iterator[tuple[Lake, ObjectStore, GateConfig]]:
     """(Lake, ObjectStore, GateConfig) of this environment's profile, dg.EnvVar fields resolved as in a run."""
     from videolake.commands._env import prepare_local_instance
 

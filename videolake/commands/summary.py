@@ -128,8 +128,8 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
             _first_line(user.description),
             hint.value if hint is not None else _generic_todo(log_path),
         )
-    error = _user_error(data.error) if data and data.error else None
-    text = _first_line(error.message) if error else "unknown error"
+    cause = _user_error(data.error) if data and data.error else None
+    text = _first_line(cause.message) if cause else "unknown error"
     attempts = sum(1 for e in result.all_events if e.step_key == event.step_key and e.event_type_value == "STEP_START")
     attempts += sum(
         1 for e in result.all_events if e.step_key == event.step_key and e.event_type_value == "STEP_RESTARTED"

@@ -131,8 +131,10 @@ def _duration(path: Path) -> float:
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        if stream.duration is not None:
+        if stream.duration is not None and stream.time_base is not None:
             return float(stream.duration * stream.time_base)
+        if container.duration is None:
+            raise ValueError(f"{path}: neither the video stream nor the container states a duration")
         return float(container.duration / 1e6)
 
 
@@ -205,7 +207,9 @@ def read_frames(path: str | Path, n: int = 16, max_side: int = 256) -> np.ndarra
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+        start = 0.0
+        if stream.start_time is not None and stream.time_base is not None:
+            start = float(stream.start_time * stream.time_base)
         duration = _duration(Path(path))
         targets = _target_times(start, duration, n)
         chosen: list[np.ndarray | None] = [None] * n

@@ -86,8 +86,11 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] |
         pid_value = event.engine_event_data.metadata.get("pid") if event.engine_event_data else None
         if pid_value is None:
             continue
+        pid = pid_value.value
+        if not isinstance(pid, (int, float, str)):
+            continue
         try:
-            found = (int(pid_value.value), float(record.timestamp))
+            found = (int(pid), float(record.timestamp))
         except (TypeError, ValueError):
             continue
     return found
@@ -146,13 +149,13 @@ def find_stale_runs(instance: dg.DagsterInstance) -> list[StaleRun]:
                 )
             )
     for run_id, held in slots.items():
-        run = instance.get_run_by_id(run_id)
-        if run is None or run.is_finished:
-            status = run.status.value if run else "DELETED"
+        holder = instance.get_run_by_id(run_id)
+        if holder is None or holder.is_finished:
+            status = holder.status.value if holder else "DELETED"
             stale.append(
                 StaleRun(
                     run_id,
-                    run.job_name if run else "?",
+                    holder.job_name if holder else "?",
                     status,
                     None,
                     f"run is {status} but still holds pool slots",

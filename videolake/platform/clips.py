@@ -392,14 +392,16 @@ def cut_clip(
     rate = Fraction(fps).limit_denominator(1001 * 1000)
     written = 0
     with av.open(out_path, mode="w", format="mp4") as out:
-        stream = None
+        stream: av.VideoStream | None = None
         for _, frame in iter_frames(src_path, start_frame, end_frame):
             orientation = Orientation.from_frame(frame)
             if not orientation.is_identity:
                 upright = orientation.apply(frame.to_ndarray(format="rgb24"))
                 frame = av.VideoFrame.from_ndarray(upright, format="rgb24")
             if stream is None:
-                stream = out.add_stream(encoder, rate=rate, options=options(crf, preset))
+                added = out.add_stream(encoder, rate=rate, options=options(crf, preset))
+                assert isinstance(added, av.VideoStream)  # every encoder of _ENCODERS is a video encoder
+                stream = added
                 stream.width = max(2, frame.width - frame.width % 2)
                 stream.height = max(2, frame.height - frame.height % 2)
                 stream.pix_fmt = "yuv420p"

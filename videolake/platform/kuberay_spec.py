@@ -26,6 +26,7 @@ templates, offline schema validation). ``python -m videolake.platform.kuberay_sp
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -323,7 +324,7 @@ def _pod_spec(
 
 
 def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
-    container = {
+    container: dict[str, Any] = {
         "name": HEAD_CONTAINER,
         "image": cfg.image,
         "imagePullPolicy": cfg.image_pull_policy,
@@ -333,7 +334,7 @@ def build_head_group_spec(cfg: RayClusterSpecConfig) -> dict[str, Any]:
         "envFrom": _env_from(cfg),
         "volumeMounts": [{"name": "ray-logs", "mountPath": "/tmp/ray"}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    volumes = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
+    volumes: list[dict[str, Any]] = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
     if cfg.autoscaling:
         volumes.append(_autoscaler_token_volume(cfg))
     return {
@@ -354,7 +355,7 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig 
     """One entry of ``workerGroupSpecs``: ``group`` of ``cfg`` (None: its first)."""
     group = group or cfg.worker_groups[0]
     gpu_limits = {cfg.gpu_resource_name: str(group.gpus_per_worker)} if group.gpus_per_worker else {}
-    container = {
+    container: dict[str, Any] = {
         "name": WORKER_CONTAINER,
         "image": cfg.image,
         "imagePullPolicy": cfg.image_pull_policy,
@@ -364,7 +365,7 @@ def build_worker_group_spec(cfg: RayClusterSpecConfig, group: WorkerGroupConfig 
         "envFrom": _env_from(cfg),
         "volumeMounts": [{"name": "ray-logs", "mountPath": "/tmp/ray"}, {"name": "dshm", "mountPath": "/dev/shm"}],
     }
-    volumes = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
+    volumes: list[dict[str, Any]] = [{"name": "ray-logs", "emptyDir": {}}, _shm_volume(cfg)]
     if cfg.uses_model_cache:
         container["volumeMounts"].append({"name": MODEL_CACHE_VOLUME, "mountPath": cfg.model_cache_path})
         volumes.append(_model_cache_volume(cfg))
@@ -436,7 +437,7 @@ def dagster_ray_spec_kwargs(cfg: RayClusterSpecConfig) -> dict[str, Any]:
     }
 
 
-TEMPLATES = {  # kind -> (config, RayCluster name, k8s/ file)
+TEMPLATES: dict[str, tuple[Callable[[], RayClusterSpecConfig], str, str]] = {  # kind -> (config, name, k8s/ file)
     "gpu": (RayClusterSpecConfig, "videolake-gpu", "raycluster-template.yaml"),
     "cpu": (cpu_stage_cluster_config, "videolake-cpu", "raycluster-template-cpu.yaml"),
 }

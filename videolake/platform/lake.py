@@ -282,7 +282,7 @@ class Lake:
         never committed (invisible to readers: not in the log) from one an older version still references.
         """
         from deltalake import CommitProperties, DeltaTable
-        from deltalake.transaction import AddAction
+        from deltalake.transaction import AddAction, RemoveAction
 
         from videolake.platform.lake_storage import retry_on_commit_conflict
 
@@ -293,7 +293,7 @@ class Lake:
         self.ensure_table(table)
         uri = self.table_uri(table)
         now_ms = int(time.time() * 1000)
-        actions = [
+        actions: list[AddAction | RemoveAction] = [
             AddAction(f.path, f.size, {PARTITION_COLUMN: f.partition_date}, now_ms, True, f.stats) for f in files
         ]
         props = CommitProperties(custom_metadata={COMMIT_TOKEN_KEY: token or ""})

@@ -12,6 +12,7 @@ checkpoint's existence mean "this unit is done".
 
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import os
@@ -133,7 +134,7 @@ class LakeFiles:
                 mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
                 yield FileEntry(path=info.path, size=int(info.size or 0), mtime_s=mtime)
 
-    def list_dirs(self, prefix_path: str) -> list[str]:
+    def list_dirs(self, prefix_path: str) -> builtins.list[str]:  # `list` is a method here
         import pyarrow.fs as pafs
 
         sel = pafs.FileSelector(prefix_path, recursive=False, allow_not_found=True)

@@ -94,7 +94,8 @@ def trace(lake: Any, query: str) -> Lineage:
     for table in SHOWN:
         out.versions[table] = lake.version(table) if lake.exists(table) else None
     if out.kind == "clip":
-        out.video_id = _CLIP_ID.fullmatch(query).group(1)
+        match = _CLIP_ID.fullmatch(query)  # kind_of said it matches
+        out.video_id = match.group(1) if match else None
         out.clip_ids = [query]
     elif out.kind == "video":
         out.video_id = query

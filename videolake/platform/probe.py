@@ -223,7 +223,7 @@ def _probe_av(path: str, size: int, family: str | None, config: ProbeConfig) -> 
         videos = [s for s in container.streams.video if not (int(s.disposition) & attached)]
         has_audio = len(container.streams.audio) > 0
         if not videos:
-            kinds = sorted({s.type for s in container.streams}) or ["none"]
+            kinds = sorted({str(s.type) for s in container.streams}) or ["none"]
             return _reject(NO_VIDEO_STREAM, f"streams: {', '.join(kinds)}")
         stream = videos[0]
         ctx = stream.codec_context

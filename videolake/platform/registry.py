@@ -62,12 +62,13 @@ class Registry(Generic[T]):
     def _load_plugins(self) -> None:
         """Import the installed plugins of ``entry_point_group``. A plugin that fails to import is recorded (and
         named when asked for), never allowed to break the built-ins."""
-        if self._plugins_loaded:
+        group = self.entry_point_group
+        if self._plugins_loaded or group is None:
             return
         self._plugins_loaded = True
         from importlib.metadata import entry_points
 
-        for ep in entry_points(group=self.entry_point_group):
+        for ep in entry_points(group=group):
             try:
                 obj = ep.load()
             except Exception as exc:  # noqa: BLE001 - any import error of a third-party module

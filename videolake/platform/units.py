@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -166,7 +166,7 @@ class StageProgress:
         if s.get("error"):
             self.unit_errors += 1
 
-    def as_metadata(self) -> dict[str, int | float]:
+    def as_metadata(self) -> dict[str, int]:
         return {
             "units_total": self.units_total,
             "units_reused": self.units_reused,
@@ -336,13 +336,13 @@ def run_units(
     stage = task.checkpoints.table
     telemetry.record(telemetry.QUEUE_DEPTH, len(units), stage=stage)
     with _unit_context(), report, _queue_drained(stage):
-        ds = ray.data.from_items(units, override_num_blocks=len(units))
+        ds: ray.data.Dataset = ray.data.from_items(units, override_num_blocks=len(units))
         # Ray Data retries a task whose worker died forever by default: a file that crashes its decoder would then
         # hang the stage. Three attempts, then the unit is recorded as lost (below). max_retries has no named
         # parameter in Ray 2.60, hence the (deprecated) remote-args keyword.
         ds = ds.map(task, max_retries=MAX_UNIT_ATTEMPTS - 1, **resources.ray_args())
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-            for s in batch.to_pylist():
+            for s in cast(pa.Table, batch).to_pylist():  # batch_format="pyarrow" (Ray types any batch format)
                 prog.add(s)
                 seen.add(s["key"])
             report.update(prog.units_total, reused=prog.units_reused, computed=prog.units_computed)
@@ -427,7 +427,8 @@ def finalize(
     a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day.
     """
     token = uuid.uuid4().hex[:16]
-    calls, days_of = [], []
+    calls: list[Any] = []
+    days_of: list[str] = []
     for day, paths in sorted(unit_paths_by_day.items()):
         chunk = len(paths) if step.reduce is not None else FINALIZE_MAX_UNITS
         chunks = [paths[i : i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]

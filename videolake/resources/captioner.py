@@ -7,6 +7,7 @@ prompt or sampling marks existing partitions stale in the UI.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -129,7 +130,7 @@ def captioner_from_env(default_gpus: float = 0.0):
     """The captioner settings. Model and prompt are plain settings (not secrets), read here so that they also
     define the caption asset's code_version."""
     env = os.environ
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "backend": env.get("VIDEOLAKE_CAPTION_BACKEND", "vllm"),
         "model": env.get("VIDEOLAKE_CAPTION_MODEL", ""),
         "model_revision": env.get("VIDEOLAKE_CAPTION_MODEL_REVISION") or None,

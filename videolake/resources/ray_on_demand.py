@@ -54,7 +54,7 @@ def pinned_metrics_port(resource: RayResource, log) -> Iterator[None]:
 
     options = resource.ray_init_options if isinstance(resource, LocalRay) else None
     extra = local_ray_options() if options is not None and "_metrics_export_port" not in options else {}
-    if not extra:
+    if not extra or options is None:
         yield
         return
     log.info(f"local Ray metrics on port {extra['_metrics_export_port']} ({PORT_ENV})")

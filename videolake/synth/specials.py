@@ -19,7 +19,7 @@ from videolake.synth.verdicts import SPECIAL_EXPECT, SPECIAL_KINDS
 
 def _special_truth(name: str, kind: str, container: str, **over: Any) -> dict[str, Any]:
     """Truth of a file without a decodable video stream."""
-    truth = {
+    truth: dict[str, Any] = {
         "file": f"{name}.{container}",
         "fps": None,
         "fps_str": None,

@@ -23,7 +23,8 @@ def spec_truth(spec: VideoSpec) -> dict[str, Any]:
         cuts.append(a + t.frames // 2)
         ranges.append([a, a + t.frames])
         transitions.append({"kind": t.kind, "start": a, "frames": t.frames})
-    flashes, flash_frames = [], []
+    flashes: list[int] = []
+    flash_frames: list[int] = []
     segments = []
     for seg, b in zip(spec.segments, lay.body_start):
         for off, length in _flash_spans(seg):

@@ -44,7 +44,8 @@ def _speed_truth(truth: dict[str, Any], s: Fraction, num_frames: int) -> dict[st
         trans.append({"kind": t["kind"], "start": a2, "frames": d2})
         cuts.append(a2 + d2 // 2)
         ranges.append([a2, a2 + d2])
-    flashes, flash_frames = [], []
+    flashes: list[int] = []
+    flash_frames: list[int] = []
     flash_set = set(truth.get("flash_frames", []))
     for f in truth["flashes"]:
         length = 1

@@ -334,7 +334,7 @@ class CaptionerBackend(ABC):
         n = len(items)
         now = np.datetime64(int(finished * 1e6), "us")
         ok = [r is not None and r.ok and bool(r.caption and r.caption.strip()) for r in results]
-        errors = []
+        errors: list[str | None] = []
         for r, good in zip(results, ok):
             if good:
                 errors.append(None)

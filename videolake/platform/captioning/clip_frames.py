@@ -99,7 +99,7 @@ def _opened(open_source: SourceOpener | None, uri: str) -> Iterator[str]:
         with got as path:  # type: ignore[union-attr]
             yield path
     else:
-        yield got  # type: ignore[misc]
+        yield got
 
 
 def frames_to_sample(num_clip_frames: int, fps: float, config: FrameConfig, even: bool = False) -> int:
@@ -300,7 +300,8 @@ class FrameCache:
             out["frame_error_class"][i] = PERMANENT if col["frame_error"][j] else ""  # a cached decode failure
             out["video_meta"][i] = col["video_meta"][j]
             out["num_frames"][i] = shape[0] if shape else 0
-        for src, i in enumerate(missing):
-            for k in ("frames", "frame_error", "frame_error_class", "video_meta", "num_frames"):
-                out[k][i] = decoded[k][src]
+        if decoded is not None:  # exactly when clips are missing
+            for src, i in enumerate(missing):
+                for k in ("frames", "frame_error", "frame_error_class", "video_meta", "num_frames"):
+                    out[k][i] = decoded[k][src]
         return out

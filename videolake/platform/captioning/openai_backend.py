@@ -59,7 +59,7 @@ def encode_image(frame: np.ndarray, fmt: str = "jpeg", quality: int = 90) -> str
 class OpenAICaptioner(CaptionerBackend):
     def __init__(self, config: CaptionerConfig, store: Any | None = None) -> None:
         super().__init__(config, store=store)
-        self.client = None
+        self.client: Any = None  # an httpx.Client after setup()
         self.pool: ThreadPoolExecutor | None = None
         self.base_url = ""
         self.model = config.endpoint.served_model_name or config.model

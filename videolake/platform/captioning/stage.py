@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -441,7 +441,7 @@ def caption_partitions(
     unit_clips: int | None = None,
     progress: Callable[[str], None] | None = None,
     inputs: pa.Table | None = None,
-    prepare: Callable[[], None] | None = None,
+    prepare: Callable[[], object] | None = None,
     frame_cache: Any = None,
 ) -> CaptionRun:
     """Caption the passed clips of ``partitions`` into clip_captions (see the module docstring).
@@ -508,7 +508,7 @@ def caption_partitions(
         if todo and prepare is not None:
             prepare()
         if todo:
-            ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
+            ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
             ds = ds.map_batches(
                 LoadAndExtract(checkpoints, config, open_source, frame_cache),
                 batch_size=1,
@@ -532,7 +532,7 @@ def caption_partitions(
             )
             done = clips_reused
             for b in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-                for s in b.to_pylist():
+                for s in cast(pa.Table, b).to_pylist():  # batch_format="pyarrow" (Ray types any batch format)
                     batches.append(s)
                     done += s["rows"]
                 report.update(done, reused=clips_reused)

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ def _build_tokenizer(out: Path):
 
 
 def _save_processor(out: Path, tokenizer, family: str) -> None:
+    Processor: Any  # one of two processor classes, by family
+    VideoProcessor: Any
     if family == "qwen2_5_vl":
         from transformers import Qwen2_5_VLProcessor as Processor
         from transformers import Qwen2VLImageProcessor as ImageProcessor

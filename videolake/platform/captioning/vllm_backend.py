@@ -34,7 +34,7 @@ def apply_env(env: dict[str, str] | Any) -> None:
 class VLLMCaptioner(CaptionerBackend):
     def __init__(self, config: CaptionerConfig, store: Any | None = None) -> None:
         super().__init__(config, store=store)
-        self.llm = None
+        self.llm: Any = None  # a vllm.LLM after setup(); vllm is imported there, never at module level
         self.model_dir: str | None = None
         self.model_copy_s = 0.0
         self.model_copied = False
@@ -141,6 +141,7 @@ class VLLMCaptioner(CaptionerBackend):
         prompts, params = [], []
         for item in items:
             frames = item["frames"]
+            mm: dict[str, Any]
             if self.config.input_mode == "video":
                 mm = {"video": (frames, item["video_meta"])}
             else:

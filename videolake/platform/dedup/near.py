@@ -325,7 +325,7 @@ def _frames(fingerprint: np.ndarray, config: NearDupConfig) -> np.ndarray:
 def _view_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(k, m, ...) distances of views a[:, ...] and b[:, ...] (same trailing shape), missing views far."""
     d = np.bitwise_count(a[:, None] ^ b[None, :]).sum(axis=-1, dtype=np.int64)
-    missing = ~a.any(axis=-1)[:, None] | ~b.any(axis=-1)[None, :]
+    missing = ~np.asarray(a.any(axis=-1))[:, None] | ~np.asarray(b.any(axis=-1))[None, :]
     return np.where(missing, _MISSING, d)
 
 
@@ -368,7 +368,7 @@ def _directional_shares(a: np.ndarray, b: np.ndarray, config: NearDupConfig) -> 
     out = []
     for hit in (m.any(axis=1), m.any(axis=0)):
         n = int(hit.sum())
-        out.append(n / len(hit) if n >= config.min_matched_frames else 0.0)
+        out.append(n / hit.size if n >= config.min_matched_frames else 0.0)
     return out[0], out[1]
 
 

@@ -147,7 +147,8 @@ def _similar(x: np.ndarray, y: np.ndarray, eps: float) -> tuple[np.ndarray, np.n
         j = same.get(row.tobytes())
         if j is not None:
             sim[i, j] = 1.0
-    return np.nonzero(sim >= 1.0 - eps)
+    rows, cols = np.nonzero(sim >= 1.0 - eps)
+    return rows, cols
 
 
 def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:

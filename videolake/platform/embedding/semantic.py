@@ -232,7 +232,7 @@ def semantic_groups(
         labels = kmeans(x, config.clusters_for(n), iterations=config.iterations, seed=config.seed)[1]
     out: dict[str, str] = {}
     for group in components(n, duplicate_pairs(x, labels, config.eps, config.block_rows)):
-        kept = min(group, key=lambda i: _rank_key(scores[i], order_keys[i]))
+        kept = min(group, key=lambda i: _rank_key(float(scores[i]), order_keys[i]))
         for i in group:
             out[ids[i]] = ids[kept]
     return out

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 COMPLETE_MARKER = ".videolake-tiny-model-complete"
 TINY_CLIP_DIRNAME = "tiny-clip"  # a suggested directory name under $VIDEOLAKE_DATA_DIR/models
 
-_VISION = dict(
+_VISION: dict[str, Any] = dict(
     hidden_size=32,
     intermediate_size=64,
     num_hidden_layers=2,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,8 @@ def sample_frames(frames: np.ndarray, count: int) -> np.ndarray:
 class TorchClipEmbedder(Embedder):
     registered_name = "torch_clip"
     Config = TorchClipParams
+    model: Any = None  # a transformers CLIPVisionModelWithProjection after load()
+    processor: Any = None  # its CLIPImageProcessor
 
     def load(self) -> None:
         import torch
@@ -81,7 +84,8 @@ class TorchClipEmbedder(Embedder):
         model = CLIPVisionModelWithProjection.from_pretrained(
             self.config.model, local_files_only=True, dtype=self.dtype
         )
-        self.model = model.to(self.device).eval()
+        # transformers types the wrapped `to` as taking the model itself (its decorator's signature)
+        self.model = model.to(self.device).eval()  # type: ignore[arg-type]
         self.dim = int(self.model.config.projection_dim)
 
     def unload(self) -> None:

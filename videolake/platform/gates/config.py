@@ -310,7 +310,10 @@ def config_from_dict(data: Mapping[str, Any]) -> GateConfig:
     unknown = set(data) - set(TABLE_CONFIGS)
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)} in gate config; known: {', '.join(TABLE_CONFIGS)}")
-    tables = {name: _table_from_dict(name, cls, data.get(name) or {}) for name, cls in TABLE_CONFIGS.items()}
+    # each table's entry is of its own class (TABLE_CONFIGS), which the dict's one value type cannot say
+    tables: dict[str, Any] = {
+        name: _table_from_dict(name, cls, data.get(name) or {}) for name, cls in TABLE_CONFIGS.items()
+    }
     return GateConfig(**tables)
 
 

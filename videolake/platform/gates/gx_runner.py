@@ -123,7 +123,9 @@ def _assemble(
     outcomes: dict[tuple[str, str], CheckOutcome],
     settings: GateSettings,
 ) -> GateResult:
-    common = dict(gate=gate.name, table=table, thresholds=dict(gate.thresholds), severity=settings.severity)
+    common: dict[str, Any] = dict(
+        gate=gate.name, table=table, thresholds=dict(gate.thresholds), severity=settings.severity
+    )
     if not settings.enabled:
         return GateResult(
             **common,

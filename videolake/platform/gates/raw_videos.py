@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from videolake.platform.gates.config import RawVideosGates
@@ -28,7 +30,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: RawVideosGates) -> t
             Check(f"{f}_missing", "ExpectColumnValuesToNotBeNull", where(OK, column=f), f"{{n}} ok row(s) without {f}")
         )
     for f in PROBE_FIELDS:
-        bounds = dict(min_value=0, strict_min=True)
+        bounds: dict[str, Any] = dict(min_value=0, strict_min=True)
         if f == "fps":
             bounds.update(max_value=cfg.max_fps)
         rng = f"(0, {cfg.max_fps:g}]" if f == "fps" else "> 0"

@@ -37,7 +37,7 @@ def repetition_score(text: str | None, max_n: int = MAX_NGRAM) -> float:
         for gram, count in Counter(grams).items():
             if count < 2 or count * n <= best:
                 continue  # cannot beat the best coverage found so far
-            covered = set()
+            covered: set[int] = set()
             for i, g in enumerate(grams):
                 if g == gram:
                     covered.update(range(i, i + n))

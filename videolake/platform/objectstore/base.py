@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
@@ -97,7 +98,7 @@ class ObjectStore(ABC):
         """A local filesystem path for the object when the store is local, else None (callers then download)."""
         return None
 
-    def readable_objects(self, prefix: str) -> list[ObjectInfo]:
+    def readable_objects(self, prefix: str) -> builtins.list[ObjectInfo]:  # `list` is a method here
         """``list(prefix)`` for callers that copy whole trees (model weights): folder entries are skipped, and any
         flagged entry is an error naming it (a tree with a link or an unreadable file is not copied half)."""
         out = []

@@ -45,7 +45,7 @@ def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
     return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
 
 
-def length_stats(values: Sequence[int | None]) -> dict[str, int | None]:
+def length_stats(values: Sequence[int | None]) -> dict[str, float | None]:
     """min, p50, p90, max (nearest rank) and count of the caption lengths."""
     vals = sorted(int(v) for v in values if v is not None)
     return {

@@ -186,8 +186,11 @@ def create_release(
         )
 
     _check_unchanged(lake, versions, requested)
-    tables = {t: {"uri": lake.table_uri(t), "version": int(versions[t])} for t in RELEASE_TABLES}
-    manifest = {
+    missing = [t for t in RELEASE_TABLES if versions[t] is None]
+    if missing:  # not reached: a day without a table's rows is left out above
+        raise ReleaseError(f"the lake has no table {', '.join(missing)}")
+    tables = {t: {"uri": lake.table_uri(t), "version": int(v)} for t, v in versions.items() if v is not None}
+    manifest: dict[str, Any] = {
         "format": FORMAT,
         "name": name,
         "created_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -73,7 +73,7 @@ def middle_frame(mp4: bytes, num_frames: int | None = None) -> Any:
 
     target = max(0, (num_frames or 0) // 2)
     last = None
-    with av.open(io.BytesIO(mp4)) as container:
+    with av.open(io.BytesIO(mp4), mode="r") as container:
         for i, frame in enumerate(container.decode(container.streams.video[0])):
             last = frame
             if i >= target:

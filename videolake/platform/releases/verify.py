@@ -86,7 +86,8 @@ def read_shard(fh: BinaryIO) -> ShardReading:
     groups: list[tuple[str, list[str]]] = []
     error = None
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[arg-type]
+        # A stream ("r|") is only read from; typeshed's tarfile.open wants a whole file object (seek, tell, ...)
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
             for info in tar:
                 if not info.isfile():
                     continue

@@ -236,12 +236,12 @@ def find_cuts(
                 continue
             if not _between(sig, a, e, cfg):
                 continue
-            c = sweep_cut(sig, a, e, bool(quiet_after[best]), g, cfg, [c for c, _ in cuts])
-            if c is None or _is_flash(sig, a, e, float(N[best]), cfg):
+            wipe = sweep_cut(sig, a, e, bool(quiet_after[best]), g, cfg, [c for c, _ in cuts])
+            if wipe is None or _is_flash(sig, a, e, float(N[best]), cfg):
                 continue
             if debug is not None:
-                debug.append(("sweep", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
-            cuts.append((c, float(N[best])))
+                debug.append(("sweep", k, bb, wipe, float(N[best]), float(score[best]), float(Hc[best])))
+            cuts.append((wipe, float(N[best])))
     hold = max(cfg.min_scene_len, int(round(cfg.black_hold_s * (fps if fps and fps > 0 else 25.0))))
     cuts = _apply_fades(sig, sorted(cuts), cfg, hold)
     out: list[tuple[int, float]] = []

@@ -52,6 +52,7 @@ def _frame_times(path: str) -> list[float]:
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
+        assert stream.time_base is not None  # a demuxed stream always has one
         tb = float(stream.time_base)
         return sorted(p.pts * tb for p in container.demux(stream) if p.pts is not None and p.size)
 

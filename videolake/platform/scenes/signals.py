@@ -82,7 +82,7 @@ def _histograms(values: np.ndarray, shift: int, offset: int, bins: int) -> np.nd
     on a bin edge, noise would move a black frame's whole mass between two bins.
     """
     n, m = values.shape
-    idx = values.astype(np.uint16 if n * bins < 65536 else np.uint32)
+    idx: np.ndarray = values.astype(np.uint16 if n * bins < 65536 else np.uint32)
     idx += offset
     idx >>= shift
     idx += (np.arange(n, dtype=idx.dtype) * bins)[:, None]

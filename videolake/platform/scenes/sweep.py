@@ -62,6 +62,7 @@ def _sweep_from(
     the distance in time: slow motion there).
     """
     cells = sig.cells
+    assert cells is not None  # sweep_cut returns before without them
     n = sig.num_frames
     nb = len(cells)
     back = max(1, cfg.max_transition // 2)

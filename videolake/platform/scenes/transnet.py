@@ -95,7 +95,7 @@ def iter_small_frames(
             for frame in small:
                 yield frame, fps
             small.clear()
-        if on_stats is not None:
+        if on_stats is not None and stats is not None:
             on_stats(stats.result(dec.info.width, dec.info.height))
     yield None, fps
 
@@ -118,7 +118,7 @@ def iter_windows(frames: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         if len(buf) == WINDOW:
             yield np.stack(buf)
             buf = buf[STEP:]
-    if n == 0:
+    if n == 0 or last is None:
         return
     # Predictions are needed up to frame n - 1: pad with the last frame until the window holding it is complete.
     covered = (n + STEP - 1) // STEP * STEP  # frames the windows must predict

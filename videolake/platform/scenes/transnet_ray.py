@@ -89,6 +89,7 @@ def decode_windows(
 
     def keep_stats(stats: Any) -> None:
         nonlocal stats_uri
+        assert stats_sink is not None  # only passed on with a sink (below)
         try:
             stats_uri = stats_sink(video_id, stats)
         except Exception as exc:  # noqa: BLE001 - statistics are an optimisation: a failed store (any
@@ -108,6 +109,7 @@ def decode_windows(
     local = contextlib.nullcontext(path) if open_source is None else None
     try:
         if local is None:
+            assert open_source is not None
             local = open_source(path)
         with local as local_path:
             path = str(local_path)
@@ -226,7 +228,7 @@ def scene_dataset(
     items = [{"video_id": str(v), "path": str(p)} for v, p in videos]
     if not items:
         raise ValueError("no videos given")
-    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    ds: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=len(items))
     ds = ds.flat_map(
         decode_windows,
         fn_kwargs={"threads": config.threads, "open_source": open_source, "stats_sink": stats_sink},
@@ -242,7 +244,7 @@ def scene_dataset(
         num_gpus=ray_config.num_gpus_per_actor or None,
     )
     return ds.groupby("video_id").map_groups(
-        assemble_video,
+        assemble_video,  # type: ignore[arg-type]  # fn_kwargs gives the rest; Ray's type wants a 1-argument fn
         fn_kwargs={
             "threshold": config.threshold,
             "min_scene_len": config.min_scene_len,

@@ -132,6 +132,7 @@ class ClipEncoder:
                 f"{self.source[0]}x{self.source[1]}"
             )
         raw = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
+        assert self.proc is not None and self.proc.stdin is not None  # started above, with a pipe
         try:
             _write_planes(self.proc.stdin, raw)
         except BrokenPipeError as exc:
@@ -144,7 +145,7 @@ class ClipEncoder:
 
     def close(self) -> None:
         """End the input: the encoder flushes on its own while the caller decodes the next clip."""
-        if self.proc is not None and not self.proc.stdin.closed:
+        if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
 
     def finish(self, src_path: str) -> EncodedClip:
@@ -277,7 +278,8 @@ def _encode_run(src_path, run_ranges, fps, config, idx, out) -> None:
         for k in range(len(run_ranges)):
             if out[idx[k]] is None:
                 try:
-                    out[idx[k]] = encode_clip(src_path, *run_ranges[k], fps, config)
+                    start, end = run_ranges[k]
+                    out[idx[k]] = encode_clip(src_path, start, end, fps, config)
                 except Exception as exc:  # noqa: BLE001 - the clip's own failure, recorded by the caller
                     out[idx[k]] = exc
         return

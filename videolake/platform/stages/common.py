@@ -92,4 +92,4 @@ def run_stage(
 def _config_dict(config: Any) -> Any:
     import dataclasses
 
-    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) and not isinstance(config, type) else config

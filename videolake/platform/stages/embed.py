@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from videolake.platform.objectstore.base import ObjectStore
+from videolake.platform.progress import StageReporter
 from videolake.platform.stages.common import StageRun, run_stage
 from videolake.platform.units import PartitionStep, stage_version, unit_key
 
@@ -109,7 +109,7 @@ def _embed_error(payload: dict, error: str, *, model: str) -> list[dict]:
 
 
 def embed_partitions(
-    lake: Any, store: ObjectStore, partitions: Any, config: Any, *, progress: Callable[[Any], None] | None = None
+    lake: Any, store: ObjectStore, partitions: Any, config: Any, *, progress: StageReporter | None = None
 ) -> StageRun:
     """clip_embeddings for the run's partitions: every scene clip without a detect_error, one unit per video."""
     from videolake.platform.embedding.base import backend_params, embedder_class, embedding_version

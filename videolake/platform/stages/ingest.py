@@ -8,13 +8,13 @@ import datetime as dt
 import json
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 from videolake.platform.lake import PartitionRange
 from videolake.platform.objectstore import ObjectInfo, ObjectStore
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import table_spec
 from videolake.platform.stages.common import (
     INGEST_ERROR,
@@ -154,7 +154,9 @@ def merge_duplicates(day_rows: pa.Table) -> pa.Table:
     day_rows = day_rows.sort_by([("video_id", "ascending"), ("source_uri", "ascending")])
     ids = day_rows.column("video_id").to_pylist()
     uris = day_rows.column("source_uri").to_pylist()
-    keep, dups, first = [], {}, {}
+    keep: list[int] = []
+    dups: dict[int, list[str]] = {}
+    first: dict[str, int] = {}
     for i, (vid, uri) in enumerate(zip(ids, uris)):
         if vid in first:
             dups.setdefault(first[vid], []).append(uri)
@@ -215,7 +217,7 @@ def ingest_partitions(
     probe_config: Any,
     partitions: Any,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
 ) -> StageRun:
     """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day; then
     copies of videos landed on an earlier day are marked, in the run's days and in the later days they affect

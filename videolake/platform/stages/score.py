@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
 from videolake.platform.stages.common import (
     DETECT_ERROR,
@@ -55,7 +56,9 @@ class SourcePixels:
     (downloaded, on S3) on first use only and once for all its clips, and its clips' sampled frames are decoded in
     one pass (``clip_pixels.VideoPixels``); ``stack`` closes it after the video."""
 
-    def __init__(self, store: ObjectStore, video: dict, stack: Any, clips: list[dict] = (), kept: Any = None) -> None:
+    def __init__(
+        self, store: ObjectStore, video: dict, stack: Any, clips: Sequence[dict] = (), kept: Any = None
+    ) -> None:
         from videolake.platform.clip_pixels import VideoPixels
 
         self._store, self._video, self._stack = store, video, stack
@@ -180,7 +183,7 @@ def score_partitions(
     partitions: Any,
     quality_config: Any,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
 ) -> StageRun:
     """filtered_clips for the run's partitions: one unit per video (its clips scored together), near-duplicates
     grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``)."""

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -32,6 +31,7 @@ import pyarrow.compute as pc
 
 from videolake.platform.lake import PartitionRange
 from videolake.platform.objectstore import ObjectStore
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import PARTITION_COLUMN, TRAINING_SHARDS, table_spec
 from videolake.platform.shards.config import ShardConfig
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage
@@ -319,7 +319,7 @@ def shard_partitions(
     partitions: PartitionRange,
     config: ShardConfig,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
 ) -> StageRun:
     """training_shards for the run's partitions (see the module docstring); then the cleanup of unreferenced
     shards of those days (``remove_stale_shards``)."""

@@ -9,12 +9,12 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore, content_key
+from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
 from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version
@@ -99,6 +99,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     with store.open_local(key) if needs_file else contextlib.nullcontext(None) as path:
         keeper = None
         if detected is None:
+            assert path is not None  # opened above: needs_file
             result, keeper = _detect(detector, path)
         elif detected["error"]:
             raise ValueError(detected["error"])
@@ -115,7 +116,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             stats = result.stats
             if keeper is not None:  # the clips' sampled frames, for the score stage's fingerprint (no decode there)
                 stats = dataclasses.replace(stats, thumbnails=keeper.sampled(ranges))
-            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], stats)
+            stats_uri: str | None = FrameStatsSink(store, config, params)(video["video_id"], stats)
             pts = result.stats.pts_s
         else:
             stats_uri = (detected or {}).get("stats_uri")
@@ -124,6 +125,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
         if config.clip_mode == "files":
             from videolake.platform.clips import store_clip
 
+            assert path is not None  # opened above: needs_file
             for start, end in ranges:
                 clip_uris[(start, end)] = store_clip(
                     store, path, video["video_id"], start, end, fps, prefix=config.clip_prefix
@@ -223,7 +225,7 @@ def split_partitions(
     partitions: Any,
     config: SplitConfig,
     *,
-    progress: Callable[[Any], None] | None = None,
+    progress: StageReporter | None = None,
     scalable_gpus: int = 0,
 ) -> StageRun:
     """scene_clips for the run's partitions: one unit per ok video.
