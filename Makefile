@@ -18,7 +18,7 @@ demo: setup
 # a time (--dist loadfile: a file's module fixtures, its Dagster deployment or S3 server, are built once), then the
 # 20 slowest tests. PYTEST_WORKERS=0 runs in one process. docs/development.md: "Running the tests".
 PYTEST_WORKERS ?= 2
-PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup
 	$(VENV)/bin/python -m pytest -ra --durations=20 $(PYTEST_XDIST) $(PYTEST_ARGS)

@@ -35,6 +35,10 @@ LONGEST_FIRST = (
     "browser/test_ui.py",
     "integration/test_run_recovery.py",
     "integration/test_kill_resume.py",
+    "integration/test_pipeline_s3.py",
+    "integration/test_openai_backend.py",
+    "integration/test_captioning.py",
+    "ops/test_cli.py",
 )
 
 
