@@ -49,8 +49,9 @@ NOT_PLOTTED = ("delta_version", "accelerator_is_gpu", "idle_actors", "actor_0_ca
 BACKFILL_TIMEOUT_S = 35 * 60
 RUNNING_STATES = {"Requested", "In progress", "Queued", "Canceling"}
 # The same states as the GraphQL API names them (BulkActionStatus): the backfill still plans or runs its runs.
-BACKFILL_RUNNING = {"REQUESTED", "CANCELING", "FAILING", ""}
-POLL_S = 2.0  # how often the test asks whether the backfill is done
+BACKFILL_RUNNING = {"REQUESTED", "CANCELING", "FAILING"}
+POLL_S = 2.0  # how often the test asks the API whether the backfill is done
+PAGE_POLL_S = 5.0  # how often it reloads the backfill page until the page shows the final status
 
 
 def plotted() -> dict[str, tuple[str, ...]]:
@@ -326,8 +327,9 @@ def launch_backfill_from_ui(page, ui, days: tuple[str, str], prefix: str = "") -
     return backfill_id
 
 
-def backfill_status(ui, backfill_id: str) -> str:
-    """The backfill's status as the webserver reports it (REQUESTED while its runs are planned or running)."""
+def backfill_status(ui, backfill_id: str) -> str | None:
+    """The backfill's status as the webserver's GraphQL API reports it (REQUESTED while its runs are planned or
+    running); None when the API did not answer with one."""
     try:
         body = graphql(
             ui,
@@ -335,9 +337,9 @@ def backfill_status(ui, backfill_id: str) -> str:
                  ... on PartitionBackfill { status } } }""",
             {"id": backfill_id},
         )
-    except (OSError, ValueError):  # a busy webserver: unknown, ask again (the deadline bounds the wait)
-        return ""
-    return ((body.get("data") or {}).get("partitionBackfillOrError") or {}).get("status") or ""
+    except (OSError, ValueError):
+        return None
+    return ((body.get("data") or {}).get("partitionBackfillOrError") or {}).get("status")
 
 
 def wait_for_backfill(
@@ -352,11 +354,13 @@ def wait_for_backfill(
     open_ui(page, f"{ui.url}/runs/b/{backfill_id}")
     page.get_by_text("Partition selection").wait_for()
     shot(page, f"{prefix}05-backfill-progress")
+    # A busy webserver that does not answer ends this loop early: the page loop below waits as well, only slower.
     while time.monotonic() < deadline and backfill_status(ui, backfill_id) in BACKFILL_RUNNING:
         ui.remember_children()  # run workers and their Ray daemons, so teardown can stop even orphaned ones
         if ui.proc.poll() is not None:
             raise AssertionError(f"dagster dev exited while the backfill ran:\n{ui.log_tail()}")
         time.sleep(POLL_S)
+    n = 0
     while time.monotonic() < deadline:
         ui.remember_children()
         open_ui(page, f"{ui.url}/runs/b/{backfill_id}")
@@ -369,7 +373,10 @@ def wait_for_backfill(
             return status, text
         if ui.proc.poll() is not None:
             raise AssertionError(f"dagster dev exited while the backfill ran:\n{ui.log_tail()}")
-        time.sleep(POLL_S)
+        if n % 10 == 0:
+            shot(page, f"{prefix}05-backfill-progress")
+        n += 1
+        time.sleep(PAGE_POLL_S)
     raise AssertionError(f"backfill {backfill_id} still '{status}' after {timeout_s:.0f}s:\n{text[-2000:]}")
 
 
