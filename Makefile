@@ -14,8 +14,19 @@ STAMP := $(VENV)/.videolake-installed
 demo: setup
 	$(VENV)/bin/videolake demo
 
+# The README's test command: every test, on PYTEST_WORKERS pytest-xdist workers that each take a whole test file at
+# a time (--dist loadfile: a file's module fixtures, its Dagster deployment or S3 server, are built once), then the
+# 20 slowest tests. PYTEST_WORKERS=0 runs in one process. docs/development.md: "Running the tests".
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: setup
-	$(VENV)/bin/python -m pytest -ra $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -ra --durations=20 $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+# The inner loop (under 3 minutes): every test not marked `slow` (pyproject.toml [tool.pytest.ini_options]).
+.PHONY: test-quick
+test-quick: setup
+	$(VENV)/bin/python -m pytest -ra --durations=10 -m "not slow" $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The formatter's check, then ruff's rules (pyflakes, pycodestyle, isort, bugbear, pyupgrade) and the layering rules
 # in pyproject.toml ([tool.ruff]): no dagster in videolake/platform, no heavy module imported at module level; then

@@ -30,9 +30,12 @@ VIDEO_FRAMES = 72  # 3 s at 24 fps
 PARTITION = dt.date(2024, 1, 2)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
-    """A real S3 server (SeaweedFS) for the module's tests, started in a fresh directory and stopped after them."""
+    """A real S3 server (SeaweedFS) for the session, started in a fresh directory and stopped at the end. Started
+    once: every module that uses it writes under a prefix of its own (a fresh uuid), so they share the bucket
+    without seeing each other's objects. The outage test (test_s3_store.py) stops and restarts a server of its
+    own, never this one."""
     from s3_server import start_seaweed
 
     server = start_seaweed(tmp_path_factory.mktemp("seaweed"))

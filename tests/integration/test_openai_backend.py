@@ -105,7 +105,7 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
                 pass
             if time.monotonic() > deadline:
                 pytest.fail(f"vLLM server not healthy after 420 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(1)
+            time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         _stop(proc)

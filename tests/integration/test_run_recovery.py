@@ -312,7 +312,11 @@ def test_killed_run_worker_is_failed_freed_retried_and_leaves_the_clean_rows(dep
         if step == "clip_captions":
             held = instance.event_log_storage.get_concurrency_info("gpu").claimed_slots
             assert [(s.run_id, s.step_key) for s in held] == [(run_id, "clip_captions")]
-            time.sleep(10)  # into the model load / captioning
+            # into the model load: the step logs that it prepares the (tiny test) model, then its actors load it
+            preparing = lambda: any(  # noqa: E731
+                e.step_key == step and "RANDOM-WEIGHT" in (e.user_message or "") for e in instance.all_logs(run_id)
+            )
+            _wait(preparing, RUN_TIMEOUT_S, f"{step} to prepare its model", deployment, poll_s=0.2)
         worker, step_pids = _worker_pid(instance, run_id), _step_pids(instance, run_id, step)
         assert worker is not None and step_pids and all(_alive(p) for p in step_pids), (worker, step_pids)
         killed = time.monotonic()

@@ -234,7 +234,20 @@ def test_transient_outage_is_retried_without_loss_or_duplicates(tmp_path, caplog
         ]
         for t in threads:
             t.start()
-        time.sleep(3.0)
+
+        # both uploads fail against the stopped server and keep retrying: await two retries of each (not a fixed
+        # sleep), then they must still be running
+        def retries_of(kind: str) -> int:
+            return sum(
+                1
+                for r in list(caplog.records)
+                if r.getMessage().startswith(f"S3 {kind} ") and "retry" in r.getMessage()
+            )
+
+        deadline = time.monotonic() + 60
+        while min(retries_of("upload"), retries_of("write")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert min(retries_of("upload"), retries_of("write")) >= 2, [r.getMessage() for r in caplog.records]
         assert all(t.is_alive() for t in threads), f"uploads finished while the server was down: {results}"
         server.start()
         for t in threads:
