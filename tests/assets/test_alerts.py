@@ -155,6 +155,7 @@ freshness_defs = dg.Definitions(assets=[due_daily])
 def _daemon_evaluates_freshness(instance: dg.DagsterInstance) -> None:
     """One iteration of Dagster's own freshness daemon (as `dg dev` runs it) over this module's code location."""
     import asyncio
+    import concurrent.futures
 
     from dagster._core.remote_origin import InProcessCodeLocationOrigin
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
@@ -166,7 +167,10 @@ def _daemon_evaluates_freshness(instance: dg.DagsterInstance) -> None:
         LoadableTargetOrigin(python_file=__file__, attribute="freshness_defs"), location_name="alerts_test"
     )
     with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget([origin])) as workspace:
-        asyncio.run(FreshnessDaemon()._evaluate_assets(workspace_process_context=workspace))
+        # in a thread of its own: a test before this one in the same worker (Playwright's sync API) may have left
+        # an event loop running in this thread, where asyncio.run refuses to start
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, FreshnessDaemon()._evaluate_assets(workspace_process_context=workspace)).result()
 
 
 def test_an_overdue_table_posts_once_and_again_when_fresh(receiver):

@@ -129,6 +129,11 @@ class _FlakyLake(Lake):
     marker_dir: str = ""
     plan: tuple[tuple[str, str], ...] = ()
 
+    def __reduce__(self):
+        # a Ray worker that reads the lake (the score stage's units read their clip rows) gets the real Lake: the
+        # planned failures are the step's commits, and the workers cannot import this test module
+        return Lake, (self.root, self.storage_options)
+
     def commit_files(self, table, files, partitions, **kwargs):
         when, _, kind = dict(self.plan).get(table, ":").partition(":")
         marker = Path(self.marker_dir) / f"{table}-failed-once"

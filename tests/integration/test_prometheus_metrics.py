@@ -166,8 +166,7 @@ def prometheus(ray_local, tmp_path_factory):
 @pytest.fixture(scope="module")
 def pipeline_day(prometheus, ray_local, tiny_model_dir, caption_videos, tmp_path_factory) -> dict:
     """One day through ingest, split, score and caption on the session Ray; the runs and the committed tables."""
-    from videolake.platform.captioning.bench import tiny_bench_config
-
+    from videolake.benchmarks.caption import tiny_bench_config
     from videolake.platform.captioning.stage import caption_partitions
     from videolake.platform.lake import Lake, PartitionRange
     from videolake.platform.objectstore import LocalObjectStore

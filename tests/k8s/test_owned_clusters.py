@@ -90,17 +90,21 @@ def test_prod_reaps_ownerless_clusters_only_after_the_longest_run(monkeypatch):
     for k, v in PROD_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("VIDEOLAKE_MAX_RUN_SECONDS", "7200")
+    defs = build_definitions("prod")  # the code location loads whatever the expiration
+    reaper = defs.resolve_sensor_def("videolake_raycluster_reaper")
+    assert reaper.default_status == dg.DefaultSensorStatus.RUNNING and reaper.job_name == "delete_kuberay_clusters"
+    api = FakeKubernetesApi()
+    api.add_cluster({"metadata": {"name": "left-behind", "namespace": NAMESPACE}})
+    context = dg.build_sensor_context(resources={"raycluster_client": owned_client_class()(api_client=api)})
     for unsafe in (None, "7200", str(7200 + 3599)):  # unset (dagster-ray's 4 h default) or below the longest run + 1 h
         if unsafe is None:
             monkeypatch.delenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", raising=False)
         else:
             monkeypatch.setenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", unsafe)
         with pytest.raises(ValueError, match="at least VIDEOLAKE_MAX_RUN_SECONDS"):
-            build_definitions("prod")
+            list(reaper.evaluate_tick(context).run_requests or [])
+        assert api.calls == [] and list(api.clusters) == ["left-behind"]  # refused before listing anything
     monkeypatch.setenv("DAGSTER_RAY_CLUSTER_EXPIRATION_SECONDS", str(7200 + 3600))
-    defs = build_definitions("prod")
-    reaper = defs.resolve_sensor_def("videolake_raycluster_reaper")
-    assert reaper.default_status == dg.DefaultSensorStatus.RUNNING and reaper.job_name == "delete_kuberay_clusters"
     job = defs.resolve_job_def("videolake_daily")
     assert job.run_tags["dagster/max_runtime"] == "7200" and job.run_tags["videolake/gpu"] == "true"
     local = build_definitions("local")

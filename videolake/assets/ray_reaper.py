@@ -6,8 +6,9 @@ deletes a cluster without an owner once it is older than DAGSTER_RAY_CLUSTER_EXP
 that variable itself), which must therefore be above the longest a run may take: every run of the code location
 carries ``dagster/max_runtime`` = VIDEOLAKE_MAX_RUN_SECONDS (run monitoring fails a run that exceeds it), and the
 expiration must be at least that plus an hour, so a legitimate step's cluster is never reaped while its run may still
-be going. k8s/configmap.yaml sets both; the prod code location refuses to load when the expiration is unset (dagster-
-ray's default, 4 h, is below the default longest run) or too low.
+be going. k8s/configmap.yaml sets both. The reaper refuses to evaluate (its ticks fail with the reason, shown on the
+sensor's page; nothing is deleted) while the expiration is unset (dagster-ray's default, 4 h, is below the default
+longest run) or too low; the rest of the code location loads and runs as usual.
 """
 
 import os
@@ -49,8 +50,6 @@ def reaper_definitions() -> tuple[list, list, dict]:
     from dagster_ray.kuberay.resources.raycluster import KubeRayClusterClientResource
     from dagster_ray.kuberay.sensors import cleanup_expired_kuberay_clusters
 
-    check_expiration()  # dagster-ray's sensor reads the variable when it evaluates
-
     @dg.sensor(
         name="videolake_raycluster_reaper",
         job=delete_kuberay_clusters,
@@ -61,6 +60,7 @@ def reaper_definitions() -> tuple[list, list, dict]:
     )
     def raycluster_reaper(context: dg.SensorEvaluationContext, raycluster_client: dg.ResourceParam[RayClusterClient]):  # noqa: UP037 (Dagster reads it)
         # a SensorDefinition's __call__ is typed as any sensor result; this one's function is a generator
+        check_expiration()  # before dagster-ray's sensor reads the variable: never reap with an unsafe age limit
         yield from cleanup_expired_kuberay_clusters(context, raycluster_client=raycluster_client)  # type: ignore[misc]
 
     return [delete_kuberay_clusters], [raycluster_reaper], {"raycluster_client": KubeRayClusterClientResource()}

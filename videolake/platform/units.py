@@ -333,7 +333,9 @@ def run_units(
     seen: set[str] = set()
     report = progress or StageReporter("units", None)
     report.plan(len(units))
-    stage = task.checkpoints.table
+    # the metrics' stage label: the table the units write (a bare callable, as in tests, has none: the report's name)
+    checkpoints = getattr(task, "checkpoints", None)
+    stage = checkpoints.table if checkpoints is not None else report.stage
     telemetry.record(telemetry.QUEUE_DEPTH, len(units), stage=stage)
     with _unit_context(), report, _queue_drained(stage):
         ds: ray.data.Dataset = ray.data.from_items(units, override_num_blocks=len(units))
