@@ -123,15 +123,15 @@ def clip_partition(caption_videos) -> pa.Table:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_local():
-    """A local Ray cluster for the session (the Dagster RayResource's role in production); shut down at the end."""
+    """A local Ray cluster (the Dagster RayResource's role in production), shared by the modules that use it.
+
+    Module-scoped on purpose: a module in between may shut Ray down (a Dagster step's LocalRay does at its end), so
+    each module checks and starts it again only when it is gone; the last one is shut down when the process exits.
+    """
     import ray
 
-    started = False
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        started = True
-    yield ray
-    if started:
-        ray.shutdown()
+    return ray

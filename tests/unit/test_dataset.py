@@ -510,6 +510,8 @@ def test_shards_are_plain_tars(rel, tmp_path):
 def test_ray_reads_the_shards(rel):
     import ray
 
+    if ray.is_initialized():  # another module's Ray, with its own options: read through a fresh one
+        ray.shutdown()
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         paths = [D._resolve(s["uri"], None)[1] for s in rel.shards]
