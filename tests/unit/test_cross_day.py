@@ -129,3 +129,40 @@ def test_index_rows_hold_every_filed_key_once_per_clip_sorted():
     # A clip with fewer informative frames than history_frames files them all.
     short = hashes[: 2 * v]
     assert history_keys(short, CONFIG).tolist() == history_probe_keys(short, CONFIG).tolist()
+
+
+def test_a_lake_without_index_rows_for_earlier_days_is_indexed_and_judged_at_the_next_run(tmp_path):
+    """A lake written before the index existed (or whose index was deleted to rebuild it): the next run indexes the
+    days the index lacks and judges them, so a copy on the run's day names the earlier day's clip."""
+    import shutil
+
+    from videolake.platform.dedup.cross_day import INDEX_TABLE, reconcile
+    from videolake.platform.lake import Lake, PartitionRange, rows_to_table
+    from videolake.platform.schemas import FILTERED_CLIPS
+
+    lake = Lake(root=str(tmp_path))
+    days = {
+        D0: [row("a0", fingerprint(1, frames=16)), row("b0", fingerprint(2, frames=16)), row("n0", None)],
+        D1: [row("c1", fingerprint(3, frames=16)), row("a1", fingerprint(1, flip_bits=10, frames=16))],
+        D2: [row("f2", None)],  # no fingerprint: files no key, never reported as indexed
+    }
+    for day, rows in days.items():
+        clips = [{**r, "video_id": r["clip_id"], "partition_date": day, "duration_s": 2.0} for r in rows]
+        table = rows_to_table(clips, FILTERED_CLIPS)
+        lake.write_partitions("filtered_clips", table, PartitionRange.of([day.isoformat()]))
+    out = reconcile(lake, PartitionRange.of([D1.isoformat()]), CONFIG)
+    assert out.indexed_days == [D0.isoformat()]  # D1 is the run's own day, D2 files no key
+    assert lake.partition_days(INDEX_TABLE) == {D0, D1}
+    got = {
+        r["clip_id"]: (r["passed"], r["duplicate_group"])
+        for r in lake.read_partitions(
+            "filtered_clips", PartitionRange(D0, D2), ["clip_id", "passed", "duplicate_group"]
+        ).to_pylist()
+    }
+    assert got == {"a0": (True, "a0"), "b0": (True, None), "n0": (True, None), "c1": (True, None), "a1": (False, "a0")}
+    # Deleting the index rebuilds it at the next run, with the same verdicts and nothing rewritten.
+    before = lake.version("filtered_clips")
+    shutil.rmtree(tmp_path / INDEX_TABLE)
+    again = reconcile(lake, PartitionRange.of([D2.isoformat()]), CONFIG)
+    assert again.indexed_days == [D0.isoformat(), D1.isoformat()] and again.changed_days == []
+    assert lake.version("filtered_clips") == before

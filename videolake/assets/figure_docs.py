@@ -46,6 +46,7 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     "duplicate_group_sizes": ("groups per size", "groups counted by their members in this day"),
     "clips_per_s": ("clips/s", "rows written per wall second of the step"),
     "near_dup_candidates": ("clips", "clips of other days found through the index and verified"),
+    "near_dup_index_completed": ("days", "days the near-duplicate index lacked, indexed and judged again by this run"),
     "semantic_pairs": (
         "pairs",
         "clip pairs the semantic rule called duplicates, within each judged day and with earlier days",

@@ -187,6 +187,19 @@ class Lake:
         col = f"partition.{PARTITION_COLUMN}"
         return sum(int(n or 0) for d, n in zip(actions.column(col).to_pylist(), counts) if str(d) in days)
 
+    def partition_days(self, table: str) -> set[dt.date]:
+        """The days that hold at least one data file of ``table``, from the Delta log (no data file is opened)."""
+        from deltalake import DeltaTable
+
+        if not self.exists(table):
+            return set()
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        actions = pa.table(dtbl.get_add_actions(flatten=True))
+        col = f"partition.{PARTITION_COLUMN}"
+        if actions.num_rows == 0 or col not in actions.column_names:
+            return set()
+        return {d if isinstance(d, dt.date) else dt.date.fromisoformat(str(d)) for d in actions.column(col).to_pylist()}
+
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
         schema = LAKE_SCHEMAS[table]

@@ -153,6 +153,9 @@ def assign_day(
 
     config = config or NearDupConfig()
     out = [dict(r) for r in rows]
+    # A kept clip named by clips of later days carries its own id (``_mark_kept`` sets it; this day's rows cannot
+    # tell whether those later clips still name it): kept, unless this judgement makes the clip a group's member.
+    marked = {r["clip_id"]: r.get("duplicate_kept_date") for r in out if _self_marked(r, day)}
     for r in out:  # forget an earlier assignment
         reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != DUPLICATE]
         r["reject_reason"] = join_rules(reasons)
@@ -200,7 +203,21 @@ def assign_day(
                 r["reject_reason"] = join_rules((r["reject_reason"] or "").split(";") + [DUPLICATE])
                 r["passed"] = False
                 r["duplicate_kind"] = NEAR if m in near_nodes else SEMANTIC
+    for r in out:
+        if r["duplicate_group"] is None and r["clip_id"] in marked:
+            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], marked[r["clip_id"]]
     return out
+
+
+def _self_marked(r: Mapping[str, Any], day: dt.date) -> bool:
+    return r.get("duplicate_group") == r["clip_id"] and r.get("duplicate_kept_date") == day
+
+
+def _alone_self_marked(rows: Sequence[Mapping[str, Any]], day: dt.date) -> set[tuple[dt.date, str]]:
+    """The day's self-marked clips that no other row of the day names: kept clips of later days' members only,
+    whose mark ``_mark_kept`` checks against the whole table."""
+    named = {r["duplicate_group"] for r in rows if r.get("duplicate_group") and r["duplicate_group"] != r["clip_id"]}
+    return {(day, r["clip_id"]) for r in rows if _self_marked(r, day) and r["clip_id"] not in named}
 
 
 # ------------------------------------------------------------------------------------------------ across days
@@ -215,6 +232,7 @@ class Reconciled:
     judged_days: list[str] = field(default_factory=list)  # every day judged
     candidates: int = 0  # clips of other days found through the index and verified
     kept_marked: int = 0  # kept clips of earlier days whose own duplicate_group was set or cleared
+    indexed_days: list[str] = field(default_factory=list)  # days the index had no rows for, indexed first
 
 
 def _verdict_key(r: Mapping[str, Any]) -> tuple:
@@ -227,6 +245,27 @@ def write_index(lake: Any, run: Any, config: Any = None) -> int:
     idx = index_rows(rows, config)
     lake.write_partitions(INDEX_TABLE, idx, run)
     return idx.num_rows
+
+
+def index_missing_days(lake: Any, config: Any = None) -> list[str]:
+    """Index the filtered_clips days the index has no rows for; returns them (ISO dates).
+
+    Why: a lake written before the index existed, or whose index table was deleted to rebuild it (after a change of
+    its keys), would otherwise miss every cross-day duplicate of those days until each day was rematerialized. A day
+    whose clips have no fingerprint files no key: it is looked for again at each run (one read of its fingerprint
+    column) and never returned. ``reconcile`` judges the returned days again, as their verdicts were made without
+    the index."""
+    from videolake.platform.lake import PartitionRange
+
+    missing = sorted(lake.partition_days(TABLE) - lake.partition_days(INDEX_TABLE))
+    for rng in PartitionRange.split([d.isoformat() for d in missing]):
+        write_index(lake, rng, config)
+    indexed = sorted(set(missing) & lake.partition_days(INDEX_TABLE))  # a day without fingerprints files no key
+    if indexed:
+        log.info(
+            "near_dup_index: indexed %d day(s) it had no rows for (%s .. %s)", len(indexed), indexed[0], indexed[-1]
+        )
+    return [d.isoformat() for d in indexed]
 
 
 def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
@@ -405,8 +444,11 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
         return out
     run_days = list(run.days())
     write_index(lake, run, config)
+    out.indexed_days = index_missing_days(lake, config)
     # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept.
     work = set(run_days) | set(_pointing(lake, run_days).column(PARTITION_COLUMN).to_pylist())
+    fresh = set(run_days) | {dt.date.fromisoformat(d) for d in out.indexed_days}  # days with new index rows
+    work |= fresh
     done: set[dt.date] = set()
     kept_elsewhere: set[tuple[dt.date, str]] = set()  # kept clips of earlier days named by a judged day's rows
     while work:
@@ -427,6 +469,7 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
         old = rows.to_pylist()
         new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())
         kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
+        kept_elsewhere |= _alone_self_marked(new, day)
         out.judged_days.append(day.isoformat())
         changed = [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
         if changed:
@@ -437,7 +480,7 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
             out.changed_days.append(day.isoformat())
         # Later days that share a key with a day the run wrote, or with a day whose verdicts changed, may change
         # with it; so may the days whose rows name a changed day as their kept clip's day.
-        if changed or day in run_days:
+        if changed or day in fresh:
             work |= {d for d in hits.column(PARTITION_COLUMN).to_pylist() if d > day} - done
             work |= set(found.later_days if found is not None else ()) - done
         if changed and day not in run_days:
