@@ -46,6 +46,21 @@ def scaled_rgb(scaler: Any, frame: Any, max_pixels: int) -> np.ndarray:
     return Orientation.from_frame(frame).apply(rgb)
 
 
+class RgbScaler:
+    """``scaled_rgb`` through one ``VideoReformatter``, made at the first frame (PyAV is imported where used)."""
+
+    def __init__(self, max_pixels: int) -> None:
+        self.max_pixels = max_pixels
+        self._reformatter: Any = None
+
+    def __call__(self, frame: Any) -> np.ndarray:
+        if self._reformatter is None:
+            from av.video.reformatter import VideoReformatter
+
+            self._reformatter = VideoReformatter()
+        return scaled_rgb(self._reformatter, frame, self.max_pixels)
+
+
 class FrameKeeper:
     """A tap for a decoding pass (``SampledDecoder.chunks(tap=...)``): keeps every frame scaled to ``max_pixels``
     (the first ``max_frames``), then ``sampled(ranges, count)`` gives the clips' sampled frames as ``Thumbnails``.
@@ -57,16 +72,11 @@ class FrameKeeper:
     def __init__(self, max_pixels: int = KEPT_MAX_PIXELS, max_frames: int = KEPT_MAX_FRAMES) -> None:
         self.max_pixels, self.max_frames = max_pixels, max_frames
         self.frames: list[np.ndarray] = []
-        self._scaler: Any = None
+        self._rgb = RgbScaler(max_pixels)
 
     def __call__(self, frame: Any) -> None:
-        if len(self.frames) >= self.max_frames:
-            return
-        if self._scaler is None:
-            from av.video.reformatter import VideoReformatter
-
-            self._scaler = VideoReformatter()
-        self.frames.append(scaled_rgb(self._scaler, frame, self.max_pixels))
+        if len(self.frames) < self.max_frames:
+            self.frames.append(self._rgb(frame))
 
     def sampled(self, ranges: list[tuple[int, int]], count: int = KEPT_COUNT) -> Any:
         """The kept frames that ``count`` samples of each range name (``clips.sample_indices``), for the ranges
@@ -140,7 +150,7 @@ class _Pass:
         self.max_pixels = max_pixels
         self._frames: Iterator[tuple[int, Any]] | None = None
         self._buffer: dict[int, np.ndarray] = {}
-        self._scaler: Any = None
+        self._rgb = RgbScaler(max_pixels)
         self._position = -1  # the last frame number the pass has decoded
         self._served: set[tuple[int, int]] = set()
         self._users: dict[int, int] = {}  # frame number -> unserved ranges that sample it
@@ -155,13 +165,6 @@ class _Pass:
             and rng not in self._served
             and all(i > self._position or i in self._buffer for i in wanted)
         )
-
-    def _rgb(self, frame: Any) -> np.ndarray:
-        if self._scaler is None:
-            from av.video.reformatter import VideoReformatter
-
-            self._scaler = VideoReformatter()
-        return scaled_rgb(self._scaler, frame, self.max_pixels)
 
     def take(self, rng: tuple[int, int]) -> np.ndarray:
         from videolake.platform.clips import iter_wanted_frames

@@ -315,9 +315,11 @@ def run_units(
     *,
     resources: UnitResources = UnitResources(),
     progress: StageReporter | None = None,
+    stage: str | None = None,
 ) -> StageProgress:
     """Run ``task`` over ``units`` (dicts with unit_key, partition_date, payload JSON) on Ray Data, each unit's task
     with ``resources``. ``progress`` writes the ``k/N units`` lines (N = len(units); a heartbeat while it runs).
+    ``stage``: the metrics' stage label (the table the units write; default: the progress reporter's name).
 
     Streaming: Ray Data schedules the tasks with backpressure and hands the driver one small summary per unit as
     it finishes; nothing else comes back. Ray re-runs a task whose worker died; a unit lost on every attempt is
@@ -333,9 +335,7 @@ def run_units(
     seen: set[str] = set()
     report = progress or StageReporter("units", None)
     report.plan(len(units))
-    # the metrics' stage label: the table the units write (a bare callable, as in tests, has none: the report's name)
-    checkpoints = getattr(task, "checkpoints", None)
-    stage = checkpoints.table if checkpoints is not None else report.stage
+    stage = stage or report.stage
     telemetry.record(telemetry.QUEUE_DEPTH, len(units), stage=stage)
     with _unit_context(), report, _queue_drained(stage):
         ds: ray.data.Dataset = ray.data.from_items(units, override_num_blocks=len(units))

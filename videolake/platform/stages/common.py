@@ -81,7 +81,7 @@ def run_stage(
     t0 = time.monotonic()
     checkpoints = Checkpoints(lake.files(), table, version)
     task = UnitTask(checkpoints=checkpoints, schema=TABLES[table], process=process, on_error=on_error)
-    prog = run_units(units, task, resources=resources, progress=progress)
+    prog = run_units(units, task, resources=resources, progress=progress, stage=table)
     keys: dict[str, list[str]] = {}
     for u in units:
         keys.setdefault(u["partition_date"], []).append(u["unit_key"])
