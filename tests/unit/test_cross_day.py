@@ -9,7 +9,7 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 
-from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS, _candidate_pairs, assign_day, index_rows
+from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS, _candidate_pairs, assign_day, clip_keys, index_rows
 from videolake.platform.dedup.near import (
     NearDupConfig,
     hashes_per_frame,
@@ -116,7 +116,7 @@ def test_index_rows_hold_every_filed_key_once_per_clip_sorted():
     hashes = np.frombuffer(fp, np.uint8).reshape(-1, 32)
     keys = history_keys(hashes, CONFIG)
     assert idx.column("band_key").to_pylist() == sorted(keys.tolist())
-    assert set(idx.column("clip_id").to_pylist()) == {"x"} and idx.num_rows == len(keys)
+    assert set(idx.column("clip_key").to_pylist()) == {int(clip_keys(["x"])[0])} and idx.num_rows == len(keys)
     # Filed: the views of 4 of the 16 frames (the first, the last and two between), 8 bands each; looked up with
     # the keys of every frame, which include them.
     v = hashes_per_frame(CONFIG)
@@ -166,3 +166,31 @@ def test_a_lake_without_index_rows_for_earlier_days_is_indexed_and_judged_at_the
     again = reconcile(lake, PartitionRange.of([D2.isoformat()]), CONFIG)
     assert again.indexed_days == [D0.isoformat(), D1.isoformat()] and again.changed_days == []
     assert lake.version("filtered_clips") == before
+
+
+def test_an_index_of_an_older_version_is_emptied_and_built_again(tmp_path):
+    """An index written by an older videolake (clip ids instead of clip keys) is replaced in one Delta commit and
+    every day is indexed again from filtered_clips: the copy on the later day is found through the new index."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from videolake.platform.dedup.cross_day import INDEX_TABLE, reconcile
+    from videolake.platform.lake import Lake, PartitionRange, rows_to_table
+    from videolake.platform.schemas import FILTERED_CLIPS
+
+    lake = Lake(root=str(tmp_path))
+    for day, rows in {D0: [row("a0", fingerprint(1, frames=16))], D1: [row("a1", fingerprint(1, 10, 16))]}.items():
+        clips = [{**r, "video_id": r["clip_id"], "partition_date": day, "duration_s": 2.0} for r in rows]
+        lake.write_partitions("filtered_clips", rows_to_table(clips, FILTERED_CLIPS), PartitionRange.of([str(day)]))
+    old = pa.table(
+        {"band_key": pa.array([1, 2], pa.int64()), "clip_id": ["a0", "a0"], "partition_date": pa.array([D0, D0])}
+    )
+    write_deltalake(lake.table_uri(INDEX_TABLE), old, partition_by=["partition_date"])
+    out = reconcile(lake, PartitionRange.of([D1.isoformat()]), CONFIG)
+    assert lake.column_names(INDEX_TABLE) == ["band_key", "clip_key", "partition_date"]
+    assert out.indexed_days == [D0.isoformat()]
+    assert DeltaTable(lake.table_uri(INDEX_TABLE)).version() == 3  # old, emptied, D1's rows, D0's rows
+    got = lake.read_partitions("filtered_clips", PartitionRange(D0, D2), ["clip_id", "passed", "duplicate_group"])
+    assert sorted(got.to_pylist(), key=lambda r: r["clip_id"]) == [
+        {"clip_id": "a0", "passed": True, "duplicate_group": "a0"},
+        {"clip_id": "a1", "passed": False, "duplicate_group": "a0"},
+    ]

@@ -113,8 +113,11 @@ class Lake:
 
         return DeltaTable.is_deltatable(self.table_uri(table), storage_options=self._options())
 
-    def write_partitions(self, table: str, data: pa.Table, partitions: PartitionRange) -> WriteResult:
-        """Replace exactly the partitions in ``partitions`` with ``data`` (which may be empty)."""
+    def write_partitions(
+        self, table: str, data: pa.Table, partitions: PartitionRange, *, writer_properties: Any = None
+    ) -> WriteResult:
+        """Replace exactly the partitions in ``partitions`` with ``data`` (which may be empty); ``writer_properties``
+        (a ``deltalake.WriterProperties``) sets the data files' Parquet encodings."""
         from deltalake import DeltaTable, write_deltalake
 
         schema = LAKE_SCHEMAS[table]
@@ -137,6 +140,7 @@ class Lake:
                 partition_by=[PARTITION_COLUMN],
                 predicate=partitions.predicate(),
                 storage_options=self._options(),
+                writer_properties=writer_properties,
             ),
             what=f"overwrite of {table} {partitions}",
         )
@@ -217,6 +221,32 @@ class Lake:
             have += part.num_rows
         tbl = pa.concat_tables(parts).slice(0, n) if parts else dataset.schema.empty_table().select(columns)
         return conform(tbl, pa.schema([schema.field(c) for c in columns]))
+
+    def dataset(self, table: str):
+        """Every data file of ``table`` as a pyarrow Dataset, one fragment a file, each with its partition's
+        expression: for readers that visit the files one by one."""
+        return self._dataset(table, None)
+
+    def column_names(self, table: str) -> list[str]:
+        """The columns of the stored table, in order."""
+        from deltalake import DeltaTable
+
+        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        return list(pa.schema(dtbl.schema().to_arrow()).names)
+
+    def replace_table(self, table: str) -> None:
+        """Replace the table by an empty one with the current schema, in one Delta commit (its history is kept):
+        for the engine's own index tables, rebuilt from the asset tables when their columns change."""
+        from deltalake import write_deltalake
+
+        write_deltalake(
+            self.table_uri(table),
+            LAKE_SCHEMAS[table].empty_table(),
+            mode="overwrite",
+            schema_mode="overwrite",
+            partition_by=[PARTITION_COLUMN],
+            storage_options=self._options(),
+        )
 
     def _dataset(self, table: str, partitions: PartitionRange | None):
         """The partitions' data files as a pyarrow Dataset, read through pyarrow's own filesystem (local or S3).

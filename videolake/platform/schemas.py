@@ -696,10 +696,13 @@ NEAR_DUP_INDEX = pa.schema(
             },
         ),
         pa.field(
-            "clip_id",
-            pa.string(),
+            "clip_key",
+            pa.int64(),
             nullable=False,
-            metadata={"description": "the clip whose fingerprint has this key (filtered_clips.clip_id)"},
+            metadata={
+                "description": "the clip whose fingerprint has this key: the first 8 bytes of the BLAKE2b digest of "
+                "its filtered_clips.clip_id (dedup.cross_day.clip_keys)"
+            },
         ),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
     ]

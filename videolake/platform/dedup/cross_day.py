@@ -27,6 +27,7 @@ materialized in (tests/assets/test_near_duplicates_across_days.py).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,32 +65,37 @@ def fingerprint_of(value: bytes | None) -> np.ndarray:
     return np.frombuffer(value, dtype=np.uint8).reshape(-1, HASH_BYTES)
 
 
+def clip_keys(clip_ids: Iterable[str]) -> np.ndarray:
+    """The index's int64 key of each clip id: the first 8 bytes of its BLAKE2b digest (signed). Why not the id:
+    the day's lookup reads this column of every index row it matches, and an integer column costs a tenth of a
+    string one to read; two of 10^9 clips share a key with probability ~3e-2 % (and then both are verified)."""
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(c.encode(), digest_size=8).digest(), "little", signed=True) for c in clip_ids],
+        dtype=np.int64,
+    )
+
+
 def index_rows(rows: pa.Table, config: Any = None) -> pa.Table:
-    """Index rows (band_key, clip_id, partition_date) of ``rows`` (clip_id, near_hashes, partition_date), sorted by
+    """Index rows (band_key, clip_key, partition_date) of ``rows`` (clip_id, near_hashes, partition_date), sorted by
     key: one row per distinct band key of each clip's fingerprint."""
     from videolake.platform.dedup.near import NearDupConfig, history_keys
 
     config = config or NearDupConfig()
     keys: list[np.ndarray] = []
-    ids: list[str] = []
     days: list[Any] = []
-    for cid, blob, day in zip(
-        rows.column("clip_id").to_pylist(),
-        rows.column("near_hashes").to_pylist(),
-        rows.column(PARTITION_COLUMN).to_pylist(),
-    ):
+    ckeys = clip_keys(rows.column("clip_id").to_pylist())
+    for blob, day in zip(rows.column("near_hashes").to_pylist(), rows.column(PARTITION_COLUMN).to_pylist()):
         k = history_keys(fingerprint_of(blob), config)
         keys.append(k)
-        ids.extend([cid] * len(k))
         days.extend([day] * len(k))
     out = pa.table(
         {
             "band_key": pa.array(np.concatenate(keys) if keys else np.zeros(0, np.int64), pa.int64()),
-            "clip_id": pa.array(ids, pa.string()),
+            "clip_key": pa.array(np.repeat(ckeys, [len(k) for k in keys]).astype(np.int64), pa.int64()),
             PARTITION_COLUMN: pa.array(days, pa.date32()),
         }
     )
-    return out.sort_by([("band_key", "ascending"), ("clip_id", "ascending")])
+    return out.sort_by([("band_key", "ascending"), ("clip_key", "ascending")])
 
 
 # ------------------------------------------------------------------------------------------------ one day
@@ -241,10 +247,28 @@ def _verdict_key(r: Mapping[str, Any]) -> tuple:
 
 def write_index(lake: Any, run: Any, config: Any = None) -> int:
     """Replace the index rows of the run's days with those of their filtered_clips rows; returns the rows written."""
+    from deltalake import ColumnProperties, WriterProperties
+
     rows = lake.read_partitions(TABLE, run, columns=["clip_id", "near_hashes", PARTITION_COLUMN])
     idx = index_rows(rows, config)
-    lake.write_partitions(INDEX_TABLE, idx, run)
+    # A day's keys are sorted: delta-encoded they take 40 % of the plain column and read 3x faster.
+    props = WriterProperties(
+        column_properties={"band_key": ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")}
+    )
+    lake.write_partitions(INDEX_TABLE, idx, run, writer_properties=props)
     return idx.num_rows
+
+
+def replace_outdated_index(lake: Any) -> bool:
+    """Empty the index when its columns are not the current ones (an index of an older videolake); the days are
+    then indexed again by ``index_missing_days``. Returns whether it was replaced."""
+    from videolake.platform.schemas import LAKE_SCHEMAS
+
+    if not lake.exists(INDEX_TABLE) or lake.column_names(INDEX_TABLE) == LAKE_SCHEMAS[INDEX_TABLE].names:
+        return False
+    log.info("near_dup_index: columns of an older version; emptied, to be indexed again")
+    lake.replace_table(INDEX_TABLE)
+    return True
 
 
 def index_missing_days(lake: Any, config: Any = None) -> list[str]:
@@ -269,17 +293,38 @@ def index_missing_days(lake: Any, config: Any = None) -> list[str]:
 
 
 def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
-    """Index rows of other days than ``day`` that share one of ``keys``."""
+    """Index rows (band_key, clip_key, partition_date) of other days than ``day`` that hold one of ``keys``.
+
+    Why not a filtered scan (``isin``): its hash lookup of every index row costs ~60 ns a row. Each day's file is
+    sorted by key, so this reads the two integer columns of each other day's file and finds its rows among the
+    sorted probe keys with a binary search, ~4x cheaper (``videolake bench dedup``); the rows' cost still grows
+    with the index (docs/duplicates.md, "Cost as history grows")."""
+    import pyarrow.dataset as pads
+
+    empty = pa.table(
+        {
+            "band_key": pa.array([], pa.int64()),
+            "clip_key": pa.array([], pa.int64()),
+            PARTITION_COLUMN: pa.array([], pa.date32()),
+        }
+    )
     if len(keys) == 0 or not lake.exists(INDEX_TABLE):
-        return pa.table(
-            {
-                "band_key": pa.array([], pa.int64()),
-                "clip_id": pa.array([], pa.string()),
-                PARTITION_COLUMN: pa.array([], pa.date32()),
-            }
-        )
-    expr = pc.field("band_key").isin(pa.array(np.unique(keys), pa.int64())) & (pc.field(PARTITION_COLUMN) != day)
-    return lake.read_where(INDEX_TABLE, ["band_key", "clip_id", PARTITION_COLUMN], expr)
+        return empty
+    probe = np.unique(np.asarray(keys, dtype=np.int64))
+    parts = [empty]
+    for fragment in lake.dataset(INDEX_TABLE).get_fragments():
+        fday = pads.get_partition_keys(fragment.partition_expression).get(PARTITION_COLUMN)
+        fday = fday if isinstance(fday, dt.date) or fday is None else dt.date.fromisoformat(str(fday))
+        if fday == day:
+            continue
+        cols = fragment.to_table(columns=["band_key", "clip_key"])
+        k = cols.column("band_key").to_numpy()
+        pos = np.minimum(np.searchsorted(probe, k), len(probe) - 1)
+        hit = np.flatnonzero(probe[pos] == k)
+        if len(hit):
+            found = cols.take(pa.array(hit))
+            parts.append(found.append_column(PARTITION_COLUMN, pa.array([fday] * len(hit), pa.date32())))
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 def _day_keys(rows: pa.Table, config: Any) -> pa.Table:
@@ -301,23 +346,23 @@ def _day_keys(rows: pa.Table, config: Any) -> pa.Table:
 
 
 def _sharing(day_keys: pa.Table, hits: pa.Table) -> pa.Table:
-    """(day_clip, clip_id, partition_date) of the clips of ``hits`` that share at least MIN_SHARED_KEYS keys with a
+    """(day_clip, clip_key, partition_date) of the clips of ``hits`` that share at least MIN_SHARED_KEYS keys with a
     clip of the day (``day_clip``)."""
     if hits.num_rows == 0:
         return pa.table(
             {
                 "day_clip": pa.array([], pa.string()),
-                "clip_id": pa.array([], pa.string()),
+                "clip_key": pa.array([], pa.int64()),
                 PARTITION_COLUMN: pa.array([], pa.date32()),
             }
         )
     pairs = (
         day_keys.join(hits, "band_key", join_type="inner")
-        .group_by(["day_clip", "clip_id", PARTITION_COLUMN])
+        .group_by(["day_clip", "clip_key", PARTITION_COLUMN])
         .aggregate([("band_key", "count")])
     )
     return pairs.filter(pc.greater_equal(pairs.column("band_key_count"), MIN_SHARED_KEYS)).select(
-        ["day_clip", "clip_id", PARTITION_COLUMN]
+        ["day_clip", "clip_key", PARTITION_COLUMN]
     )
 
 
@@ -342,28 +387,30 @@ def _seen_both_ways(
         for cid, blob in zip(day_rows.column("clip_id").to_pylist(), day_rows.column("near_hashes").to_pylist())
     }
     partners: dict[tuple[str, Any], list[str]] = {}
-    for a, b, d in zip(*(pairs.column(c).to_pylist() for c in ("day_clip", "clip_id", PARTITION_COLUMN))):
+    for a, b, d in zip(*(pairs.column(c).to_pylist() for c in ("day_clip", "clip_key", PARTITION_COLUMN))):
         partners.setdefault((b, d), []).append(a)
     out = []
-    for e in earlier:
+    for e, key in zip(earlier, clip_keys(e["clip_id"] for e in earlier).tolist()):
         probe = set(history_probe_keys(fingerprint_of(e.get("near_hashes")), config).tolist())
-        if any(probe & filed.get(a, set()) for a in partners.get((e["clip_id"], e[PARTITION_COLUMN]), ())):
+        if any(probe & filed.get(a, set()) for a in partners.get((key, e[PARTITION_COLUMN]), ())):
             out.append(e)
     return out
 
 
 def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
-    """The filtered_clips rows (``CANDIDATE_COLUMNS``) of the clips ``hits`` names, read from their days only."""
+    """The filtered_clips rows (``CANDIDATE_COLUMNS``) of the clips ``hits`` names (clip_key, partition_date), read
+    from their days only."""
     from videolake.platform.lake import PartitionRange
 
     if hits.num_rows == 0:
         return []
-    days = sorted({d.isoformat() for d in hits.column(PARTITION_COLUMN).to_pylist()})
-    ids = pc.unique(hits.column("clip_id"))
+    wanted = set(zip(hits.column("clip_key").to_pylist(), hits.column(PARTITION_COLUMN).to_pylist()))
+    days = sorted({d.isoformat() for _, d in wanted})
     out: list[dict[str, Any]] = []
     for rng in PartitionRange.split(days):
-        rows = lake.read_partitions(TABLE, rng, columns=CANDIDATE_COLUMNS)
-        out.extend(rows.filter(pc.is_in(rows.column("clip_id"), value_set=ids)).to_pylist())
+        rows = lake.read_partitions(TABLE, rng, columns=CANDIDATE_COLUMNS).to_pylist()
+        keys = clip_keys(r["clip_id"] for r in rows).tolist()
+        out.extend(r for r, k in zip(rows, keys) if (k, r[PARTITION_COLUMN]) in wanted)
     return out
 
 
@@ -424,7 +471,10 @@ def _semantic_candidates(lake: Any, found: Any, near: list[dict[str, Any]]) -> l
     if not extra:
         return []
     hits = pa.table(
-        {"clip_id": pa.array([c for c, _ in extra], pa.string()), PARTITION_COLUMN: pa.array([d for _, d in extra])}
+        {
+            "clip_key": pa.array(clip_keys(c for c, _ in extra), pa.int64()),
+            PARTITION_COLUMN: pa.array([d for _, d in extra], pa.date32()),
+        }
     )
     return _candidates(lake, hits)
 
@@ -443,6 +493,7 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
     if not lake.exists(TABLE):
         return out
     run_days = list(run.days())
+    replace_outdated_index(lake)
     write_index(lake, run, config)
     out.indexed_days = index_missing_days(lake, config)
     # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept.
@@ -460,7 +511,7 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
         hits = _lookup(lake, day_keys.column("band_key").to_numpy(), day)
         earlier_pairs = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
         earlier = _seen_both_ways(
-            earlier_pairs, rows, _candidates(lake, earlier_pairs.select(["clip_id", PARTITION_COLUMN])), config
+            earlier_pairs, rows, _candidates(lake, earlier_pairs.select(["clip_key", PARTITION_COLUMN])), config
         )
         found = semantic(day.isoformat()) if semantic else None
         if found is not None:
