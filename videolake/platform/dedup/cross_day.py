@@ -310,7 +310,9 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
     )
     if len(keys) == 0 or not lake.exists(INDEX_TABLE):
         return empty
-    probe = np.unique(np.asarray(keys, dtype=np.int64))
+    from videolake.platform.dedup.near import sorted_unique
+
+    probe = sorted_unique(np.asarray(keys, dtype=np.int64))
     parts = [empty]
     for fragment in lake.dataset(INDEX_TABLE).get_fragments():
         fday = pads.get_partition_keys(fragment.partition_expression).get(PARTITION_COLUMN)

@@ -402,12 +402,27 @@ def band_keys(fingerprint: np.ndarray, bands: int = 16, bits: int | None = None)
     rows = fingerprint[fingerprint.any(axis=1)] if len(fingerprint) else fingerprint
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64)
-    unpacked = np.unpackbits(rows, axis=1).astype(np.int64)
-    unpacked = np.concatenate([unpacked, unpacked[:, :bits]], axis=1)  # circular: the last bands wrap around
+    # Each hash as 4 big-endian 64-bit words, the first repeated after the last (circular: the last bands wrap);
+    # a band's bits are read from the two words its window spans with shifts (4x cheaper than unpacking 256 bits).
+    words = np.ascontiguousarray(rows).view(">u8").astype(np.uint64)
+    words = np.concatenate([words, words[:, :2]], axis=1)
     starts = np.arange(bands) * stride
-    windows = unpacked[:, starts[:, None] + np.arange(bits)]  # (rows, bands, bits)
-    values = (windows << np.arange(bits - 1, -1, -1, dtype=np.int64)).sum(axis=2)
-    return np.unique((np.arange(bands, dtype=np.int64) << bits) | values)
+    w, o = starts // 64, (starts % 64).astype(np.uint64)
+    hi, lo = words[:, w], words[:, w + 1]
+    with np.errstate(over="ignore"):
+        spliced = (hi << o) | np.where(o == 0, np.uint64(0), lo >> ((np.uint64(64) - o) % np.uint64(64)))
+    values = (spliced >> np.uint64(64 - bits)).astype(np.int64)  # (rows, bands): the band's top ``bits`` bits
+    return sorted_unique(((np.arange(bands, dtype=np.int64) << bits) | values).ravel())
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-d array by a sort and a neighbour comparison: numpy 2's hash-based ``np.unique`` of
+    integers is 5x slower for a clip's ~2,500 keys and 10x for a day's 10^6 (measured here)."""
+    out = np.sort(values)
+    keep = np.empty(len(out), dtype=bool)
+    keep[:1] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
 
 
 def index_keys(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
