@@ -51,14 +51,14 @@ def _days() -> dict[dt.date, dict[str, np.ndarray]]:
     return out
 
 
-def _land(lake: Lake, day: dt.date, vectors: dict[str, np.ndarray]) -> None:
+def _land(lake: Lake, day: dt.date, vectors: dict[str, np.ndarray], model: str = "test") -> None:
     """The day's clip_embeddings and filtered_clips rows (no fingerprints: only the semantic rule decides)."""
     rng = PartitionRange.of([day.isoformat()])
     emb = [
         {
             "clip_id": cid,
             "video_id": cid,
-            "model": "test",
+            "model": model,
             "status": "ok",
             "embedding": v.tolist(),
             "dim": DIM,
@@ -163,3 +163,26 @@ def test_an_exact_pair_at_any_distance_from_the_centroids_is_found(tmp_path):
     found = matches_of_day(lake, B.isoformat(), exact)
     assert sorted(found.pairs) == sorted((f"l{i:02d}", f"e{i:02d}") for i in range(0, 20, 3))
     assert found.later_days == []
+
+
+def test_vectors_of_another_model_are_never_compared(tmp_path):
+    """The same vectors embedded on a later day by another model of the same dimension: no pair, no later day; the
+    cluster rows name their model."""
+    rng = np.random.default_rng(5)
+    vectors = {f"e{i:02d}": _unit(rng.normal(size=DIM)) for i in range(8)}
+    exact = SemanticDedupConfig(eps=0.0, items_per_cluster=3)
+    lake = Lake(root=str(tmp_path / "lake"))
+    for day, model in ((A, "model-a"), (B, "model-b"), (C, "model-a")):
+        _land(lake, day, {f"{day:%d}{k}": v for k, v in vectors.items()}, model=model)
+        index_day(lake, day.isoformat(), exact)
+    clusters = lake.read_partitions(CLUSTERS_TABLE, PartitionRange(A, C + dt.timedelta(days=1)))
+    assert {(r["partition_date"], r["model"]) for r in clusters.to_pylist()} == {
+        (A, "model-a"),
+        (B, "model-b"),
+        (C, "model-a"),
+    }
+    found = matches_of_day(lake, B.isoformat(), exact)
+    assert found.pairs == [] and found.later_days == [] and found.clusters_read == 0
+    # the same model on C: every vector is an exact copy of A's
+    on_c = matches_of_day(lake, C.isoformat(), exact)
+    assert sorted(on_c.pairs) == sorted((f"03{k}", f"01{k}") for k in vectors)

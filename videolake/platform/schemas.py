@@ -741,6 +741,15 @@ SEMANTIC_CLUSTERS = pa.schema(
             metadata={"description": "the largest Euclidean distance of a member vector from the centroid"},
         ),
         pa.field("members", pa.int64(), nullable=False, metadata={"description": "vectors in the cluster"}),
+        pa.field(
+            "model",
+            pa.string(),
+            nullable=True,  # absent from the clusters of an older videolake: those are compared by dimension only
+            metadata={
+                "description": "the model of the cluster's vectors (clip_embeddings.model); clusters of another "
+                "model are never compared"
+            },
+        ),
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the cluster's partition"}),
     ]
 )

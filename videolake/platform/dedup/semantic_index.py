@@ -83,6 +83,7 @@ def index_day(lake: Any, day: str, config: Any) -> int:
     from videolake.platform.stages.embed import day_vectors
 
     ids, x32 = day_vectors(lake, day)
+    model = _day_model(lake, day) if ids else None
     date = dt.date.fromisoformat(day)
     if ids:
         from videolake.platform.embedding.semantic import unit_rows
@@ -111,6 +112,7 @@ def index_day(lake: Any, day: str, config: Any) -> int:
             "centroid": _list_array(centroids[used].astype(np.float32)),
             "radius": pa.array(radius[used], pa.float64()),
             "members": pa.array(sizes[used], pa.int64()),
+            "model": pa.array([model] * len(used), pa.string()),
             PARTITION_COLUMN: pa.array([date] * len(used), pa.date32()),
         }
     )
@@ -118,6 +120,13 @@ def index_day(lake: Any, day: str, config: Any) -> int:
     lake.write_partitions(INDEX_TABLE, index, rng)
     lake.write_partitions(CLUSTERS_TABLE, clusters, rng)
     return len(ids)
+
+
+def _day_model(lake: Any, day: str) -> str | None:
+    """The model of the day's ok embeddings (one per commit of clip_embeddings)."""
+    t = lake.read_partitions(EMBEDDINGS_TABLE, _day_range(day), columns=["model"], where=pc.field("status") == "ok")
+    models = pc.unique(t.column("model")).to_pylist() if t.num_rows else []
+    return models[0] if len(models) == 1 else None
 
 
 def _within_bound(
@@ -169,13 +178,21 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
     for a, b in duplicate_pairs(x, labels, config.eps, config.block_rows):
         out.pairs.append((ids[int(a)], ids[int(b)]))
     clusters = lake.read_where(
-        CLUSTERS_TABLE, ["cluster", "centroid", "radius", PARTITION_COLUMN], pc.field(PARTITION_COLUMN) != date
+        CLUSTERS_TABLE, ["cluster", "centroid", "radius", "model", PARTITION_COLUMN], pc.field(PARTITION_COLUMN) != date
     )
     if clusters.num_rows == 0:
         return out
     dim = x.shape[1]
+    own_models = pc.unique(
+        lake.read_partitions(CLUSTERS_TABLE, _day_range(day), columns=["model"]).column("model")
+    ).to_pylist()
+    model = own_models[0] if len(own_models) == 1 else None
     lengths = pc.list_value_length(clusters.column("centroid")).to_numpy(zero_copy_only=False)
-    clusters = clusters.filter(pa.array(lengths == dim))  # another model's days cannot be compared
+    same = lengths == dim
+    if model is not None:  # another model's vectors cannot be compared (an unknown model: by dimension only)
+        others = clusters.column("model").to_pylist()
+        same &= np.array([m is None or m == model for m in others], dtype=bool)
+    clusters = clusters.filter(pa.array(same))
     if clusters.num_rows == 0:
         return out
     flat = pc.list_flatten(clusters.column("centroid").combine_chunks()).to_numpy(zero_copy_only=False)
