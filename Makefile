@@ -85,7 +85,7 @@ bench: setup
 	$(VENV)/bin/videolake bench ray
 	$(VENV)/bin/videolake bench shards --videos 8 --seconds 16
 	$(VENV)/bin/videolake bench loader --videos 8 --seconds 16
-	$(VENV)/bin/videolake bench dedup --clips-per-day 400 --days 2
+	$(VENV)/bin/videolake bench dedup --clips-per-day 400 --days 2 --repeats 5
 
 clean:
 	rm -rf $(VENV) .dagster data site

@@ -23,7 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)",
     )
-    p.add_argument("--repeats", type=int, default=2, help="cpu, scenes: measurements per side (best kept)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=2,
+        help="cpu, scenes: measurements per side; dedup: new days judged per index size (best kept)",
+    )
     p.add_argument("--files", nargs="*", help="cpu, scenes: benchmark these files instead of synthetic 360p/1080p ones")
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "dedup":
         from videolake.benchmarks.dedup import bench_dedup
 
-        bench_dedup(clips_per_day=args.clips_per_day, days=args.days)
+        bench_dedup(clips_per_day=args.clips_per_day, days=args.days, repeats=args.repeats)
         return 0
     if args.what == "shards":
         from videolake.benchmarks.shards import bench_shards

@@ -297,8 +297,9 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
 
     Why not a filtered scan (``isin``): its hash lookup of every index row costs ~60 ns a row. Each day's file is
     sorted by key, so this reads the two integer columns of each other day's file and finds its rows among the
-    sorted probe keys with a binary search, ~4x cheaper (``videolake bench dedup``); the rows' cost still grows
-    with the index (docs/duplicates.md, "Cost as history grows")."""
+    sorted probe keys with a binary search whose successive searches start where the last ended (~30 ns a row;
+    a Bloom filter in front measured no cheaper); that cost still grows with the index (docs/duplicates.md, "Cost
+    as history grows")."""
     import pyarrow.dataset as pads
 
     empty = pa.table(
