@@ -102,6 +102,11 @@ def _judge_new_day(lake: Any, day: dt.date, clips_per_day: int, originals: list,
         for r in lake.read_partitions("filtered_clips", rng_day, columns=["reject_reason"]).to_pylist()
         if r["reject_reason"] == "duplicate"
     )
+    # The judged day leaves the lake again, so that every measurement of a size sees the same index.
+    from videolake.platform.dedup.cross_day import INDEX_TABLE, TABLE
+
+    for table in (TABLE, INDEX_TABLE):
+        lake.write_partitions(table, lake.read_partitions(table, rng_day).slice(0, 0), rng_day)
     return {"seconds": seconds, "cpu_seconds": cpu, "copies": copies, "found": found, "candidates": out.candidates}
 
 
@@ -114,13 +119,13 @@ def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repe
     with tempfile.TemporaryDirectory(prefix="videolake-bench-dedup-") as work:
         lake = Lake(root=work)
         results = {}
-        judged = 0  # new days judged so far (they lie after every earlier day, and join the index)
+        judged = 0  # new days judged so far (each after every earlier day; removed again once measured)
         for label, (first, n_days) in (("small", (0, days)), ("grown", (days, days * (growth - 1)))):
             # Copies are of clips of the first ``days`` days in both measurements: what grows is the index alone,
             # not the number of earlier days whose kept clips the copies name (each such day is rewritten once to
             # mark its kept clips, ``cross_day._mark_kept``, a cost per day named, not per index row).
             _write_history(lake, first, n_days, clips_per_day, rng, originals if first == 0 else [])
-            index_clips = (first + n_days + judged) * clips_per_day
+            index_clips = (first + n_days) * clips_per_day
             index_rows = lake.row_count(INDEX_TABLE, None)
             runs = []
             for _ in range(repeats):

@@ -9,11 +9,12 @@ days (A ~ B, B ~ C) names A on C without comparing C with A.
 
 The index: table ``near_dup_index``, one row per (clip, band key) it files the clip under (``near.history_keys``:
 8 bands of 28 bits of each view hash of 4 frames evenly spread over the clip, ~600 keys a clip), partitioned by day
-and sorted by key within a day's file. A day's candidates from other days are one filtered scan of the index for the
-keys of every frame of the day's clips (``near.history_probe_keys``), a join over the key column, never a comparison
-with every earlier clip; only clips sharing at least MIN_SHARED_KEYS keys are verified with the full fingerprints,
-read by clip id. The scan reads the key column of the whole index, so its cost grows with history: filing 4 of the
-16 frames at 8 bands (not 16 frames x 16 bands, ~4,100 keys) keeps it a small part of a day's cost
+and sorted by key within a day's file; a clip is named by an 8-byte digest of its id (``clip_keys``). A day's
+candidates from other days are one batched lookup of the keys of every frame of the day's clips
+(``near.history_probe_keys``) in the index's integer columns (``_lookup``), never a comparison with every earlier
+clip; only clips sharing at least MIN_SHARED_KEYS keys are verified with the full fingerprints, read from their own
+days. The lookup reads the key columns of the whole index, so its cost grows with history: filing 4 of the 16
+frames at 8 bands (not 16 frames x 16 bands, ~4,100 keys) keeps it a small part of a day's cost
 (``videolake bench dedup``).
 
 Order of materialization: ``reconcile`` runs after every filtered_clips commit. It writes the index of the run's
@@ -313,7 +314,8 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
         return empty
     from videolake.platform.dedup.near import sorted_unique
 
-    probe = sorted_unique(np.asarray(keys, dtype=np.int64))
+    # sorted, with a sentinel above every key: a search never falls off the end
+    probe = np.append(sorted_unique(np.asarray(keys, dtype=np.int64)), np.iinfo(np.int64).max)
     parts = [empty]
     for fragment in lake.dataset(INDEX_TABLE).get_fragments():
         fday = pads.get_partition_keys(fragment.partition_expression).get(PARTITION_COLUMN)
@@ -322,8 +324,7 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
             continue
         cols = fragment.to_table(columns=["band_key", "clip_key"])
         k = cols.column("band_key").to_numpy()
-        pos = np.minimum(np.searchsorted(probe, k), len(probe) - 1)
-        hit = np.flatnonzero(probe[pos] == k)
+        hit = np.flatnonzero(probe[np.searchsorted(probe, k)] == k)
         if len(hit):
             found = cols.take(pa.array(hit))
             parts.append(found.append_column(PARTITION_COLUMN, pa.array([fday] * len(hit), pa.date32())))
