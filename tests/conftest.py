@@ -24,9 +24,10 @@ def ffmpeg() -> str:
 # ------------------------------------------------------------------------------------------------ markers and order
 TESTS = Path(__file__).resolve().parent
 
-# Every test in these directories is `slow` (real S3/PostgreSQL/vLLM servers, Dagster deployments, a browser), as if
-# marked one by one: `make test-quick` (-m "not slow") leaves them out. Elsewhere a test is marked where it is defined.
-SLOW_DIRS = ("browser", "integration")
+# Every test in these directories is `slow` (Dagster materializations and runs, the CLI in subprocesses, real
+# S3/PostgreSQL/vLLM servers, Dagster deployments, a browser), as if marked one by one: `make test-quick`
+# (-m "not slow") leaves them out. Elsewhere a test that takes seconds is marked where it is defined.
+SLOW_DIRS = ("assets", "browser", "integration", "ops")
 
 # The longest test files, longest first. Under pytest-xdist (`make test`: --dist loadfile --no-loadscope-reorder) a
 # worker takes the next whole file when it is nearly out of work, so these start at once and the short files fill in

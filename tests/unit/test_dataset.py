@@ -507,6 +507,7 @@ def test_shards_are_plain_tars(rel, tmp_path):
         assert json.loads((out / f"{k}.json").read_text("utf-8")) == rel.samples[k]["meta"]
 
 
+@pytest.mark.slow
 def test_ray_reads_the_shards(rel):
     import ray
 

@@ -140,6 +140,7 @@ print(lake.read_partitions("raw_videos", PartitionRange.of(days[:2]), ["video_id
 """
 
 
+@pytest.mark.slow
 def test_head_returns_n_rows_of_the_range_and_the_process_exits_cleanly(tmp_path):
     """A preview reads whole files: a half-consumed Arrow scanner (``Dataset.head``) leaves read-ahead running, and a
     process that exits then dies of SIGSEGV/SIGABRT (it did, in `videolake demo`, 5 of 5 times on this table).

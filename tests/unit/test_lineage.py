@@ -205,6 +205,7 @@ def test_every_kind_of_id_resolves_to_the_same_chain(world):
     assert not trace(lake, "0" * 64).found
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_chain_and_writes_the_clips_contact_sheet(world, tmp_path):
     import os
 

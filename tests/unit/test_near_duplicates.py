@@ -61,6 +61,7 @@ def _fingerprint(footage: near_copies.Fingerprinted, clip_id: str) -> np.ndarray
 # ------------------------------------------------------------------------------------------ (a) real footage
 
 
+@pytest.mark.slow
 def test_every_kind_of_copy_is_evaluated(scores, footage):
     assert len(ORIGINALS) == 4
     assert REQUIRED_KINDS <= set(scores["recall_per_kind"]) == set(near_copies.COPY_KINDS)

@@ -304,6 +304,7 @@ def _mean_red(uri: str, start: int, end: int) -> float:
     return float((rgb[..., 0] - rgb[..., 1]).mean())
 
 
+@pytest.mark.slow
 def test_a_scorer_plugin_sees_pixels_stores_its_score_and_rule_and_its_params_version_the_stage(site, tmp_path, ffmpeg):
     day = "2026-05-01"
     landing = tmp_path / "day" / "store" / "landing" / day

@@ -19,6 +19,7 @@ def real(tmp_path_factory):
     return corpus.fetch(tmp_path_factory.mktemp("corpus"))
 
 
+@pytest.mark.slow
 def test_every_corpus_video_probes_ok(real):
     assert set(real) == set(corpus.SOURCES)  # the whole corpus, not a chosen part of it
     rejected = {}

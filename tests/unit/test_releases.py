@@ -416,6 +416,7 @@ def _expected_shards(world, days, buckets=None):
 # -- create ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_release_takes_only_days_that_passed_every_gate_of_every_table(world, v1):
     from videolake.platform.releases import read_manifest
 
@@ -880,6 +881,7 @@ def test_recorded_check_evaluations_are_used_only_when_they_judged_the_released_
 # -- CLI ------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_create_verify_list_and_vacuum(world, v1, tmp_path, monkeypatch, capsys):
     from videolake.cli import main
 

@@ -55,6 +55,7 @@ def _landed(tmp_path, ffmpeg) -> tuple[Lake, LocalObjectStore, dict[str, list[in
     return lake, store, truth
 
 
+@pytest.mark.slow
 def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu_ray, tmp_path, ffmpeg):
     lake, store, truth = _landed(tmp_path, ffmpeg)
     days = PartitionRange.of([DAY])

@@ -110,6 +110,7 @@ def luma():
     return get_detector("luma")
 
 
+@pytest.mark.slow
 def test_hard_cuts_are_frame_exact(videos, luma):
     path, truth = videos["hard"]
     res = luma.detect(path)
@@ -372,6 +373,7 @@ def test_cli_prints_exactly_one_json_object(videos):
     assert data == {"cuts": truth["cuts"], "fps": 25.0, "num_frames": truth["num_frames"]}
 
 
+@pytest.mark.slow
 def test_cli_typed_params_and_transnetv2(videos):
     path, truth = videos["hard"]
     proc = _scenes_cli("-m", "videolake.cli", "scenes", path, "--param", "min_scene_len=abc")

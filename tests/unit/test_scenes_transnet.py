@@ -52,6 +52,7 @@ def _same_stats(a, b) -> None:
     assert (a.width, a.height) == (b.width, b.height)
 
 
+@pytest.mark.slow
 def test_transnetv2_detector_finds_hard_cuts_and_keeps_the_frame_stats_of_its_decode(videos):
     from videolake.platform.frames import DecodeOptions, compute_frame_stats
 
@@ -64,6 +65,7 @@ def test_transnetv2_detector_finds_hard_cuts_and_keeps_the_frame_stats_of_its_de
     _same_stats(res.stats, compute_frame_stats(path, DecodeOptions(fast_decode=False)))
 
 
+@pytest.mark.slow
 def test_predictor_batches_windows_of_several_videos_in_one_call(videos):
     from videolake.platform.scenes.transnet import TransNetConfig, predict_video, shared_model
     from videolake.platform.scenes.transnet_ray import TransNetV2Predictor, assemble_video, decode_windows
@@ -105,6 +107,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     from videolake.platform.scenes.transnet import TransNetConfig
     from videolake.platform.scenes.transnet_ray import RayDetectConfig, detect_scenes_ray, ray_config_for_cluster

@@ -324,6 +324,7 @@ def test_generated_neighbours_are_distinct_and_transitions_fit():
                 assert t.frames == 0 if t.kind == "cut" else 8 <= t.frames <= 30
 
 
+@pytest.mark.slow
 def test_generated_hard_cuts_stand_out(tmp_path, ffmpeg):
     """In rendered generate() output every hard cut jumps more than anything inside a shot (flashes excluded)."""
     paths = synth.generate(tmp_path / "out", count=5, include_specials=False, max_duration_s=3)
@@ -385,6 +386,7 @@ def test_cli_truth_dir_option(tmp_path, ffmpeg, capsys):
     assert len(names) == 2 and names[0].endswith(".json") ^ names[1].endswith(".json")
 
 
+@pytest.mark.slow
 def test_cli_is_byte_identical_for_one_seed(tmp_path, ffmpeg, capsys):
     """Two runs with one seed into two folders write the same bytes: same file names, same sha256, media and truths.
 

@@ -106,6 +106,7 @@ def _ids(lake) -> list[str]:
     return sorted(lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).column("video_id").to_pylist())
 
 
+@pytest.mark.slow
 def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
     lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
     calls.mkdir()
@@ -134,6 +135,7 @@ def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
     assert len(_ids(lake)) == 6  # one row per unit, never duplicated by re-runs
 
 
+@pytest.mark.slow
 def test_a_failing_unit_is_recorded_and_a_dead_worker_is_recorded_as_lost(tmp_path):
     lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
     calls.mkdir()
@@ -282,6 +284,7 @@ def test_units_run_with_the_resources_their_plugin_declares(tmp_path):
     assert len(seen) == 4 and all(s == {"CPU": 0.25, "memory": 64 << 20} for s in seen), seen
 
 
+@pytest.mark.slow
 def test_unit_resources_ray_args_and_union():
     from videolake.platform.quality import QualityConfig, scorer_resources
     from videolake.platform.scenes import get_detector

@@ -160,9 +160,10 @@ def assign_day(
 
     config = config or NearDupConfig()
     out = [dict(r) for r in rows]
-    # A kept clip named by clips of later days carries its own id (``_mark_kept`` sets it; this day's rows cannot
-    # tell whether those later clips still name it): kept, unless this judgement makes the clip a group's member.
-    marked = {r["clip_id"]: r.get("duplicate_kept_date") for r in out if _self_marked(r, day)}
+    # A kept clip named only by clips of later days carries its own id (``_mark_kept`` sets it; this day's rows
+    # cannot tell whether those later clips still name it): kept, unless this judgement makes it a group's member.
+    # One that rows of this day named is judged here from scratch like the others.
+    marked = {c: d for c, d in _self_marks(out, day).items() if c not in _named_here(out)}
     for r in out:  # forget an earlier assignment
         reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != DUPLICATE]
         r["reject_reason"] = join_rules(reasons)
@@ -216,15 +217,18 @@ def assign_day(
     return out
 
 
-def _self_marked(r: Mapping[str, Any], day: dt.date) -> bool:
-    return r.get("duplicate_group") == r["clip_id"] and r.get("duplicate_kept_date") == day
+def _self_marks(rows: Sequence[Mapping[str, Any]], day: dt.date) -> dict[str, dt.date]:
+    """The day's clips whose ``duplicate_group`` names themselves (kept clips of a group), with their day."""
+    return {
+        r["clip_id"]: day
+        for r in rows
+        if r.get("duplicate_group") == r["clip_id"] and r.get("duplicate_kept_date") == day
+    }
 
 
-def _alone_self_marked(rows: Sequence[Mapping[str, Any]], day: dt.date) -> set[tuple[dt.date, str]]:
-    """The day's self-marked clips that no other row of the day names: kept clips of later days' members only,
-    whose mark ``_mark_kept`` checks against the whole table."""
-    named = {r["duplicate_group"] for r in rows if r.get("duplicate_group") and r["duplicate_group"] != r["clip_id"]}
-    return {(day, r["clip_id"]) for r in rows if _self_marked(r, day) and r["clip_id"] not in named}
+def _named_here(rows: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The kept clips that another of these rows names."""
+    return {r["duplicate_group"] for r in rows if r.get("duplicate_group") and r["duplicate_group"] != r["clip_id"]}
 
 
 # ------------------------------------------------------------------------------------------------ across days
@@ -524,7 +528,8 @@ def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str],
         old = rows.to_pylist()
         new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())
         kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
-        kept_elsewhere |= _alone_self_marked(new, day)
+        # and the day's own kept clips, before and after: later days' rows may name them (``_mark_kept`` checks)
+        kept_elsewhere |= {(day, c) for c in {*_self_marks(old, day), *_self_marks(new, day)}}
         out.judged_days.append(day.isoformat())
         changed = [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
         if changed:
