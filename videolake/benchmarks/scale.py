@@ -341,7 +341,7 @@ def bench_ray(fixed_overhead_s, videos: int = 16, seconds: int = 60, echo=print)
         echo(f"scaling 2 CPUs / 1 CPU: {one / two:.2f} (goal >= 1.8)")
         over = fixed_overhead_s(work)
         echo(
-            f"fixed overhead: the whole job (4 assets + gates) for an empty-but-existing day: {over:.1f}s (goal < 15 s)"
+            f"fixed overhead: the whole daily job (every asset and its gates) for an empty-but-existing day: {over:.1f}s (goal < 15 s)"
         )
         out = {"scaling_2_over_1": round(one / two, 3), "empty_day_run_s": round(over, 2)}
         echo(json.dumps(out))
