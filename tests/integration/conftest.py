@@ -128,10 +128,14 @@ def ray_local():
     """A local Ray cluster (the Dagster RayResource's role in production), shared by the modules that use it.
 
     Module-scoped on purpose: a module in between may shut Ray down (a Dagster step's LocalRay does at its end), so
-    each module checks and starts it again only when it is gone; the last one is shut down when the process exits.
+    each module checks and starts it when it is gone, and shuts down the Ray it started at its end: a later test
+    that forks (a DataLoader's workers) must not inherit a live Ray core worker, whose threads crash the child.
     """
     import ray
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    return ray
+    yield ray
+    if started:
+        ray.shutdown()

@@ -62,6 +62,13 @@ def test_snippet_imports_only_names_videolake_dataset_has():
 
 
 def test_snippet_runs_as_written_against_a_release(rel, tmp_path, monkeypatch):
+    import sys
+
+    # A training script's process runs no Ray: one an earlier test left running must not be forked into the
+    # DataLoader's workers (a live Ray core worker's threads crash a forked child).
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
     code = python_snippet()
     assert code.count(RELEASE_PATH) == 1
     monkeypatch.chdir(tmp_path)  # the snippet writes loader.json into the working directory
