@@ -175,3 +175,44 @@ def test_head_returns_n_rows_of_the_range_and_the_process_exits_cleanly(tmp_path
         assert len(rows) == 3 and len(set(rows)) == 3, out.stdout
         assert all(r.split("@")[0].rsplit("-", 1)[0] == r.split("@")[1] for r in rows), rows  # id matches its day
         assert all(r.split("@")[1] in days for r in rows), rows  # never the day outside the range
+
+
+def test_a_tables_column_encodings_apply_to_every_write_and_each_file_reads_back_with_its_day(tmp_path):
+    """near_dup_index.band_key is delta-encoded (schemas.COLUMN_ENCODINGS) whoever writes it; other columns and
+    tables keep Parquet's defaults. day_fragments names each data file's day."""
+    import pyarrow.parquet as pq
+
+    from videolake.platform.schemas import NEAR_DUP_INDEX
+
+    lake = Lake(str(tmp_path))
+    days = [dt.date(2026, 1, 1), dt.date(2026, 1, 2)]
+    idx = pa.table(
+        {
+            "band_key": pa.array(list(range(0, 3000, 3)) * 2, pa.int64()),
+            "clip_key": pa.array([7] * 1000 + [8] * 1000, pa.int64()),
+            "partition_date": pa.array([days[0]] * 1000 + [days[1]] * 1000, pa.date32()),
+        }
+    )
+    lake.write_partitions(
+        "near_dup_index", idx.select(NEAR_DUP_INDEX.names), PartitionRange.of(["2026-01-01", "2026-01-02"])
+    )
+    lake.write_partitions(
+        "raw_videos", rows_to_table(_rows("2026-01-01", ["a"]), RAW_VIDEOS), PartitionRange.of(["2026-01-01"])
+    )
+
+    def encodings(table: str, column: str) -> set[str]:
+        found = set()
+        for path in (tmp_path / table).rglob("*.parquet"):
+            meta = pq.ParquetFile(path).metadata.row_group(0)
+            names = [meta.column(i).path_in_schema for i in range(meta.num_columns)]
+            found |= set(meta.column(names.index(column)).encodings)
+        return found
+
+    assert "DELTA_BINARY_PACKED" in encodings("near_dup_index", "band_key")
+    assert "DELTA_BINARY_PACKED" not in encodings("near_dup_index", "clip_key")
+    assert "DELTA_BINARY_PACKED" not in encodings("raw_videos", "size_bytes")
+    seen = sorted(
+        (day, fragment.to_table(columns=["clip_key"]).column(0).unique().to_pylist())
+        for day, fragment in lake.day_fragments("near_dup_index")
+    )
+    assert seen == [(days[0], [7]), (days[1], [8])]

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from videolake.platform.schemas import LAKE_SCHEMAS, PARTITION_COLUMN
+from videolake.platform.schemas import COLUMN_ENCODINGS, LAKE_SCHEMAS, PARTITION_COLUMN
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from videolake.platform.lake_files import LakeFiles
 
 log = logging.getLogger(__name__)
@@ -113,11 +115,9 @@ class Lake:
 
         return DeltaTable.is_deltatable(self.table_uri(table), storage_options=self._options())
 
-    def write_partitions(
-        self, table: str, data: pa.Table, partitions: PartitionRange, *, writer_properties: Any = None
-    ) -> WriteResult:
-        """Replace exactly the partitions in ``partitions`` with ``data`` (which may be empty); ``writer_properties``
-        (a ``deltalake.WriterProperties``) sets the data files' Parquet encodings."""
+    def write_partitions(self, table: str, data: pa.Table, partitions: PartitionRange) -> WriteResult:
+        """Replace exactly the partitions in ``partitions`` with ``data`` (which may be empty), with the table's
+        column encodings (``schemas.COLUMN_ENCODINGS``)."""
         from deltalake import DeltaTable, write_deltalake
 
         schema = LAKE_SCHEMAS[table]
@@ -140,7 +140,7 @@ class Lake:
                 partition_by=[PARTITION_COLUMN],
                 predicate=partitions.predicate(),
                 storage_options=self._options(),
-                writer_properties=writer_properties,
+                writer_properties=_writer_properties(table),
             ),
             what=f"overwrite of {table} {partitions}",
         )
@@ -202,7 +202,7 @@ class Lake:
         col = f"partition.{PARTITION_COLUMN}"
         if actions.num_rows == 0 or col not in actions.column_names:
             return set()
-        return {d if isinstance(d, dt.date) else dt.date.fromisoformat(str(d)) for d in actions.column(col).to_pylist()}
+        return {_as_date(d) for d in actions.column(col).to_pylist()}
 
     def head(self, table: str, partitions: PartitionRange, n: int, columns: list[str]) -> pa.Table:
         """At most ``n`` rows of the partitions (a preview: stops reading after ``n`` rows)."""
@@ -222,10 +222,13 @@ class Lake:
         tbl = pa.concat_tables(parts).slice(0, n) if parts else dataset.schema.empty_table().select(columns)
         return conform(tbl, pa.schema([schema.field(c) for c in columns]))
 
-    def dataset(self, table: str):
-        """Every data file of ``table`` as a pyarrow Dataset, one fragment a file, each with its partition's
-        expression: for readers that visit the files one by one."""
-        return self._dataset(table, None)
+    def day_fragments(self, table: str) -> Iterator[tuple[dt.date, Any]]:
+        """(day, pyarrow fragment) of every data file of ``table``: for readers that visit the files one by one."""
+        import pyarrow.dataset as pads
+
+        for fragment in self._dataset(table, None).get_fragments():
+            day = pads.get_partition_keys(fragment.partition_expression).get(PARTITION_COLUMN)
+            yield _as_date(day), fragment
 
     def column_names(self, table: str) -> list[str]:
         """The columns of the stored table, in order."""
@@ -404,6 +407,26 @@ class Lake:
 
 
 COMMIT_TOKEN_KEY = "videolake.token"
+
+
+def _as_date(value: Any) -> dt.date:
+    """A partition value as the Delta log or a fragment's partition expression gives it (a date or its ISO text)."""
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+
+
+def _writer_properties(table: str) -> Any:
+    """The ``deltalake.WriterProperties`` of the table's column encodings (``COLUMN_ENCODINGS``); None: defaults."""
+    encodings = COLUMN_ENCODINGS.get(table)
+    if not encodings:
+        return None
+    from deltalake import ColumnProperties, WriterProperties
+
+    return WriterProperties(
+        column_properties={
+            column: ColumnProperties(dictionary_enabled=False, encoding=encoding)
+            for column, encoding in encodings.items()
+        }
+    )
 
 
 def _unquote(path: str) -> str:

@@ -251,16 +251,11 @@ def _verdict_key(r: Mapping[str, Any]) -> tuple:
 
 
 def write_index(lake: Any, run: Any, config: Any = None) -> int:
-    """Replace the index rows of the run's days with those of their filtered_clips rows; returns the rows written."""
-    from deltalake import ColumnProperties, WriterProperties
-
+    """Replace the index rows of the run's days with those of their filtered_clips rows; returns the rows written.
+    A day's keys are written sorted (delta-encoded: ``schemas.COLUMN_ENCODINGS``)."""
     rows = lake.read_partitions(TABLE, run, columns=["clip_id", "near_hashes", PARTITION_COLUMN])
     idx = index_rows(rows, config)
-    # A day's keys are sorted: delta-encoded they take 40 % of the plain column and read 3x faster.
-    props = WriterProperties(
-        column_properties={"band_key": ColumnProperties(dictionary_enabled=False, encoding="DELTA_BINARY_PACKED")}
-    )
-    lake.write_partitions(INDEX_TABLE, idx, run, writer_properties=props)
+    lake.write_partitions(INDEX_TABLE, idx, run)
     return idx.num_rows
 
 
@@ -297,6 +292,11 @@ def index_missing_days(lake: Any, config: Any = None) -> list[str]:
     return [d.isoformat() for d in indexed]
 
 
+# What _lookup finds (index rows of other days) and what _sharing makes of them (day clip -> other day's clip).
+_HITS = pa.schema([("band_key", pa.int64()), ("clip_key", pa.int64()), (PARTITION_COLUMN, pa.date32())])
+_PAIRS = pa.schema([("day_clip", pa.string()), ("clip_key", pa.int64()), (PARTITION_COLUMN, pa.date32())])
+
+
 def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
     """Index rows (band_key, clip_key, partition_date) of other days than ``day`` that hold one of ``keys``.
 
@@ -305,15 +305,7 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
     sorted probe keys with a binary search whose successive searches start where the last ended (~30 ns a row;
     a Bloom filter in front measured no cheaper); that cost still grows with the index (docs/duplicates.md, "Cost
     as history grows")."""
-    import pyarrow.dataset as pads
-
-    empty = pa.table(
-        {
-            "band_key": pa.array([], pa.int64()),
-            "clip_key": pa.array([], pa.int64()),
-            PARTITION_COLUMN: pa.array([], pa.date32()),
-        }
-    )
+    empty = _HITS.empty_table()
     if len(keys) == 0 or not lake.exists(INDEX_TABLE):
         return empty
     from videolake.platform.dedup.near import sorted_unique
@@ -321,9 +313,7 @@ def _lookup(lake: Any, keys: np.ndarray, day: dt.date) -> pa.Table:
     # sorted, with a sentinel above every key: a search never falls off the end
     probe = np.append(sorted_unique(np.asarray(keys, dtype=np.int64)), np.iinfo(np.int64).max)
     parts = [empty]
-    for fragment in lake.dataset(INDEX_TABLE).get_fragments():
-        fday = pads.get_partition_keys(fragment.partition_expression).get(PARTITION_COLUMN)
-        fday = fday if isinstance(fday, dt.date) or fday is None else dt.date.fromisoformat(str(fday))
+    for fday, fragment in lake.day_fragments(INDEX_TABLE):
         if fday == day:
             continue
         cols = fragment.to_table(columns=["band_key", "clip_key"])
@@ -357,13 +347,7 @@ def _sharing(day_keys: pa.Table, hits: pa.Table) -> pa.Table:
     """(day_clip, clip_key, partition_date) of the clips of ``hits`` that share at least MIN_SHARED_KEYS keys with a
     clip of the day (``day_clip``)."""
     if hits.num_rows == 0:
-        return pa.table(
-            {
-                "day_clip": pa.array([], pa.string()),
-                "clip_key": pa.array([], pa.int64()),
-                PARTITION_COLUMN: pa.array([], pa.date32()),
-            }
-        )
+        return _PAIRS.empty_table()
     pairs = (
         day_keys.join(hits, "band_key", join_type="inner")
         .group_by(["day_clip", "clip_key", PARTITION_COLUMN])
@@ -445,12 +429,17 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
     if not kept:
         return 0
     ids = pa.array(sorted({k for _, k in kept}), pa.string())
-    named = lake.read_where(TABLE, ["clip_id", "duplicate_group"], pc.field("duplicate_group").isin(ids))
-    has_members = {
-        g for c, g in zip(named.column("clip_id").to_pylist(), named.column("duplicate_group").to_pylist()) if c != g
+    columns = ["clip_id", "duplicate_group", "duplicate_kept_date", PARTITION_COLUMN]
+    named = lake.read_where(TABLE, columns, pc.field("duplicate_group").isin(ids))
+    rows_named = list(zip(*(named.column(c).to_pylist() for c in columns)))
+    has_members = {g for c, g, _, _ in rows_named if c != g}
+    marks = {(d, c): k for c, g, k, d in rows_named if c == g}  # the self-marks the rows carry now
+    # Only the days where a kept clip's mark is not what it should be are read and rewritten.
+    stale = {
+        d for d, c in kept if ((c, d) if c in has_members else None) != ((c, marks[d, c]) if (d, c) in marks else None)
     }
     changed = 0
-    for day in sorted({d for d, _ in kept}):
+    for day in sorted(stale):
         rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()])).to_pylist()
         dirty = 0
         for r in rows:
