@@ -431,13 +431,11 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
     ids = pa.array(sorted({k for _, k in kept}), pa.string())
     columns = ["clip_id", "duplicate_group", "duplicate_kept_date", PARTITION_COLUMN]
     named = lake.read_where(TABLE, columns, pc.field("duplicate_group").isin(ids))
-    rows_named = list(zip(*(named.column(c).to_pylist() for c in columns)))
-    has_members = {g for c, g, _, _ in rows_named if c != g}
-    marks = {(d, c): k for c, g, k, d in rows_named if c == g}  # the self-marks the rows carry now
+    found = list(zip(*(named.column(c).to_pylist() for c in columns)))
+    has_members = {g for c, g, _, _ in found if c != g}
+    mark = {(d, c): (c, k) for c, g, k, d in found if c == g}  # (group, kept date) of the self-marks carried now
     # Only the days where a kept clip's mark is not what it should be are read and rewritten.
-    stale = {
-        d for d, c in kept if ((c, d) if c in has_members else None) != ((c, marks[d, c]) if (d, c) in marks else None)
-    }
+    stale = {d for d, c in kept if mark.get((d, c)) != ((c, d) if c in has_members else None)}
     changed = 0
     for day in sorted(stale):
         rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()])).to_pylist()
