@@ -61,29 +61,41 @@ def test_snippet_imports_only_names_videolake_dataset_has():
     assert videolake.dataset.open_release.__module__ == "videolake.dataset"
 
 
-def test_snippet_runs_as_written_against_a_release(rel, tmp_path, monkeypatch):
+# Appended to the snippet in its script: the same reading done independently, and a loader resumed from the state the
+# snippet saved, written to results.json for the test to compare.
+CHECK = """
+import json as _json
+from videolake.dataset import open_release as _open_release
+
+_batches = [list(b["__key__"]) for b in _open_release({uri!r}, **{args!r}).loader(num_workers=4)]
+_resumed = ds.loader(num_workers=4)
+with open("loader.json") as _f:
+    _resumed.load_state_dict(_json.load(_f))
+with open("results.json", "w") as _f:
+    _json.dump({{"step": step, "batches": _batches, "resumed": [k for b in _resumed for k in b["__key__"]]}}, _f)
+"""
+
+
+def test_snippet_runs_as_written_against_a_release(rel, tmp_path):
+    """The snippet runs as a training script does: a fresh Python process (whose DataLoader forks its workers from
+    a process with no Ray and no test's threads in it), in its own working directory, with no RANK/WORLD_SIZE."""
+    import os
+    import subprocess
     import sys
 
-    # A training script's process runs no Ray: one an earlier test left running must not be forked into the
-    # DataLoader's workers (a live Ray core worker's threads crash a forked child).
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
     code = python_snippet()
     assert code.count(RELEASE_PATH) == 1
-    monkeypatch.chdir(tmp_path)  # the snippet writes loader.json into the working directory
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    scope: dict = {}
-    exec(compile(code.replace(RELEASE_PATH, rel.uri), "README.md", "exec"), scope)  # noqa: S102 - the README's own code
-    # the same reading, done independently: the snippet's loop went through every batch of it
-    from videolake.dataset import open_release
-
-    batches = [list(b["__key__"]) for b in open_release(rel.uri, **SNIPPET_ARGS).loader(num_workers=4)]
+    script = tmp_path / "train.py"
+    script.write_text(code.replace(RELEASE_PATH, rel.uri) + CHECK.format(uri=rel.uri, args=SNIPPET_ARGS))
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "RAY_ADDRESS")}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads((tmp_path / "results.json").read_text())
+    batches = out["batches"]
+    # the snippet's loop went through every batch of the same reading
     assert sorted(k for b in batches for k in b) == sorted(rel.keys)
-    assert scope["step"] == len(batches) - 1 >= 1
+    assert out["step"] == len(batches) - 1 >= 1
     # the state it saved at step 0 resumes a loader right after the first batch
-    state = json.loads((tmp_path / "loader.json").read_text())
-    resumed = scope["ds"].loader(num_workers=4)
-    resumed.load_state_dict(state)
-    assert sorted(k for b in resumed for k in b["__key__"]) == sorted(k for b in batches[1:] for k in b)
+    assert sorted(out["resumed"]) == sorted(k for b in batches[1:] for k in b)
