@@ -71,3 +71,17 @@ def landing(tmp_path_factory) -> dict:
     shutil.copy(path, day2 / ("copy_of_" + path.name))
     truths[DAY2][path.name] = truth
     return {"root": Path(root), "truths": truths}
+
+
+@pytest.fixture(scope="module")
+def module_ray():
+    """One local Ray for the test module (tests/assets/module_ray.py): started before the module's first test,
+    stopped after its last: no module inherits another's Ray or its options."""
+    import ray
+    from module_ray import RAY_OPTIONS
+
+    if ray.is_initialized():  # left by an earlier module: another module's options
+        ray.shutdown()
+    ray.init(**RAY_OPTIONS)
+    yield
+    ray.shutdown()

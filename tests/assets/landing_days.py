@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dagster_ray import LocalRay
+from module_ray import joining_local_ray
 
 from videolake.resources import LakeResource, ObjectStoreResource
 
@@ -19,9 +19,10 @@ def land(root: Path, day: str, files: dict[str, Path]) -> None:
 
 
 def local_resources(root: Path, lake: Path) -> dict:
-    """The CPU assets' resources over a local store at ``root`` and a lake at ``lake``."""
+    """The CPU assets' resources over a local store at ``root`` and a lake at ``lake``; Ray: the module's
+    (``module_ray``) when it is up."""
     return {
         "object_store": ObjectStoreResource(kind="local", root=str(root)),
         "lake": LakeResource(root=str(lake)),
-        "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False}),
+        "ray_cluster": joining_local_ray(),
     }

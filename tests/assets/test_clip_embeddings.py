@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_ray import LocalRay
 from landing_days import land, local_resources
+from module_ray import joining_local_ray
 
 from videolake.assets.checks import build_gate_checks
 from videolake.assets.cpu_assets import build_cpu_assets
@@ -22,6 +22,8 @@ from videolake.assets.partitions import daily_partitions
 from videolake.platform.lake import PartitionRange
 from videolake.resources.embedder import EmbedderResource
 from videolake.synth import Segment, VideoSpec, render
+
+pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)
 
 DAY = "2026-06-11"
 # Lenient quality rules and no near-duplicate fingerprint: only the semantic rule decides here.
@@ -106,14 +108,8 @@ def test_clips_with_equal_embeddings_are_semantic_duplicates(videos, tiny_clip, 
     partitions = daily_partitions()
     raw, scenes, filtered, _shards = build_cpu_assets(partitions, ("clip_embeddings",))
     embeddings = build_clip_embeddings(embedder, partitions)
-    # ray_cluster and caption_ray both call ray.init in one process: the second joins the first
-    ray_init = {"num_cpus": 2, "include_dashboard": False, "ignore_reinit_error": True}
-    res = {
-        **local_resources(root, tmp_path / "lake"),
-        "embedder": embedder,
-        "ray_cluster": LocalRay(ray_init_options=dict(ray_init)),
-        "caption_ray": LocalRay(ray_init_options=dict(ray_init)),
-    }
+    # ray_cluster and caption_ray: both join the module's Ray (module_ray.py)
+    res = {**local_resources(root, tmp_path / "lake"), "embedder": embedder, "caption_ray": joining_local_ray()}
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize(
         [raw, scenes, embeddings, filtered, build_gate_checks("clip_embeddings", None, partitions)],
@@ -171,13 +167,8 @@ def test_a_copy_landed_on_a_later_day_is_a_semantic_duplicate_in_any_order(video
     partitions = daily_partitions()
     raw, scenes, filtered, _shards = build_cpu_assets(partitions, ("clip_embeddings",))
     embeddings = build_clip_embeddings(embedder, partitions)
-    ray_init = {"num_cpus": 2, "include_dashboard": False, "ignore_reinit_error": True}
-    res = {
-        **local_resources(root, tmp_path / "lake"),
-        "embedder": embedder,
-        "ray_cluster": LocalRay(ray_init_options=dict(ray_init)),
-        "caption_ray": LocalRay(ray_init_options=dict(ray_init)),
-    }
+    # ray_cluster and caption_ray: both join the module's Ray (module_ray.py)
+    res = {**local_resources(root, tmp_path / "lake"), "embedder": embedder, "caption_ray": joining_local_ray()}
     instance = dg.DagsterInstance.ephemeral()
     lake = res["lake"].get_lake()
 

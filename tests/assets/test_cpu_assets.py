@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_ray import LocalRay
+from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
 from videolake.platform.lake import PartitionRange
@@ -18,11 +18,11 @@ ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_cli
 
 
 @pytest.fixture()
-def resources(landing, tmp_path):
+def resources(landing, tmp_path, module_ray):
     return {
         "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
         "lake": LakeResource(root=str(tmp_path / "lake")),
-        "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False}),
+        "ray_cluster": joining_local_ray(),  # the module's Ray (module_ray.py)
     }
 
 

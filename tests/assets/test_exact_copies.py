@@ -17,6 +17,8 @@ from videolake.assets.metadata import table_figures
 from videolake.platform.lake import PartitionRange
 from videolake.synth import Segment, VideoSpec, render
 
+pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)
+
 A, B, C = "2026-05-01", "2026-05-02", "2026-05-03"
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips]
 

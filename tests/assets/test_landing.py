@@ -5,14 +5,15 @@ fails for it (without blocking); a day with videos passes the check. (A day with
 from __future__ import annotations
 
 import dagster as dg
-from dagster_ray import LocalRay
+import pytest
+from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
 from videolake.assets.landing import landing_not_empty
 from videolake.platform.lake import PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource
 
-RAY = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)
 
 
 def _check(result) -> dg.AssetCheckEvaluation:
@@ -27,7 +28,7 @@ def test_empty_landing_folder_materializes_zero_rows_with_a_warning(landing, tmp
     resources = {
         "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
         "lake": lake,
-        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+        "ray_cluster": joining_local_ray(),
     }
     instance = dg.DagsterInstance.ephemeral()
 

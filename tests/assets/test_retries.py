@@ -29,7 +29,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_ray import LocalRay
+from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
 from videolake.platform.lake import Lake, PartitionRange
@@ -39,7 +39,7 @@ from videolake.resources import LakeResource, ObjectStoreResource
 DAY = "2026-03-02"  # tests/assets/conftest.py lands one video there, twice (a duplicate upload): the small day
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]
 TABLE_KEYS = {"raw_videos": ("partition_date", "video_id"), "scene_clips": ("clip_id",), "filtered_clips": ("clip_id",)}
-RAY = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)
 
 
 def _inject_once(marker: str, what: str) -> None:
@@ -182,7 +182,7 @@ def clean_run(landing, tmp_path) -> Lake:
     resources = {
         "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
         "lake": lake,
-        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+        "ray_cluster": joining_local_ray(),
     }
     assert dg.materialize(
         ASSETS, partition_key=DAY, resources=resources, instance=dg.DagsterInstance.ephemeral()
@@ -204,7 +204,7 @@ def test_transient_failures_are_retried_in_the_run_with_no_duplicate_rows(landin
     resources = {
         "object_store": FlakyObjectStoreResource(kind="local", root=str(landing["root"]), fail_marker=str(list_marker)),
         "lake": lake_resource,
-        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+        "ray_cluster": joining_local_ray(),
     }
     result = dg.materialize(ASSETS, partition_key=DAY, resources=resources, instance=dg.DagsterInstance.ephemeral())
 
@@ -285,7 +285,7 @@ def test_deterministic_failures_fail_after_exactly_one_attempt(landing, tmp_path
     resources = {
         "object_store": store,
         "lake": LakeResource(root=str(tmp_path / "lake")),
-        "ray_cluster": LocalRay(ray_init_options=dict(RAY)),
+        "ray_cluster": joining_local_ray(),
     }
     result = dg.materialize(
         ASSETS, partition_key=day, resources=resources, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False

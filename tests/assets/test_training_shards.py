@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import dagster as dg
 import pytest
-from dagster_ray import LocalRay
+from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
 from videolake.assets.checks import build_gate_checks
@@ -36,12 +36,12 @@ def _path(uri: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def day(landing, tmp_path_factory):
+def day(landing, tmp_path_factory, module_ray):
     """The CPU tables of DAY materialized once, and a caption row per passed clip (the first one failed)."""
     res = {
         "object_store": ObjectStoreResource(kind="local", root=str(landing["root"])),
         "lake": LakeResource(root=str(tmp_path_factory.mktemp("lake"))),
-        "ray_cluster": LocalRay(ray_init_options={"num_cpus": 2, "include_dashboard": False}),
+        "ray_cluster": joining_local_ray(),  # the module's Ray (module_ray.py)
     }
     instance = dg.DagsterInstance.ephemeral()
     assets = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,6 +124,14 @@ def _rows(lake_root: Path, table: str, cols: list[str]) -> list[tuple]:
     return sorted(tuple(r[c] for c in cols) for r in t.to_pylist())
 
 
+def _start_from_clean(clean: Path, lake: Path, tables: tuple[str, ...]) -> None:
+    """Start ``lake`` with the clean run's committed ``tables`` (a Delta table is a folder whose log names its files
+    relative to it): the stage under test reads exactly the upstream rows the clean run had, and they are not
+    computed a second time. The clean run's checkpoints stay behind: the resumed stage's are the ones under test."""
+    for table in tables:
+        shutil.copytree(clean / table, lake / table)
+
+
 def _no_orphans(lake_root: Path, table: str) -> None:
     from deltalake import DeltaTable
 
@@ -151,12 +160,14 @@ def clean(store, tmp_path_factory, tiny_model_dir):
 SCENE_COLS = ["clip_id", "video_id", "start_frame", "end_frame", "detect_error"]
 FILTER_COLS = ["clip_id", "passed", "reject_reason"]
 CAPTION_COLS = ["clip_id", "video_id", "status"]
+# What the CPU stages commit: their tables and filtered_clips' near-duplicate index.
+UPSTREAM_OF_CAPTIONS = ("raw_videos", "scene_clips", "filtered_clips", "near_dup_index")
 
 
 def test_kill_during_scene_clips_then_resume(store, clean, tmp_path, tiny_model_dir):
     lake = tmp_path / "lake"
     base = {"store": str(store), "lake": str(lake), "day": DAY, "model": tiny_model_dir, "thresholds": THRESHOLDS}
-    _run({**base, "assets": ["raw_videos"]})
+    _start_from_clean(clean, lake, ("raw_videos",))
     ok_videos = sum(1 for r in _rows(lake, "raw_videos", ["video_id", "status"]) if r[1] == "ok")
     assert ok_videos == 8
     pattern = f"_checkpoints/scene_clips/*/partition_date={DAY}/*.parquet"
@@ -175,7 +186,7 @@ def test_kill_during_scene_clips_then_resume(store, clean, tmp_path, tiny_model_
 def test_kill_during_clip_captions_then_resume(store, clean, tmp_path, tiny_model_dir):
     lake = tmp_path / "lake"
     base = {"store": str(store), "lake": str(lake), "day": DAY, "model": tiny_model_dir, "thresholds": THRESHOLDS}
-    _run({**base, "assets": ["raw_videos", "scene_clips", "filtered_clips"]})
+    _start_from_clean(clean, lake, UPSTREAM_OF_CAPTIONS)
     passed = sum(1 for r in _rows(lake, "filtered_clips", FILTER_COLS) if r[1])
     assert passed >= 6, "too few passed clips to kill the caption stage in the middle"
     pattern = f"_checkpoints/clip_captions/*/partition_date={DAY}/piece-*.parquet"
