@@ -82,6 +82,6 @@ def module_ray():
 
     if ray.is_initialized():  # left by an earlier module: another module's options
         ray.shutdown()
-    ray.init(**RAY_OPTIONS)
+    ray.init(address="local", **RAY_OPTIONS)  # a new one, never a cluster $RAY_ADDRESS or `ray start` names
     yield
     ray.shutdown()
