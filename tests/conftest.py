@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# The pytest process ends with pytest's exit status as soon as pytest has reported (tests/process_exit.py).
+pytest_plugins = ("process_exit",)
+
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
