@@ -15,6 +15,7 @@ import dagster as dg
 
 from videolake.assets.alerts import freshness_alert, gate_failure_alert, run_failure_alert
 from videolake.assets.automation import build_pipeline_job, daily_schedule
+from videolake.assets.executor import step_executor
 from videolake.assets.sensors import landing_sensor
 
 
@@ -125,6 +126,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         schedules=[daily_schedule],
         sensors=[landing_sensor, run_failure_alert, gate_failure_alert, freshness_alert, *release.sensors, *sensors],
         resources=resources,
+        executor=step_executor(),
     )
 
 
