@@ -128,3 +128,22 @@ def test_caption_stage_over_a_day_without_clips_runs_without_ray(tmp_path):
     assert prepared == []  # no model is staged for nothing
     assert run.write.rows == 0 and lake.version("clip_captions") == 1
     assert run.progress.as_metadata() == {"units_total": 0, "units_reused": 0, "units_computed": 0, "units_retried": 0}
+
+
+def test_the_local_profile_starts_its_own_ray_whatever_cluster_ray_init_would_join(monkeypatch):
+    """With no address, ``ray.init`` joins the cluster $RAY_ADDRESS names, else the latest one ``ray start`` left on
+    the machine (its address file outlives a killed head), and joining with the profile's num_cpus fails at once.
+    The local profile's Ray resources start a new local Ray whatever the environment names (StepLocalRay)."""
+    from videolake.resources.local import local_resources
+
+    ray.shutdown()
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # what ray.init(address=None) would join: nothing listens
+    monkeypatch.setenv("VIDEOLAKE_RAY_CPUS", "1")
+    resources = local_resources()
+    for name in ("ray_cluster", "caption_ray"):
+        try:
+            resources[name]._connect(dg.build_init_resource_context())
+            assert ray.is_initialized(), name
+            assert ray.cluster_resources().get("CPU") == 1.0, name  # the profile's own options: a Ray it started
+        finally:
+            ray.shutdown()

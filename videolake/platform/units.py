@@ -82,6 +82,7 @@ def ensure_ray(num_cpus: int | None = None) -> None:
         return
     log.info("no Ray cluster connected: starting a local one")
     ray.init(
+        address="local",  # a new one: with no address Ray would join $RAY_ADDRESS or a `ray start` cluster
         num_cpus=num_cpus,
         include_dashboard=False,
         log_to_driver=False,
