@@ -95,7 +95,8 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     from videolake.assets.partitions import daily_partitions
     from videolake.assets.releases import build_release_defs
 
-    resources = resources_for(profile_name or profile())
+    name = profile_name or profile()
+    resources = resources_for(name)
     partitions = daily_partitions()
     optional = []
     if resources["embedder"].enabled:  # an embedding model is configured: semantic duplicates (clip_embeddings)
@@ -113,7 +114,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     release = build_release_defs(overrides=overrides)
     jobs = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs]
     sensors: list[dg.SensorDefinition] = []
-    if (profile_name or profile()) == "prod":  # RayClusters on Kubernetes: reap any that outlived its run
+    if name == "prod":  # RayClusters on Kubernetes: reap any that outlived its run
         from videolake.assets.ray_reaper import reaper_definitions
 
         reaper_jobs, sensors, reaper_resources = reaper_definitions()
@@ -126,7 +127,7 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
         schedules=[daily_schedule],
         sensors=[landing_sensor, run_failure_alert, gate_failure_alert, freshness_alert, *release.sensors, *sensors],
         resources=resources,
-        executor=step_executor(),
+        executor=step_executor(run_ray=name == "local"),  # the local profile: one local Ray per run
     )
 
 

@@ -33,9 +33,7 @@ def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) 
         if isinstance(resource, LocalRay):
             from videolake.platform.telemetry import metrics_targets
 
-            context.log.info(
-                f"this step's local Ray exports its metrics (Prometheus) at {', '.join(metrics_targets())}"
-            )
+            context.log.info(f"this local Ray exports its metrics (Prometheus) at {', '.join(metrics_targets())}")
 
     with ray_connector(connect):
         yield
