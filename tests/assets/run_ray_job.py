@@ -8,11 +8,13 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import dagster as dg
 from dagster_ray import Lifecycle
 
 from videolake.assets.executor import step_executor
+from videolake.assets.guard import step_guard
 from videolake.resources.local import StepLocalRay
 
 
@@ -22,6 +24,21 @@ def on_ray(context) -> int:
     import ray
 
     context.log.info(f"joined {ray.get_runtime_context().gcs_address} from pid {os.getpid()}")
+    return 1
+
+
+@dg.op(required_resource_keys={"ray_cluster"})
+@step_guard  # as every asset step: the step process dies with its run worker
+def on_ray_then_wait(context) -> int:
+    """Joins the run's Ray, writes "<gcs address> <step pid>" to $RUN_RAY_TEST_REPORT, then waits to be killed."""
+    context.resources.ray_cluster._connect(context)  # noqa: SLF001
+    import ray
+
+    report = os.environ["RUN_RAY_TEST_REPORT"]
+    with open(report + ".tmp", "w") as f:
+        f.write(f"{ray.get_runtime_context().gcs_address} {os.getpid()}")
+    os.replace(report + ".tmp", report)
+    time.sleep(600)
     return 1
 
 
@@ -49,9 +66,17 @@ def no_ray_step():
     without_ray()
 
 
+@dg.job(executor_def=step_executor(run_ray=True), resource_defs=_resources())
+def ray_step_that_waits():
+    on_ray_then_wait()
+
+
+JOBS = {"two_ray_steps": two_ray_steps, "no_ray_step": no_ray_step, "ray_step_that_waits": ray_step_that_waits}
+
+
 def main(name: str) -> None:
     with tempfile.TemporaryDirectory() as home, dg.DagsterInstance.local_temp(home) as instance:
-        job = dg.reconstructable(two_ray_steps if name == "two_ray_steps" else no_ray_step)
+        job = dg.reconstructable(JOBS[name])
         with dg.execute_job(job, instance) as result:
             messages = [e.message for e in instance.all_logs(result.run_id) if e.message]
             print(json.dumps({"success": result.success, "messages": messages}))

@@ -3,7 +3,7 @@
 A small job runs in its own process with videolake's step executor (fork server, one local Ray per run): two steps
 that use ``ray_cluster`` and one that does not. Both Ray steps must join the Ray the run worker started (the GCS
 address it logged), each from its own step process, and that Ray must be gone when the run is; a run without a Ray
-step starts none.
+step starts none; and when the run worker is SIGKILLed in the middle of a step, its Ray and the step die with it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -20,12 +21,15 @@ import psutil
 HERE = Path(__file__).parent
 
 
-def _run(job: str) -> dict:
+def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parents[1]), env.get("PYTHONPATH", "")])
-    env["VIDEOLAKE_RAY_CPUS"] = "1"
+    return {**env, "VIDEOLAKE_RAY_CPUS": "1", **extra}
+
+
+def _run(job: str) -> dict:
     out = subprocess.run(
-        [sys.executable, str(HERE / "run_ray_job.py"), job], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(HERE / "run_ray_job.py"), job], env=_env(), capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -51,3 +55,31 @@ def test_a_run_without_a_ray_step_starts_no_ray():
     report = _run("no_ray_step")
     assert report["success"], report
     assert not any("local Ray" in m for m in report["messages"]), report["messages"]
+
+
+def test_a_killed_run_worker_takes_its_ray_and_its_step_with_it(tmp_path):
+    report = tmp_path / "joined"
+    worker = subprocess.Popen(
+        [sys.executable, str(HERE / "run_ray_job.py"), "ray_step_that_waits"],
+        env=_env(RUN_RAY_TEST_REPORT=str(report)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not report.exists():  # the step joined the run's Ray and waits
+            assert worker.poll() is None and time.monotonic() < deadline, "the step never joined the run's Ray"
+            time.sleep(0.1)
+        address, pid = report.read_text().split()
+        port, step = int(address.rsplit(":", 1)[1]), psutil.Process(int(pid))
+        assert _listening(port)
+        ray_procs = [p for p in psutil.Process(worker.pid).children(recursive=True) if "gcs_server" in p.name()]
+        assert ray_procs, "the run worker started no gcs_server"
+        worker.kill()
+        worker.wait(30)
+        gone, alive = psutil.wait_procs([step, *ray_procs], timeout=60)
+        assert not alive, f"outlived the run worker: {alive}"
+        assert not _listening(port)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
