@@ -1,6 +1,6 @@
 """The executor of launched runs: Dagster's multiprocess executor (one process per step), its step processes
 forked from a fork server that has imported the code location and Great Expectations once per run, and, in the
-local profile, one local Ray per run that the run's CPU steps join.
+local profile, one local Ray per run that the run's Ray steps join.
 
 Why not Dagster's default start method (``spawn``): every step process would start a fresh interpreter and import
 Dagster and the code location again (about 2 s on a 2-core machine), and every gate step Great Expectations too
@@ -51,7 +51,7 @@ def _multiprocess_config() -> dict:
 
 def step_executor(run_ray: bool = False) -> dg.ExecutorDefinition:
     """The multiprocess executor with the start method of VIDEOLAKE_STEP_START_METHOD (default: the fork server);
-    with ``run_ray`` (the local profile), one local Ray per run for the steps that use ``ray_cluster``."""
+    with ``run_ray`` (the local profile), one local Ray per run for the steps that use a Ray resource."""
     if not run_ray:
         return dg.multiprocess_executor.configured(_multiprocess_config(), name="videolake_step_executor")
 
@@ -67,7 +67,8 @@ def step_executor(run_ray: bool = False) -> dg.ExecutorDefinition:
 
 
 class RunRayExecutor(dg.Executor):
-    """A multiprocess executor whose run starts one local Ray for its ``ray_cluster`` steps (see the module doc)."""
+    """A multiprocess executor whose run starts one local Ray for its steps that use ``RUN_RAY_RESOURCES`` (see the
+    module doc)."""
 
     def __init__(self, inner: dg.Executor) -> None:
         self._inner = inner
@@ -113,7 +114,7 @@ def run_local_ray(log) -> Iterator[str]:
         **local_ray_options(),
     )
     address = ray.get_runtime_context().gcs_address
-    log.info(f"started this run's local Ray at {address} ({cpus} CPUs): its CPU steps join it")
+    log.info(f"started this run's local Ray at {address} ({cpus} CPUs): its Ray steps join it")
     os.environ[RUN_RAY_ENV] = address
     try:
         yield address

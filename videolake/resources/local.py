@@ -1,5 +1,5 @@
-"""The local profile: everything embedded on one machine (files under VIDEOLAKE_DATA_DIR, a local Ray per run for
-the CPU steps of a launched run, one per step otherwise and for the GPU step)."""
+"""The local profile: everything embedded on one machine (files under VIDEOLAKE_DATA_DIR; one local Ray per launched
+run, joined by its Ray steps, and in an in-process run a local Ray per step that has work)."""
 
 from __future__ import annotations
 
