@@ -18,18 +18,21 @@ import sys
 
 import pytest
 
-_SESSION: list[pytest.Session] = []
+# The session, kept where pytest_unconfigure (which gets only the config) can read its final exit status: the status
+# is settled at the end of pytest_sessionfinish, after every plugin has run.
+_SESSION_KEY = pytest.StashKey[pytest.Session]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _SESSION.append(session)
+    session.config.stash[_SESSION_KEY] = session
 
 
 @pytest.hookimpl(trylast=True)  # after every other plugin has unconfigured (reports written, faulthandler off)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if not _SESSION or hasattr(config, "workerinput"):
+    session = config.stash.get(_SESSION_KEY, None)
+    if session is None or hasattr(config, "workerinput"):
         return
-    status = int(_SESSION[-1].exitstatus)
+    status = int(session.exitstatus)
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
