@@ -18,12 +18,18 @@ from videolake.assets.guard import step_guard
 from videolake.resources.local import StepLocalRay
 
 
-@dg.op(required_resource_keys={"ray_cluster"})
-def on_ray(context) -> int:
-    context.resources.ray_cluster._connect(context)  # noqa: SLF001 - what resources/ray_on_demand.py does on demand
+def _join(context) -> str:
+    """Join Ray through the step's ``ray_cluster`` (what resources/ray_on_demand.py does when a stage has work);
+    returns the GCS address joined."""
+    context.resources.ray_cluster._connect(context)  # noqa: SLF001
     import ray
 
-    context.log.info(f"joined {ray.get_runtime_context().gcs_address} from pid {os.getpid()}")
+    return ray.get_runtime_context().gcs_address
+
+
+@dg.op(required_resource_keys={"ray_cluster"})
+def on_ray(context) -> int:
+    context.log.info(f"joined {_join(context)} from pid {os.getpid()}")
     return 1
 
 
@@ -31,12 +37,9 @@ def on_ray(context) -> int:
 @step_guard  # as every asset step: the step process dies with its run worker
 def on_ray_then_wait(context) -> int:
     """Joins the run's Ray, writes "<gcs address> <step pid>" to $RUN_RAY_TEST_REPORT, then waits to be killed."""
-    context.resources.ray_cluster._connect(context)  # noqa: SLF001
-    import ray
-
-    report = os.environ["RUN_RAY_TEST_REPORT"]
+    address, report = _join(context), os.environ["RUN_RAY_TEST_REPORT"]
     with open(report + ".tmp", "w") as f:
-        f.write(f"{ray.get_runtime_context().gcs_address} {os.getpid()}")
+        f.write(f"{address} {os.getpid()}")
     os.replace(report + ".tmp", report)
     time.sleep(600)
     return 1

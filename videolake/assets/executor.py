@@ -30,7 +30,6 @@ from collections.abc import Iterator
 import dagster as dg
 
 START_METHOD_ENV = "VIDEOLAKE_STEP_START_METHOD"
-RUN_RAY_ENV = "VIDEOLAKE_RUN_RAY_ADDRESS"
 RUN_RAY_RESOURCES = ("ray_cluster", "caption_ray")  # the local profile's Ray resources: their steps join the run's Ray
 # Imported once in the fork server of a run, inherited by every step process it forks.
 FORKSERVER_PRELOAD = ("videolake.definitions", "great_expectations", "great_expectations.expectations")
@@ -103,16 +102,11 @@ def run_local_ray(log) -> Iterator[str]:
     afterwards (VIDEOLAKE_RUN_RAY_ADDRESS); stop it at the end."""
     import ray
 
-    from videolake.platform.telemetry import local_ray_options
+    from videolake.platform.units import ensure_ray
+    from videolake.resources.local import RUN_RAY_ENV, local_ray_cpus
 
-    cpus = int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))
-    ray.init(
-        address="local",  # a new one, never a cluster $RAY_ADDRESS or `ray start` names
-        num_cpus=cpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        **local_ray_options(),
-    )
+    cpus = local_ray_cpus()
+    ensure_ray(num_cpus=cpus)  # the engine's own local start: a new Ray, never one $RAY_ADDRESS or `ray start` names
     address = ray.get_runtime_context().gcs_address
     log.info(f"started this run's local Ray at {address} ({cpus} CPUs): its Ray steps join it")
     os.environ[RUN_RAY_ENV] = address

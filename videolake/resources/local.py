@@ -11,6 +11,9 @@ from pydantic import Field
 from videolake.resources.captioner import captioner_from_env
 from videolake.resources.embedder import embedder_from_env
 
+# The address of the local Ray a launched run's worker started for its steps (set by assets/executor.py).
+RUN_RAY_ENV = "VIDEOLAKE_RUN_RAY_ADDRESS"
+
 
 class StepLocalRay(LocalRay):
     """dagster-ray's LocalRay, except that it never joins a cluster by accident: it joins the run's local Ray when
@@ -35,8 +38,6 @@ class StepLocalRay(LocalRay):
         return self._run_ray_address() or "local"
 
     def _run_ray_address(self) -> str | None:
-        from videolake.assets.executor import RUN_RAY_ENV
-
         return os.environ.get(RUN_RAY_ENV) if self.join_run_ray else None
 
     def connect(self, context):
@@ -56,6 +57,11 @@ class StepLocalRay(LocalRay):
 _START_ONLY_OPTIONS = ("num_cpus", "num_gpus", "include_dashboard", "_metrics_export_port", "resources")
 
 
+def local_ray_cpus() -> int:
+    """CPUs of a local Ray this profile starts (VIDEOLAKE_RAY_CPUS, default: every core)."""
+    return int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))
+
+
 def local_resources() -> dict:
     from dagster_ray import Lifecycle
 
@@ -63,8 +69,7 @@ def local_resources() -> dict:
     from videolake.resources.alerts import alert_webhook_from_env
 
     data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
-    ray_cpus = int(os.environ.get("VIDEOLAKE_RAY_CPUS", str(os.cpu_count() or 2)))
-    ray_init = {"num_cpus": ray_cpus, "include_dashboard": False, "ignore_reinit_error": True}
+    ray_init = {"num_cpus": local_ray_cpus(), "include_dashboard": False, "ignore_reinit_error": True}
     return {
         "object_store": ObjectStoreResource(kind="local", root=os.path.join(data, "store")),
         "lake": LakeResource(root=os.path.join(data, "lake")),
