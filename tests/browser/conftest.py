@@ -172,11 +172,13 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
     )
 
 
-@pytest.fixture(scope="session")
-def sample_data(tmp_path_factory) -> SampleData:
+@pytest.fixture(scope="module")
+def sample_data(tmp_path_factory, seed_tiny_model) -> SampleData:
     if shutil.which("ffmpeg") is None:
         pytest.fail("ffmpeg is not installed: run `make test` (it installs system packages)")
-    return make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
+    data = make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
+    seed_tiny_model(data.data_dir)  # the first caption step finds the model instead of building it (~20 s)
+    return data
 
 
 def free_port() -> int:
@@ -381,7 +383,9 @@ def stop_ui(ui: DagsterUI, log) -> None:
     log.close()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the UI's webserver, daemon and code servers keep polling (~10 % of a core) and would
+# do so through every test file collected after this one.
+@pytest.fixture(scope="module")
 def dagster_ui(sample_data, tmp_path_factory):
     ui, log = start_dagster_ui(tmp_path_factory.mktemp("dagster-home"), sample_data.data_dir)
     try:
@@ -390,7 +394,7 @@ def dagster_ui(sample_data, tmp_path_factory):
         stop_ui(ui, log)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 

@@ -1,14 +1,14 @@
 """A run whose process was killed is found, failed and its pool slot freed (issue 9, item 2, the single-machine
 side): by run monitoring's health check (LocalRunLauncher), by `videolake doctor` and by `videolake demo`.
 
-A real run in a real local instance (sqlite, the repository's dagster.yaml): a small job whose only asset is in pool
-`gpu` (limit 1, like clip_captions) runs in its own process and is SIGKILLed while it holds the slot. Nothing is
-faked: the pid comes from Dagster's own event log, the slot from its concurrency tables."""
+A real run in a real local instance (sqlite, the repository's dagster.yaml, with run monitoring polling every POLL_S
+instead of every 10 s: the daemon test waits for its passes, and its bounds follow the file it reads): a small job
+whose only asset is in pool `gpu` (limit 1, like clip_captions) runs in its own process and is SIGKILLed while it
+holds the slot. Nothing is faked: the pid comes from Dagster's own event log, the slot from its concurrency tables."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,10 +17,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 from cli_helpers import REPO, cli_env, videolake
 from dagster._core.launcher import WorkerStatus
 
 from videolake.instance.health import WorkerState, check_worker, find_stale_runs, process_alive
+
+POLL_S = 2
 
 TOY = """
 import os, sys, time
@@ -38,7 +41,9 @@ dg.materialize([holds_gpu], instance=dg.DagsterInstance.get(), tags={"test": sys
 def home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    settings["run_monitoring"]["poll_interval_seconds"] = POLL_S
+    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     (tmp_path / "toy.py").write_text(TOY)
     with dg.DagsterInstance.get() as instance:  # create the sqlite storage once, before processes share it
@@ -158,11 +163,9 @@ def _wait(predicate, timeout_s: float, what: str, poll_s: float = 0.25):
 
 @pytest.mark.slow
 def test_the_daemon_fails_a_killed_run_and_frees_its_slot(home, tmp_path):
-    """A real `dagster-daemon` on the repository's dagster.yaml: run monitoring asks LocalRunLauncher about every
+    """A real `dagster-daemon` on the repository's dagster.yaml (polling every POLL_S): run monitoring asks LocalRunLauncher about every
     STARTED run; a live one is left alone, a killed one is failed, and the concurrency iteration frees its slot."""
-    import yaml
-
-    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())["run_monitoring"]
+    settings = yaml.safe_load((home / "dagster.yaml").read_text())["run_monitoring"]
     poll, free_after = settings["poll_interval_seconds"], settings["free_slots_after_run_end_seconds"]
     log = open(tmp_path / "daemon.log", "wb")
     daemon = subprocess.Popen(
