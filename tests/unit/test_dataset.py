@@ -32,6 +32,13 @@ from videolake.platform.shards.encode import encode_clip
 from videolake.platform.shards.tarfile_det import sample_fragment, write_shard
 
 DAY = "2024-01-01"
+# DataLoader workers are forked from a fork server, never from the test process: by the time this module runs, the
+# test process may hold threads of earlier tests (OpenMP's pool after a torch model ran, a Ray core worker), and a
+# child forked from it that needs one of their locks hangs (seen under pytest-xdist: the first DataLoader never
+# returned). The fork server is a fresh interpreter that imported torch, PyAV and the loader once (the preload below)
+# and ran nothing; its children start in milliseconds. It also checks that the dataset pickles to its workers.
+WORKER_START = "forkserver"
+WORKER_PRELOAD = ["torch", "av", "numpy", "videolake.dataset"]
 FPS = 25.0
 CONFIG = ShardConfig(preset="ultrafast")
 # source name -> (size, clips as [start, end) frame ranges of its 50 frames); (20, 25) and (3, 9) are shorter
@@ -67,6 +74,14 @@ def _write_manifest(folder: Path, name: str, shards: list[dict]) -> None:
         },
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server_preload():
+    """What the fork server imports before it forks the workers (ignored if this process started it already)."""
+    import multiprocessing
+
+    multiprocessing.set_forkserver_preload(WORKER_PRELOAD)
 
 
 @pytest.fixture(scope="session")
@@ -247,7 +262,7 @@ def test_every_sample_once_across_ranks_and_workers(rel, batch_size):
     per_rank = []
     for rank in range(2):
         ds = open_release(rel.uri, rank=rank, world_size=2, num_frames=2, batch_size=batch_size, shuffle_seed=7)
-        items = list(DataLoader(ds, batch_size=None, num_workers=2))
+        items = list(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=WORKER_START))
         keys = _keys(items)
         assert len(keys) == ds.num_samples
         assert {i["__worker__"] for i in items} <= {0, 1}
@@ -319,13 +334,15 @@ def test_batches_hold_one_bucket(rel):
 @pytest.mark.parametrize("batch_size, k", [(None, 5), (2, 2)])
 def test_resume_mid_epoch_with_dataloader_workers(rel, batch_size, k):
     ds = open_release(rel.uri, num_frames=1, batch_size=batch_size, shuffle_seed=5, epoch=2)
-    loader = ds.loader(num_workers=2)
+    loader = ds.loader(num_workers=2, multiprocessing_context=WORKER_START)
     first = _keys(itertools.islice(iter(loader), k))
     state = json.loads(json.dumps(loader.state_dict()))  # what a checkpoint stores
     assert state["epoch"] == 2 and state["num_workers"] == 2 and sum(state["taken"]) == k
     assert all(state["taken"])  # both workers stopped mid-stream
 
-    loader2 = open_release(rel.uri, num_frames=1, batch_size=batch_size, shuffle_seed=5).loader(num_workers=2)
+    loader2 = open_release(rel.uri, num_frames=1, batch_size=batch_size, shuffle_seed=5).loader(
+        num_workers=2, multiprocessing_context=WORKER_START
+    )
     loader2.load_state_dict(state)
     assert loader2.epoch == 2
     rest = _keys(loader2)
@@ -356,7 +373,7 @@ def test_resume_bare_dataset_continues_the_same_order(rel):
 
 def test_state_from_other_settings_is_refused(rel):
     ds = open_release(rel.uri, num_frames=1, shuffle_seed=1)
-    loader = ds.loader(num_workers=2)
+    loader = ds.loader(num_workers=2, multiprocessing_context=WORKER_START)
     next(iter(loader))
     state = loader.state_dict()
     with pytest.raises(ValueError, match="shuffle_seed"):
