@@ -15,11 +15,11 @@ demo: setup
 	$(VENV)/bin/videolake demo
 
 # The README's test command: every test, on PYTEST_WORKERS pytest-xdist workers that each take a whole test file at
-# a time (--dist loadfile: a file's module fixtures, its Dagster deployment or S3 server, are built once), then the
-# 20 slowest tests. PYTEST_WORKERS=0 (the default) runs in one process: with 2 workers on a 2-core machine the suite
-# took 29-31 min instead of ~38 and three timing- and order-sensitive tests failed (Ray initialised twice in one
-# worker, the recovery daemon's messages, Prometheus rates under load). docs/development.md: "Running the tests".
-PYTEST_WORKERS ?= 0
+# a time (--dist loadfile: a file's module fixtures, its Dagster deployment or S3 server, are built once; the longest
+# files start first, LONGEST_FIRST in tests/conftest.py), then the 20 slowest tests. Two workers on a 2-core machine:
+# much of the suite waits (daemons' loops, servers starting, subprocesses), and the other worker runs meanwhile.
+# PYTEST_WORKERS=0 runs in one process. docs/development.md: "Running the tests".
+PYTEST_WORKERS ?= 2
 PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup
