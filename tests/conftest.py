@@ -24,33 +24,6 @@ def ffmpeg() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> str:
-    """The tiny random-weight checkpoint, built once per session (~20 s, mostly importing transformers; offline)."""
-    from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
-
-    return build_tiny_qwen_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl")
-
-
-@pytest.fixture(scope="session")
-def seed_tiny_model(tiny_model_dir):
-    """``seed(data_dir)``: copy the session's tiny model to where a deployment's default captioner looks for it
-    ($VIDEOLAKE_DATA_DIR/models/), as an earlier `videolake demo` on that data directory would have left it.
-
-    The build is seeded (the same weights every time), so the copy is what the deployment's first caption step would
-    have built, ~20 s later. Used by the UI test, whose subject is not the model; the run-recovery deployment still
-    builds it on first use in its clean run.
-    """
-    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
-
-    def seed(data_dir: Path) -> Path:
-        target = Path(data_dir) / "models" / TINY_MODEL_DIRNAME
-        shutil.copytree(tiny_model_dir, target)
-        return target
-
-    return seed
-
-
 # ------------------------------------------------------------------------------------------------ markers and order
 TESTS = Path(__file__).resolve().parent
 

@@ -73,64 +73,15 @@ def landing(tmp_path_factory) -> dict:
     return {"root": Path(root), "truths": truths}
 
 
-# The Ray that module_ray started and that is still up: its GCS address, or None.
-_SHARED_RAY: dict[str, str | None] = {"gcs": None}
-
-
-def _uses_module_ray(item) -> bool:
-    return "module_ray" in getattr(item, "fixturenames", ())
-
-
 @pytest.fixture(scope="module")
-def module_ray(request):
-    """One local Ray for the test module (tests/assets/module_ray.py), up from the module's first test to its last.
-
-    Consecutive modules that all use it share it (pytest_collection_modifyitems below runs them one after another):
-    the Ray stays up when the next test also requests it, and is stopped before any test that does not, so such a test
-    never finds a Ray it did not ask for. Every module passes the same RAY_OPTIONS. One start instead of seven saves
-    ~6 s each, and the workers that imported the stages are reused. A module that stopped it gets a new one.
-    """
+def module_ray():
+    """One local Ray for the test module (tests/assets/module_ray.py): started before the module's first test,
+    stopped after its last: no module inherits another's Ray or its options."""
     import ray
     from module_ray import RAY_OPTIONS
 
-    ours = ray.is_initialized() and _SHARED_RAY["gcs"] == ray.get_runtime_context().gcs_address
-    if not ours:
-        if ray.is_initialized():  # left by something else: other options
-            ray.shutdown()
-        ray.init(address="local", **RAY_OPTIONS)  # a new one, never a cluster $RAY_ADDRESS or `ray start` names
-        _SHARED_RAY["gcs"] = ray.get_runtime_context().gcs_address
-    yield
-    items = request.session.items
-    last = max(i for i, item in enumerate(items) if item.module is request.module)
-    keep = last + 1 < len(items) and _uses_module_ray(items[last + 1]) and not _xdist_worker(request.config)
-    if not keep:
+    if ray.is_initialized():  # left by an earlier module: another module's options
         ray.shutdown()
-        _SHARED_RAY["gcs"] = None
-
-
-def _xdist_worker(config) -> bool:
-    return hasattr(config, "workerinput")  # a worker runs only some files: what comes next is not known here
-
-
-def pytest_collection_modifyitems(config, items):
-    """Run the asset modules that use module_ray one after another (at the place of the first), so they share one
-    Ray; every other module keeps its place and order."""
-    if _xdist_worker(config):
-        return
-    modules = list(dict.fromkeys(getattr(item, "module", None) for item in items))
-    users = {
-        m
-        for m in modules
-        if m is not None and any(_uses_module_ray(i) for i in items if getattr(i, "module", None) is m)
-    }
-    if len(users) < 2:
-        return
-    first = next(m for m in modules if m in users)
-    order = []
-    for m in modules:
-        if m is first:
-            order.extend(u for u in modules if u in users)
-        elif m not in users:
-            order.append(m)
-    rank = {m: r for r, m in enumerate(order)}
-    items.sort(key=lambda item: rank[getattr(item, "module", None)])
+    ray.init(address="local", **RAY_OPTIONS)  # a new one, never a cluster $RAY_ADDRESS or `ray start` names
+    yield
+    ray.shutdown()

@@ -173,12 +173,10 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
 
 
 @pytest.fixture(scope="module")
-def sample_data(tmp_path_factory, seed_tiny_model) -> SampleData:
+def sample_data(tmp_path_factory) -> SampleData:
     if shutil.which("ffmpeg") is None:
         pytest.fail("ffmpeg is not installed: run `make test` (it installs system packages)")
-    data = make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
-    seed_tiny_model(data.data_dir)  # the first caption step finds the model instead of building it (~20 s)
-    return data
+    return make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
 
 
 def free_port() -> int:

@@ -1,5 +1,5 @@
-"""Session fixtures for the integration tests (the tiny random-weight Qwen2.5-VL, ``tiny_model_dir``, is
-tests/conftest.py's): a small partition of clip rows cut from ffmpeg-generated videos (with one corrupt source and one range beyond the
+"""Session fixtures for the integration tests: a tiny random-weight Qwen2.5-VL (built once per session, offline),
+a small partition of clip rows cut from ffmpeg-generated videos (with one corrupt source and one range beyond the
 end of its video), and a local Ray cluster. Nothing here is committed: everything is generated into session tmp dirs.
 
 Test modules get the partition's ids from the ``clip_ids`` fixture, never by importing this file (several conftest.py
@@ -43,6 +43,14 @@ def seaweed(tmp_path_factory):
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> str:
+    """The tiny checkpoint, built once per session (~20 s, mostly importing transformers)."""
+    from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
+
+    return build_tiny_qwen_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl")
 
 
 def _make_video(ffmpeg: str, path, source: str) -> None:
