@@ -90,25 +90,57 @@ def test_a_failed_run_posts_its_job_partition_step_and_error(receiver):
     ), text
 
 
+@dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))
+def gated() -> None:
+    return None
+
+
+@dg.asset_check(asset=gated, blocking=True)
+def too_few_rows() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=False, description="0 rows < min 1")
+
+
+@dg.asset(deps=[gated], partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))
+def downstream_of_gated() -> None:
+    return None
+
+
 def test_a_failed_gate_posts_once_and_only_after_the_first_tick(receiver):
+    """On the instance `make ui` uses (sqlite, one event database per run, whose storage ids restart in every run),
+    a warning and a blocking gate that failed are each posted once, from the next tick after their run ended."""
     url, got = receiver
-    instance = dg.DagsterInstance.ephemeral()
     resources = {"alert_webhook": AlertWebhookResource(url=url)}
-    # a gate that failed before the sensor ever ran is history: not replayed
-    assert dg.materialize([counted, reject_rate], partition_key="2026-03-03", instance=instance).success
-    first = dg.build_sensor_context(instance=instance, resources=resources)
-    gate_failure_alert(first)
-    assert got == []
-    assert dg.materialize([counted, reject_rate], partition_key="2026-03-04", instance=instance).success
-    second = dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
-    gate_failure_alert(second)
-    assert [m["text"] for m in got] == [
-        ":warning: videolake gate counted.reject_rate warned for partition 2026-03-04 "
-        "(warning): reject rate 0.8 > max 0.5"
-    ]
-    third = dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
-    gate_failure_alert(third)  # nothing new: nothing posted again
-    assert len(got) == 1
+    with dg.instance_for_test() as instance:
+        # a gate that failed before the sensor ever ran is history: not replayed
+        assert dg.materialize([counted, reject_rate], partition_key="2026-03-03", instance=instance).success
+        first = dg.build_sensor_context(instance=instance, resources=resources)
+        gate_failure_alert(first)
+        assert got == []
+        assert dg.materialize([counted, reject_rate], partition_key="2026-03-04", instance=instance).success
+        blocked = dg.materialize(
+            [gated, too_few_rows, downstream_of_gated],
+            partition_key="2026-03-05",
+            instance=instance,
+            raise_on_error=False,
+        )
+        assert not blocked.success  # the blocking gate failed its run
+        second = dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor)
+        gate_failure_alert(second)
+        assert [m["text"] for m in got] == [
+            ":warning: videolake gate counted.reject_rate warned for partition 2026-03-04 "
+            "(warning): reject rate 0.8 > max 0.5",
+            ":warning: videolake gate gated.too_few_rows failed for partition 2026-03-05 (blocking): 0 rows < min 1",
+        ]
+        third = dg.build_sensor_context(instance=instance, resources=resources, cursor=second.cursor)
+        gate_failure_alert(third)  # nothing new: nothing posted again
+        assert len(got) == 2
+        assert dg.materialize([counted, reject_rate], partition_key="2026-03-06", instance=instance).success
+        fourth = dg.build_sensor_context(instance=instance, resources=resources, cursor=third.cursor)
+        gate_failure_alert(fourth)
+        assert [m["text"] for m in got[2:]] == [
+            ":warning: videolake gate counted.reject_rate warned for partition 2026-03-06 "
+            "(warning): reject rate 0.8 > max 0.5"
+        ]
 
 
 def test_without_a_webhook_nothing_is_posted_and_nothing_fails():

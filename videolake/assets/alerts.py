@@ -4,15 +4,18 @@ Open-source Dagster has no alert policies; sensors do it. Three sensors, all run
 
 - ``videolake_run_failure_alert`` (a run-failure sensor): every failed run of the code location, with its job, its
   partitions, the step that failed and the error's first line;
-- ``videolake_gate_failure_alert``: every gate (asset check) evaluation that did not pass since the sensor's cursor,
-  blocking or warning, with its asset, partition and description. A blocking gate also fails its run (and so raises
+- ``videolake_gate_failure_alert``: every gate (asset check) evaluation that did not pass, blocking or warning, with
+  its asset, partition and description, posted when its run ends. A blocking gate also fails its run (and so raises
   the run alert); a warning does not, and is seen only here;
 - ``videolake_freshness_alert``: every daily table that became overdue (its freshness policy, see
   videolake.assets.freshness, went to FAIL or WARN as the daemon's freshness evaluation recorded it) and every one
   that is fresh again. Nothing else tells anyone that the schedule did not run at all.
 
 The two event sensors share one cursor rule: the first tick starts from the newest event (history is not replayed),
-later ticks read what came after their cursor, at most MAX_EVENTS_PER_TICK at a time.
+later ticks read what came after their cursor, at most MAX_EVENTS_PER_TICK at a time. Both read only events that
+every Dagster storage keeps in its global index: freshness changes, and for the gates the runs' end events (the
+gates' own evaluations are then read run by run). The default local instance (sqlite) keeps check evaluations in
+per-run databases whose storage ids restart in each run, and refuses a cursor over them.
 
 The webhook URL is a secret: it comes from the environment (VIDEOLAKE_ALERT_WEBHOOK_URL through dg.EnvVar, resolved
 at run time), never from code, logs or metadata. Without it the sensors log the message and post nothing.
@@ -20,11 +23,22 @@ at run time), never from code, logs or metadata. Without it the sensors log the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
 from videolake.resources.alerts import AlertWebhookResource
 
-MAX_EVENTS_PER_TICK = 200  # check evaluations read per sensor tick (the cursor carries the rest to the next tick)
+if TYPE_CHECKING:
+    from dagster._core.event_api import RunStatusChangeEventType
+
+MAX_EVENTS_PER_TICK = 200  # events (ended runs, freshness changes) read per sensor tick; the cursor carries the rest
+# The run-end events after which the gate alert reads a run's check evaluations.
+RUN_END_EVENTS: tuple[RunStatusChangeEventType, ...] = (
+    dg.DagsterEventType.RUN_SUCCESS,
+    dg.DagsterEventType.RUN_FAILURE,
+    dg.DagsterEventType.RUN_CANCELED,
+)
 
 
 def _first_line(text: str | None, n: int = 300) -> str:
@@ -81,26 +95,46 @@ def gate_failure_text(check: str, partition: str | None, severity: str, descript
     description="Posts every gate (asset check) evaluation that did not pass to the alert webhook.",
 )
 def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: AlertWebhookResource):
-    from dagster._core.events import DagsterEventType
+    import json
 
-    records = _records_since_cursor(context, DagsterEventType.ASSET_CHECK_EVALUATION)
-    if records is None:
+    # One cursor per run-end event type: the storage id of the last one handled, in the index every storage keeps.
+    # A cursor of the earlier form (one storage id over the check evaluations) starts afresh, like a first tick.
+    loaded = json.loads(context.cursor) if context.cursor else None
+    cursors: dict[str, int] = loaded if isinstance(loaded, dict) else {}
+    if not cursors:
+        for event_type in RUN_END_EVENTS:
+            latest = context.instance.fetch_run_status_changes(event_type, limit=1).records
+            cursors[event_type.value] = latest[0].storage_id if latest else 0
+        context.update_cursor(json.dumps(cursors))
         return dg.SkipReason("first tick: alerting on gate evaluations from now on")
+    ended = [
+        (event_type.value, record)
+        for event_type in RUN_END_EVENTS
+        for record in context.instance.fetch_run_status_changes(
+            dg.RunStatusChangeRecordsFilter(event_type, after_storage_id=cursors.get(event_type.value, 0)),
+            limit=MAX_EVENTS_PER_TICK,
+            ascending=True,
+        ).records
+    ]
     posted = 0
-    for record in records:
-        evaluation = record.event_log_entry.asset_check_evaluation  # None only for another kind of event
-        if evaluation is not None and not evaluation.passed:
-            name = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
+    for name, record in sorted(ended, key=lambda e: e[1].storage_id):
+        run_id = record.event_log_entry.run_id
+        for entry in context.instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+            evaluation = entry.asset_check_evaluation
+            if evaluation is None or evaluation.passed:
+                continue
             partition = evaluation.partition
             if partition is None:  # a check without partitions of its own, in a run of one partition
-                run = context.instance.get_run_by_id(record.event_log_entry.run_id)
+                run = context.instance.get_run_by_id(run_id)
                 partition = run.tags.get("dagster/partition") if run else None
+            gate = f"{evaluation.asset_key.to_user_string()}.{evaluation.check_name}"
             alert_webhook.post(
-                gate_failure_text(name, partition, evaluation.severity.value, evaluation.description), context.log
+                gate_failure_text(gate, partition, evaluation.severity.value, evaluation.description), context.log
             )
             posted += 1
-        context.update_cursor(str(record.storage_id))
-    return dg.SkipReason(f"{posted} failed gate evaluation(s) alerted of {len(records)} read")
+        cursors[name] = max(cursors.get(name, 0), record.storage_id)
+        context.update_cursor(json.dumps(cursors))
+    return dg.SkipReason(f"{posted} failed gate evaluation(s) alerted from {len(ended)} ended run(s)")
 
 
 def _records_since_cursor(context: dg.SensorEvaluationContext, event_type) -> list | None:
