@@ -124,6 +124,25 @@ def test_rerun_from_an_object_store_gives_the_same_rows_and_caches_the_model(
 
 
 # ---------------------------------------------------------------------------------------------- no engine needed
+def test_the_warm_up_is_one_full_batch_or_the_whole_work_when_smaller():
+    """The engine's warm-up steps one batch of the largest shape: batch_size requests (at most max_num_seqs run at
+    once), or as many as the stage has clips to do when that is fewer (a small daily partition)."""
+    from videolake.platform.captioning.vllm_backend import VLLMCaptioner
+
+    def config(max_num_seqs: int) -> CaptionerConfig:
+        return tiny_bench_config("unused-model-dir", batch_size=6, vllm=VllmEngineConfig(max_num_seqs=max_num_seqs))
+
+    captioner = VLLMCaptioner(config(4))
+    assert captioner.warm_up_requests() == 4  # max_num_seqs < batch_size
+    for largest, expected in ((None, 4), (9, 4), (3, 3), (1, 1), (0, 1)):
+        captioner.largest_batch = largest
+        assert captioner.warm_up_requests() == expected, largest
+    wide = VLLMCaptioner(config(16))
+    assert wide.warm_up_requests() == 6
+    wide.largest_batch = 2
+    assert wide.warm_up_requests() == 2
+
+
 def test_code_version_changes_with_prompt_and_sampling_only():
     base = CaptionerConfig(model="/models/qwen2.5-vl-7b")
     v = code_version(base)

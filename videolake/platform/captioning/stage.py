@@ -218,7 +218,14 @@ class CaptionWriterActor:
     actor has held its accelerator, for goodput across attempts.
     """
 
-    def __init__(self, config: CaptionerConfig, checkpoints: Checkpoints, ledger_dir: str, store: Any | None = None):
+    def __init__(
+        self,
+        config: CaptionerConfig,
+        checkpoints: Checkpoints,
+        ledger_dir: str,
+        store: Any | None = None,
+        largest_batch: int | None = None,
+    ):
         from videolake.platform.captioning.base import get_captioner
 
         logging.basicConfig(level=logging.INFO)
@@ -230,7 +237,7 @@ class CaptionWriterActor:
         self._held_until = self.started_at  # accelerator time up to here is in the held-seconds counter
         self._ledger()
         self.backend = get_captioner(config, store=store)
-        self.backend.setup()
+        self.backend.setup(largest_batch=largest_batch)
         self._ledger()
 
     def _ledger(self) -> None:
@@ -522,6 +529,8 @@ def caption_partitions(
                     "checkpoints": checkpoints,
                     "ledger_dir": ledger_dir,
                     "store": store,
+                    # no batch is larger than the clips left to do: the model's warm-up sends no more than that
+                    "largest_batch": min(config.batch_size, wanted - clips_reused),
                 },
                 compute=actor_pool(config),
                 batch_size=config.batch_size,

@@ -53,10 +53,20 @@ class VLLMCaptioner(CaptionerBackend):
         self.llm = create_llm(self.config, self.model_dir)
         self.warm_up()
 
+    def warm_up_requests(self) -> int:
+        """The warm-up's batch: the largest one the engine will step (batch_size, at most max_num_seqs at once), or
+        fewer when the work is smaller (``largest_batch``)."""
+        largest = min(self.config.batch_size, self.config.vllm.max_num_seqs)
+        if self.largest_batch is not None:
+            largest = min(largest, self.largest_batch)
+        return max(1, largest)
+
     def warm_up(self) -> None:
         """A full batch of the largest configured input (max_frames at max_pixels) through the whole path before the
         first real batch: lazy initialisation (processor, per-shape kernels) is paid here, inside model load time,
-        and a max_model_len too small for the configured frames fails at setup instead of on every clip."""
+        and a max_model_len too small for the configured frames fails at setup instead of on every clip. A full
+        batch is the largest one the work will send: ``largest_batch`` when the stage has fewer clips to do than
+        batch_size (a daily partition of three clips does not warm up 32 requests on a CPU engine: 18 s)."""
         import math
 
         import numpy as np
@@ -72,7 +82,7 @@ class VLLMCaptioner(CaptionerBackend):
             "video_backend": "pyav",
             "do_sample_frames": False,
         }
-        count = max(1, min(self.config.batch_size, self.config.vllm.max_num_seqs))
+        count = self.warm_up_requests()
         # The configured sampling (temperature, top-p, max_tokens, structured outputs) and per-request seeds: the
         # warm-up then runs every decode batch size and the sampler's own path once. With greedy 2-token requests
         # the first real batch paid for them instead (CPU engine: ~2.5x a steady batch).
