@@ -270,11 +270,13 @@ class DagsterUI:
             return ""
 
 
-def server_env(home: Path, data_dir: Path) -> dict[str, str]:
+def server_env(home: Path, data_dir: Path, alert_url: str = "") -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
             "DAGSTER_HOME": str(home),
+            # the alert sensors post here (a receiver in the test process); empty: they only log
+            "VIDEOLAKE_ALERT_WEBHOOK_URL": alert_url,
             "VIDEOLAKE_DATA_DIR": str(data_dir),
             "VIDEOLAKE_PROFILE": "local",
             "VIDEOLAKE_PARTITIONS_START": PARTITIONS_START,
@@ -338,7 +340,7 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
     raise RuntimeError(f"the Dagster UI did not come up in {timeout_s}s (last: {last}):\n{ui.log_tail()}")
 
 
-def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
+def start_dagster_ui(home: Path, data_dir: Path, alert_url: str = "") -> tuple[DagsterUI, object]:
     """Start `dg dev` (Dagster's `dagster dev` behind its project CLI) on a free loopback port; returns (ui, its open log file) once the location is loaded."""
     shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
     # The instance has shown its "Join the Dagster community" dialog already (dagster._core.nux keeps that as
@@ -360,7 +362,7 @@ def start_dagster_ui(home: Path, data_dir: Path) -> tuple[DagsterUI, object]:
         "--live-data-poll-rate",
         "1000",
     ]
-    env = {**server_env(home, data_dir), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
+    env = {**server_env(home, data_dir, alert_url), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
@@ -381,11 +383,40 @@ def stop_ui(ui: DagsterUI, log) -> None:
     log.close()
 
 
+@pytest.fixture(scope="module")
+def alert_receiver():
+    """A chat webhook on loopback for the deployment's alert sensors: yields (its URL, the JSON bodies POSTed to it,
+    in arrival order)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    got: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # Module scope, not session: the UI's webserver, daemon and code servers keep polling (~10 % of a core) and would
 # do so through every test file collected after this one.
 @pytest.fixture(scope="module")
-def dagster_ui(sample_data, tmp_path_factory):
-    ui, log = start_dagster_ui(tmp_path_factory.mktemp("dagster-home"), sample_data.data_dir)
+def dagster_ui(sample_data, alert_receiver, tmp_path_factory):
+    ui, log = start_dagster_ui(tmp_path_factory.mktemp("dagster-home"), sample_data.data_dir, alert_receiver[0])
     try:
         yield ui
     finally:

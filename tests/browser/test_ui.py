@@ -682,6 +682,38 @@ def test_gate_backfill_fails_on_the_bad_day_alone(gate_backfill, dagster_ui, sam
         assert (targeted, in_progress, succeeded) == (2, 0, 1 if asset != "raw_videos" else 2), (asset, m.groups())
 
 
+ALERT_WAIT_S = 240  # the alert sensors tick at most once a minute (minimum_interval_seconds=60), then post
+
+
+def test_the_failed_gate_and_its_failed_run_are_posted_to_the_webhook_once(gate_backfill, alert_receiver, sample_data):
+    """The deployment's alert sensors (default on) post the bad day's blocking gate and its failed run to the
+    webhook in VIDEOLAKE_ALERT_WEBHOOK_URL, once each, and nothing for the days whose gates passed. On this instance
+    (sqlite, one event database per run) the gate sensor once raised on every tick and never posted."""
+    _url, got = alert_receiver
+    bad_day = sample_data.gate_days[1]
+    rejected, rows = sample_data.gate_rejected[bad_day]
+
+    def failures() -> list[str]:  # the freshness sensor posts to the same webhook: its texts are not failures
+        return sorted(m["text"] for m in list(got) if m["text"].startswith((":red_circle:", ":warning:")))
+
+    deadline = time.monotonic() + ALERT_WAIT_S
+    while time.monotonic() < deadline and len(failures()) < 2:
+        time.sleep(1.0)
+    texts = failures()
+    assert len(texts) == 2, [m["text"] for m in got]
+    run_alert, gate_alert = texts  # ":red_circle: ..." sorts before ":warning: ..."
+    assert re.fullmatch(
+        rf":red_circle: videolake run [0-9a-f-]{{36}} of __ASSET_JOB failed \(partitions {bad_day}; failed steps: "
+        r"raw_videos_gates\): dagster\._core\.errors\.DagsterAssetCheckFailedError: 1 blocking asset check failed .*",
+        run_alert,
+    ), run_alert
+    assert re.match(
+        rf":warning: videolake gate raw_videos\.reject_rate failed for partition {bad_day} \(blocking\): "
+        rf"raw_videos\.reject_rate failed: reject rate {rejected / rows:g} > max [0-9.]+ ",
+        gate_alert,
+    ), gate_alert
+
+
 def test_graph_node_shows_the_failed_gate_on_raw_videos(page, dagster_ui, gate_backfill):
     open_group(page, dagster_ui)
     g, n = len(gate_names("raw_videos")), check_count("raw_videos")
