@@ -5,12 +5,10 @@ real Dagster instance."""
 from __future__ import annotations
 
 import datetime as dt
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dagster as dg
 import pytest
+from webhook_receiver import webhook_receiver
 
 from videolake.assets.alerts import freshness_alert, gate_failure_alert, run_failure_alert
 from videolake.assets.freshness import freshness_policy
@@ -20,23 +18,8 @@ from videolake.resources.alerts import WEBHOOK_ENV, AlertWebhookResource, alert_
 @pytest.fixture
 def receiver():
     """A local webhook: records every POSTed JSON body, answers 200."""
-    got: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
-    server.shutdown()
-    server.server_close()
+    with webhook_receiver() as got:
+        yield got
 
 
 @dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))

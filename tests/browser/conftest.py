@@ -387,29 +387,10 @@ def stop_ui(ui: DagsterUI, log) -> None:
 def alert_receiver():
     """A chat webhook on loopback for the deployment's alert sensors: yields (its URL, the JSON bodies POSTed to it,
     in arrival order)."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from webhook_receiver import webhook_receiver
 
-    got: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
-            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", got
-    finally:
-        server.shutdown()
-        server.server_close()
+    with webhook_receiver("/alerts") as receiver:
+        yield receiver
 
 
 # Module scope, not session: the UI's webserver, daemon and code servers keep polling (~10 % of a core) and would

@@ -117,7 +117,7 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
         ).records
     ]
     posted = 0
-    for name, record in sorted(ended, key=lambda e: e[1].storage_id):
+    for event_name, record in sorted(ended, key=lambda e: e[1].storage_id):
         run_id = record.event_log_entry.run_id
         for entry in context.instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
             evaluation = entry.asset_check_evaluation
@@ -132,7 +132,7 @@ def gate_failure_alert(context: dg.SensorEvaluationContext, alert_webhook: Alert
                 gate_failure_text(gate, partition, evaluation.severity.value, evaluation.description), context.log
             )
             posted += 1
-        cursors[name] = max(cursors.get(name, 0), record.storage_id)
+        cursors[event_name] = max(cursors.get(event_name, 0), record.storage_id)
         context.update_cursor(json.dumps(cursors))
     return dg.SkipReason(f"{posted} failed gate evaluation(s) alerted from {len(ended)} ended run(s)")
 
