@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
+from dagster_home import write_instance_yaml
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -95,9 +95,7 @@ class Deployment:
         self.home.mkdir()
         # The repository's dagster.yaml, run monitoring polling every MONITOR_POLL_S instead of every 10 s: each kill
         # is found on the next pass, and the test waits for two of them.
-        settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
-        settings["run_monitoring"]["poll_interval_seconds"] = MONITOR_POLL_S
-        (self.home / "dagster.yaml").write_text(yaml.safe_dump(settings))
+        write_instance_yaml(self.home, poll_interval_seconds=MONITOR_POLL_S)
         self.port = _free_port()
         self.log_path = root / "dagster-dev.log"
         self.proc: subprocess.Popen | None = None

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from cli_helpers import REPO, cli_env, videolake
 from dagster._core.launcher import WorkerStatus
+from dagster_home import write_instance_yaml
 
 from videolake.instance.health import WorkerState, check_worker, find_stale_runs, process_alive
 
@@ -41,9 +42,7 @@ dg.materialize([holds_gpu], instance=dg.DagsterInstance.get(), tags={"test": sys
 def home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
-    settings = yaml.safe_load((REPO / "dagster.yaml").read_text())
-    settings["run_monitoring"]["poll_interval_seconds"] = POLL_S
-    (home / "dagster.yaml").write_text(yaml.safe_dump(settings))
+    write_instance_yaml(home, poll_interval_seconds=POLL_S)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     (tmp_path / "toy.py").write_text(TOY)
     with dg.DagsterInstance.get() as instance:  # create the sqlite storage once, before processes share it

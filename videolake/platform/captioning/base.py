@@ -249,8 +249,8 @@ class CaptionerBackend(ABC):
         self.started_at = 0.0
         self.ready_at = 0.0
         self._loaded = False
-        # The most clips one call will get, when the caller knows it is fewer than batch_size (a stage with only a
-        # few clips to do); a backend's warm-up sends no larger batch than that. None: up to batch_size.
+        # The most clips one call will get, when the caller knows (a stage with only a few clips to do); a backend's
+        # warm-up sends no larger batch than that, nor one larger than batch_size. None: up to batch_size.
         self.largest_batch: int | None = None
 
     # -- declared resources ------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ class CaptionerBackend(ABC):
 
     def setup(self, largest_batch: int | None = None) -> None:
         """Load the model once per actor (idempotent). The seconds it takes are reported as model load time.
-        ``largest_batch``: the most clips one call will get, when fewer than batch_size (see ``largest_batch``)."""
+        ``largest_batch``: the most clips any call will get, when the caller knows (the clips it has to do)."""
         if self._loaded:
             return
         self.largest_batch = largest_batch

@@ -530,7 +530,7 @@ def caption_partitions(
                     "ledger_dir": ledger_dir,
                     "store": store,
                     # no batch is larger than the clips left to do: the model's warm-up sends no more than that
-                    "largest_batch": min(config.batch_size, wanted - clips_reused),
+                    "largest_batch": wanted - clips_reused,
                 },
                 compute=actor_pool(config),
                 batch_size=config.batch_size,
