@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import shared_ray
 
 # The pytest process ends with pytest's exit status as soon as pytest has reported (tests/process_exit.py).
 pytest_plugins = ("process_exit",)
@@ -32,16 +33,16 @@ TESTS = Path(__file__).resolve().parent
 # (-m "not slow") leaves them out. Elsewhere a test that takes seconds is marked where it is defined.
 SLOW_DIRS = ("assets", "browser", "integration", "ops")
 
-# The longest test files, longest first. Under pytest-xdist (`make test`: --dist loadfile --no-loadscope-reorder) a
-# worker takes the next whole file when it is nearly out of work, so these start at once and the short files fill in
-# around them; a long file started last would end the run alone on one worker. Files not named keep their order.
+# The longest units of work, longest first. Under pytest-xdist (`make test`: --dist loadfile --no-loadscope-reorder) a
+# worker takes the next whole unit when it is nearly out of work, so these start at once and the short files fill in
+# around them; a long unit started last would end the run alone on one worker. A unit is a file, except the modules
+# that share one Ray (tests/shared_ray.py: one unit, run back to back). Files not named keep their order.
 LONGEST_FIRST = (
     "browser/test_ui.py",
+    shared_ray.GROUP,
     "integration/test_run_recovery.py",
     "integration/test_kill_resume.py",
     "integration/test_pipeline_s3.py",
-    "integration/test_openai_backend.py",
-    "integration/test_captioning.py",
     "ops/test_cli.py",
 )
 
@@ -51,6 +52,39 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.path)).resolve().relative_to(TESTS).parts[0] in SLOW_DIRS:
             item.add_marker(pytest.mark.slow)
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller schedules files in this order
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller schedules units in this order
         rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(Path(str(item.path)).resolve().relative_to(TESTS).as_posix(), len(rank)))
+        items.sort(key=lambda item: rank.get(_unit(shared_ray.relpath(item.path)), len(rank)))
+
+
+def _unit(relpath: str) -> str:
+    """The unit of work a test file belongs to: the file itself, or the shared-Ray group."""
+    return shared_ray.GROUP if relpath in shared_ray.FILES else relpath
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own (LoadFileScheduling)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the shared-Ray modules as one unit: one worker runs them back to back on one Ray."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrSharedRayScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid.split("::", 1)[0].removeprefix("tests/"))
+
+    return FileOrSharedRayScheduling(config, log)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_ray_from_another_module(request):
+    """Each module starts with no Ray connected, except that the shared-Ray modules keep the shared one
+    (tests/shared_ray.py)."""
+    shared_ray.stop_unless_shared(request.path)
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_shared_ray():
+    yield
+    shared_ray.stop()

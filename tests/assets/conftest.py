@@ -74,14 +74,11 @@ def landing(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def module_ray():
-    """One local Ray for the test module (tests/assets/module_ray.py): started before the module's first test,
-    stopped after its last: no module inherits another's Ray or its options."""
-    import ray
-    from module_ray import RAY_OPTIONS
+def module_ray(request):
+    """The local Ray of the module's materializations (tests/assets/module_ray.py): the suite's shared one for the
+    modules in tests/shared_ray.py's FILES, else one started for the module and stopped after its last test. No
+    module inherits a Ray with another module's options."""
+    import shared_ray
 
-    if ray.is_initialized():  # left by an earlier module: another module's options
-        ray.shutdown()
-    ray.init(address="local", **RAY_OPTIONS)  # a new one, never a cluster $RAY_ADDRESS or `ray start` names
-    yield
-    ray.shutdown()
+    with shared_ray.module_ray(request.path):
+        yield

@@ -124,18 +124,12 @@ def clip_partition(caption_videos) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
-def ray_local():
-    """A local Ray cluster (the Dagster RayResource's role in production), shared by the modules that use it.
-
-    Module-scoped on purpose: a module in between may shut Ray down (a Dagster step's LocalRay does at its end), so
-    each module checks and starts it when it is gone, and shuts down the Ray it started at its end: a later test
-    that forks (a DataLoader's workers) must not inherit a live Ray core worker, whose threads crash the child.
-    """
+def ray_local(request):
+    """A local Ray cluster (the Dagster RayResource's role in production): the suite's shared one for the modules
+    in tests/shared_ray.py's FILES, else one started for the module and stopped after its last test (a module that
+    reads Ray-wide state, such as the metrics of the whole node, gets a Ray no other module used)."""
     import ray
+    import shared_ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
+    with shared_ray.module_ray(request.path):
+        yield ray

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import shared_ray
 from transnet_specs import HARD, SHORT
 
 from videolake.platform.scenes import get_detector
@@ -100,11 +101,8 @@ def test_predictor_batches_windows_of_several_videos_in_one_call(videos):
 
 @pytest.fixture(scope="module")
 def ray_local():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+    with shared_ray.module_ray(__file__):  # the suite's shared Ray (tests/shared_ray.py)
+        yield
 
 
 @pytest.mark.slow

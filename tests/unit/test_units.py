@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import shared_ray
 
 from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
 from videolake.platform.schemas import RAW_VIDEOS
@@ -29,14 +30,12 @@ DAYS = ["2026-01-01", "2026-01-02"]
 def ray_local():
     import sys
 
-    import ray
     from ray import cloudpickle
 
     # Ray workers cannot import this test module by name: ship its functions by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    yield
-    ray.shutdown()
+    with shared_ray.module_ray(__file__):  # the suite's shared Ray (tests/shared_ray.py)
+        yield
 
 
 def _units(n_per_day: int) -> list[dict]:
