@@ -10,8 +10,6 @@ serialises actors of the same node, so two actors on one node copy once.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -19,11 +17,12 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from videolake.platform.built_once import lock_path, locked
 from videolake.platform.objectstore.base import ObjectStore, sha256_file
 
 log = logging.getLogger(__name__)
@@ -88,7 +87,7 @@ def ensure_cached(
     remote = _remote_files(store, prefix)
     if not remote:
         raise FileNotFoundError(f"no model files under {uri}")
-    with _locked(entry.parent / f".{entry.name}.lock"):
+    with locked(lock_path(entry)):
         problem = verify_entry(entry, remote, verify=verify)
         if problem is None:
             return LocalModel(path=str(entry), seconds=time.perf_counter() - t0, copied=False)
@@ -160,13 +159,3 @@ def _copy(store: ObjectStore, prefix: str, remote: dict[str, int], entry: Path) 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

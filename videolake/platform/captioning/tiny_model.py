@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -81,17 +79,17 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
     """Build the checkpoint into ``out_dir`` (cached: a complete directory is returned as is) and return its path.
 
     The build goes to a sibling temporary directory that is renamed into place at the end, so a crash never
-    leaves a half-written model where a loader would find it.
+    leaves a half-written model where a loader would find it; processes that ask at once build it once
+    (videolake/platform/built_once.py).
     """
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny model family {family!r}; known: {', '.join(FAMILIES)}")
+    from videolake.platform.built_once import build_once
+
     out = Path(out_dir).resolve()
-    if (out / COMPLETE_MARKER).is_file():
-        return str(out)
     t0 = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
+
+    def build(tmp: Path) -> None:
         tokenizer = _build_tokenizer(tmp)
         ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
         vocab_size = _round_up(len(tokenizer), 64)
@@ -110,19 +108,14 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
             )
         )
         (tmp / COMPLETE_MARKER).write_text(json.dumps({"family": family, "seed": seed, "random_weights": True}))
-        os.chmod(tmp, 0o755)
-        if out.exists():  # an incomplete earlier build
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    log.info(
-        "built tiny random-weight %s checkpoint at %s in %.1fs (captions will be random text)",
-        family,
-        out,
-        time.perf_counter() - t0,
-    )
+
+    if build_once(out, lambda d: (d / COMPLETE_MARKER).is_file(), build):
+        log.info(
+            "built tiny random-weight %s checkpoint at %s in %.1fs (captions will be random text)",
+            family,
+            out,
+            time.perf_counter() - t0,
+        )
     return str(out)
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,18 +39,18 @@ def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
     """Build the model into ``dest`` (cached: a complete directory is returned as is) and return its path.
 
     The build goes to a sibling temporary directory renamed into place at the end, so a crash never leaves a
-    half-written model where a loader would find it.
+    half-written model where a loader would find it; processes that ask at once build it once
+    (videolake/platform/built_once.py).
     """
-    out = Path(dest).resolve()
-    if (out / COMPLETE_MARKER).is_file():
-        return out
-    import torch
-    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+    from videolake.platform.built_once import build_once
 
+    out = Path(dest).resolve()
     t0 = time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
+
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+
         config = CLIPVisionConfig(**_VISION)
         with torch.random.fork_rng(devices=[]):  # seeded without disturbing the caller's random state
             torch.manual_seed(seed)
@@ -63,16 +61,11 @@ def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
         (tmp / COMPLETE_MARKER).write_text(
             json.dumps({"model": "clip_vision_with_projection", "seed": seed, "random_weights": True})
         )
-        os.chmod(tmp, 0o755)
-        if out.exists():  # an incomplete earlier build
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    log.info(
-        "built tiny random-weight CLIP vision model at %s in %.2fs (its embeddings are random features)",
-        out,
-        time.perf_counter() - t0,
-    )
+
+    if build_once(out, lambda d: (d / COMPLETE_MARKER).is_file(), build):
+        log.info(
+            "built tiny random-weight CLIP vision model at %s in %.2fs (its embeddings are random features)",
+            out,
+            time.perf_counter() - t0,
+        )
     return out
