@@ -52,6 +52,7 @@ def main(args: dict) -> None:
         max_tokens=8,
         max_frames=2,
         num_actors=1,
+        engine_threads=1,  # as the tiny model's policy (TINY_MODEL_ENGINE_THREADS)
     )
     assets = {
         "raw_videos": cpu_assets.raw_videos,

@@ -305,6 +305,7 @@ def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(
         max_frames=4,
         max_pixels=112 * 112,
         num_actors=1,
+        engine_threads=1,  # as the tiny model's policy (TINY_MODEL_ENGINE_THREADS)
     )
     assets = [*cpu_assets.CPU_ASSETS, build_clip_captions(captioner)]
     checks = build_all_gate_checks(overrides=LENIENT_CAPTION_CONTENT)

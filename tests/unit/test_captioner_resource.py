@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from videolake.platform.captioning.base import (
+    DEFAULT_VLLM_ENV,
     CaptionerConfig,
     EndpointConfig,
     FrameConfig,
@@ -39,7 +40,7 @@ PREFIXES = {"openai_": "endpoint"}  # resource field prefix -> the nested config
 # Config fields the resource deliberately does not expose ("" = CaptionerConfig itself). A config field added
 # without a resource field (or a note here) fails the test below.
 NOT_ON_RESOURCE = {
-    "": {"env", "extract_num_cpus", "extract_batch_size", *NESTED},
+    "": {"env", "extract_num_cpus", "extract_batch_size", *NESTED},  # env: only OMP_NUM_THREADS (ENV_FIELDS)
     "sampling": set(),
     "frames": set(),
     "vllm": {"dtype", "gpu_memory_utilization", "engine_kwargs"},
@@ -53,6 +54,8 @@ NOT_ON_RESOURCE = {
         "forward_env",
     },
 }
+# Resource fields that set one variable of config.env (the actors' environment): field -> variable.
+ENV_FIELDS = {"engine_threads": "OMP_NUM_THREADS"}
 # A non-default value for EVERY resource field. A resource field added without one here fails the test below.
 NON_DEFAULT = {
     "backend": "openai",
@@ -79,6 +82,7 @@ NON_DEFAULT = {
     "max_num_seqs": 5,
     "enforce_eager": True,  # GPU actors: unset would mean False
     "model_cache_dir": "/cache/models",
+    "engine_threads": 3,
     "openai_base_url_env": "MY_BASE_URL",
     "openai_api_key_env": "MY_API_KEY",
     "backend_params": {"style": "terse"},
@@ -87,6 +91,8 @@ NON_DEFAULT = {
 
 def _target(name: str) -> tuple[str, str]:
     """(section, field) of CaptionerConfig that the resource field ``name`` maps into ("" = top level)."""
+    if name in ENV_FIELDS:
+        return "env", ENV_FIELDS[name]
     top = {f.name for f in dataclasses.fields(CaptionerConfig)} - set(NESTED)
     if name in top:
         return "", name
@@ -99,6 +105,9 @@ def _target(name: str) -> tuple[str, str]:
 
 
 def _value(config: CaptionerConfig, section: str, field: str):
+    if section == "env":  # a variable of the actors' environment: a string
+        value = config.env.get(field)
+        return int(value) if value is not None and value.isdigit() else value
     return getattr(getattr(config, section) if section else config, field)
 
 
@@ -116,6 +125,9 @@ def test_every_resource_field_reaches_the_config_and_every_config_field_is_expos
         # and it is the resource field that put it there: left at its default, the config gets something else
         others = {k: v for k, v in NON_DEFAULT.items() if k != name}
         assert _value(CaptionerResource(**others).to_config(), section, field) != value, name
+    assert {k: config.env[k] for k in config.env if k != "OMP_NUM_THREADS"} == {
+        k: v for k, v in DEFAULT_VLLM_ENV.items() if k != "OMP_NUM_THREADS"
+    }
     for section, cls in {"": CaptionerConfig, **NESTED}.items():
         exposed = {f for sec, f in targets.values() if sec == section}
         missing = {f.name for f in dataclasses.fields(cls)} - exposed
@@ -138,11 +150,15 @@ def test_the_test_model_policy_is_decided_in_one_place(tmp_path, monkeypatch):
     assert cfg.sampling == SamplingConfig(temperature=0.7, top_p=0.99, max_tokens=16, min_tokens=8, seed=3)
     assert CaptionerResource(max_tokens=4).to_config().sampling.min_tokens == 4
     assert gate_overrides(tiny) == LENIENT_CAPTION_CONTENT
+    # its engine runs one OpenMP thread unless told otherwise; a configured model keeps the default's two
+    assert cfg.env == {**DEFAULT_VLLM_ENV, "OMP_NUM_THREADS": "1"}
+    assert CaptionerResource(engine_threads=2).to_config().env["OMP_NUM_THREADS"] == "2"
 
     real = CaptionerResource(model="/models/m", temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
     assert real.test_model() is None
     cfg = real.to_config()
     assert (cfg.model, cfg.model_name) == ("/models/m", None)
+    assert cfg.env == DEFAULT_VLLM_ENV and DEFAULT_VLLM_ENV["OMP_NUM_THREADS"] == "2"
     assert cfg.sampling == SamplingConfig(temperature=0.2, top_p=0.9, max_tokens=16, min_tokens=0, seed=3)
     assert gate_overrides(real) is None
     assert real.ensure_model() == "/models/m"

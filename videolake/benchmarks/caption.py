@@ -42,7 +42,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from videolake.platform.captioning.base import CaptionerConfig, FrameConfig, SamplingConfig, VllmEngineConfig
+from videolake.platform.captioning.base import (
+    TINY_MODEL_ENGINE_THREADS,
+    CaptionerConfig,
+    FrameConfig,
+    SamplingConfig,
+    VllmEngineConfig,
+    vllm_env,
+)
 from videolake.platform.captioning.clip_frames import FrameCache, SourceOpener, extract_frames
 
 log = logging.getLogger(__name__)
@@ -328,6 +335,7 @@ def tiny_bench_config(model_dir: str, **overrides) -> CaptionerConfig:
         batch_size=32,
         num_actors=1,
         vllm=VllmEngineConfig(enforce_eager=True, max_num_seqs=32),
+        env=vllm_env(TINY_MODEL_ENGINE_THREADS),  # one OpenMP thread, as the tiny model's policy gives the pipeline
     )
     return base.replace(**overrides) if overrides else base
 

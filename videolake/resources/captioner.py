@@ -18,6 +18,7 @@ from videolake.platform.captioning.base import (
     FrameConfig,
     SamplingConfig,
     VllmEngineConfig,
+    vllm_env,
 )
 from videolake.resources.test_model import TinyModelPolicy, tiny_model_policy
 
@@ -65,6 +66,11 @@ class CaptionerResource(dg.ConfigurableResource):
     max_num_seqs: int = Field(default=_VLLM.max_num_seqs, description="vLLM concurrent sequences per engine.")
     enforce_eager: bool | None = Field(
         default=None, description="Skip CUDA graph capture; unset: True for CPU actors, False for GPU actors."
+    )
+    engine_threads: int | None = Field(
+        default=None,
+        description="OpenMP threads of each engine (OMP_NUM_THREADS in its actors); unset: 2, or 1 for the tiny "
+        "test model, whose matrices are too small for a second thread to help.",
     )
     model_cache_dir: str | None = Field(default=None, description="Node-local model cache directory.")
     openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
@@ -118,7 +124,15 @@ class CaptionerResource(dg.ConfigurableResource):
             ),
             endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
             backend_params=dict(self.backend_params),
+            env=vllm_env(self.engine_threads_or_default()),
         )
+
+    def engine_threads_or_default(self) -> int | None:
+        """The engine's OpenMP threads: as configured, else the tiny test model's, else None (DEFAULT_VLLM_ENV's)."""
+        if self.engine_threads is not None:
+            return self.engine_threads
+        policy = self.test_model()
+        return policy.engine_threads if policy else None
 
     def ensure_model(self, log=None) -> str:
         """Build the tiny test model on first use (seconds, offline); a configured model is used as given."""

@@ -7,7 +7,9 @@ the demo, a laptop with no model hub). Its captions are random text, so three th
   emit only special tokens, and even with wide sampling they sometimes stop at once (an empty caption, a failed
   row that fails the blocking failure-rate gate of a demo day). With a real model nothing changes: an empty output
   stays a failed row;
-- the caption content gates (length, repetition, refusal) warn instead of block; the structural ones still block.
+- the caption content gates (length, repetition, refusal) warn instead of block; the structural ones still block;
+- its engine runs one OpenMP thread (``TINY_MODEL_ENGINE_THREADS``): a second one never helps matrices this small,
+  and on a busy machine it made the engine several times slower.
 
 The captioner resource, the code location's gate checks and ``videolake doctor`` ask ``tiny_model_policy(model)``
 for the policy; none of them decides anything about the test model itself.
@@ -19,7 +21,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from videolake.platform.captioning.base import SamplingConfig
+from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, SamplingConfig
 from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
 
 
@@ -30,6 +32,7 @@ class TinyModelPolicy:
     min_temperature: float = 0.7  # sampling at least this wide, so that captions are (random) text
     min_top_p: float = 0.95
     min_tokens: int = 8  # the model may not stop before this many tokens: never an empty caption
+    engine_threads: int = TINY_MODEL_ENGINE_THREADS  # OpenMP threads of its engine (base.py says why)
 
     def sampling(self, configured: SamplingConfig) -> SamplingConfig:
         return replace(

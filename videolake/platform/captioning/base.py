@@ -52,6 +52,24 @@ DEFAULT_VLLM_ENV: Mapping[str, str] = {
     "OMP_NUM_THREADS": "2",  # Ray sets 1 per fractional-CPU actor; the CPU engine wants the node's cores
 }
 
+# The tiny random-weight test model's engine runs one OpenMP thread. Its matrices are 64-256 wide, so a second thread
+# never helps (a 3-clip warm-up: 0.5 s either way on an idle 2-core machine), and on a busy machine each of its many
+# small parallel regions waits, spinning, for a thread that another process holds off the core: the same warm-up
+# took 8.6 s with 2 threads and 1.3 s with 1 while two other processes kept both cores busy (the deployments and the
+# test suite run caption steps beside other steps).
+TINY_MODEL_ENGINE_THREADS = 1
+
+
+def vllm_env(omp_threads: int | None = None) -> dict[str, str]:
+    """DEFAULT_VLLM_ENV, with the engine's OpenMP threads (OMP_NUM_THREADS) set to ``omp_threads`` when given."""
+    env = dict(DEFAULT_VLLM_ENV)
+    if omp_threads is not None:
+        if omp_threads < 1:
+            raise ValueError(f"omp_threads must be at least 1, got {omp_threads}")
+        env["OMP_NUM_THREADS"] = str(omp_threads)
+    return env
+
+
 # Per-row columns the backend adds for CaptionMetrics (dropped from the returned clip_captions table).
 METRIC_COLUMNS = (
     "actor_id",  # str, the Ray actor (or process) that captioned the row
