@@ -59,13 +59,9 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
     """``python -m vllm.entrypoints.openai.api_server`` on CPU; yields its /v1 base URL once /health answers."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = dict(
-        os.environ,
-        VLLM_ENABLE_V1_MULTIPROCESSING="0",
-        VLLM_CPU_KVCACHE_SPACE="1",
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
+    from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, vllm_env
+
+    env = {**os.environ, **vllm_env(TINY_MODEL_ENGINE_THREADS)}  # the engine's environment, as in a caption actor
     cmd = [
         sys.executable,
         "-m",
