@@ -15,12 +15,6 @@ pytest_plugins = ("process_exit",)
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Two pytest-xdist workers share two cores: one OpenMP and BLAS thread per process (the test process, its
-# subprocesses, the deployments' steps), as Ray gives each task. A second thread gains nothing where the other worker
-# holds the other core, and its spin-waits take CPU from it (docs/stack-facts.md: the tiny model's engine 6x slower).
-# Set before torch or numpy is imported; the caption actors get their own setting (CaptionerConfig.env).
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
