@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 import shared_ray
@@ -26,8 +25,6 @@ def ffmpeg() -> str:
 
 
 # ------------------------------------------------------------------------------------------------ markers and order
-TESTS = Path(__file__).resolve().parent
-
 # Every test in these directories is `slow` (Dagster materializations and runs, the CLI in subprocesses, real
 # S3/PostgreSQL/vLLM servers, Dagster deployments, a browser), as if marked one by one: `make test-quick`
 # (-m "not slow") leaves them out. Elsewhere a test that takes seconds is marked where it is defined.
@@ -50,7 +47,7 @@ LONGEST_FIRST = (
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if Path(str(item.path)).resolve().relative_to(TESTS).parts[0] in SLOW_DIRS:
+        if shared_ray.relpath(item.path).split("/")[0] in SLOW_DIRS:
             item.add_marker(pytest.mark.slow)
     if hasattr(config, "workerinput"):  # an xdist worker: the controller schedules units in this order
         rank = {name: i for i, name in enumerate(LONGEST_FIRST)}

@@ -39,10 +39,10 @@ FILES = (
 GROUP = "shared-ray"  # the pytest-xdist unit of work that holds FILES
 OPTIONS = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
 
-_started: object | None = None  # the ray worker-context this helper started, while it is up
+_started: str | None = None  # the session directory of the Ray this helper started, while it is up
 
 
-def _context() -> object | None:
+def _context() -> str | None:
     """The connected Ray's identity (its session directory), None when none is connected."""
     if "ray" not in sys.modules:
         return None
@@ -52,7 +52,7 @@ def _context() -> object | None:
         return None
     from ray._private.worker import global_worker
 
-    return global_worker.node.get_session_dir_path() if global_worker.node is not None else "joined"
+    return global_worker.node.get_session_dir_path() if global_worker.node is not None else "another process's Ray"
 
 
 def start() -> None:

@@ -124,16 +124,20 @@ def make_sample_data(data_dir: Path, work: Path) -> SampleData:
     # The gate days reuse the rendered videos turned upside down (re-encoded): the gate days come first in the
     # calendar, and the same bytes, or the same pictures, landed on an earlier day would make the sample days' videos
     # exact copies and their clips near-duplicates, re-judged (and their gates no longer current) by the gate
-    # backfill. PDQ does not match a picture with its 180-degree rotation. Plus text files named .mp4, each with
-    # different bytes.
+    # backfill. PDQ does not match a picture with its 180-degree rotation. The two gate days share no video either:
+    # they run at once, and when GATE_FAIL's copy committed first, GATE_PASS's commit re-judged it a cross-day exact
+    # copy and materialized GATE_FAIL's raw_videos again, after its gate had failed: Dagster then (rightly) no longer
+    # showed that gate's result as current for the day. Plus text files named .mp4, each with different bytes.
     rendered = sorted((data_dir / "store" / "landing" / DAY1).glob("d1_*.mp4")) + sorted(
         (data_dir / "store" / "landing" / DAY2).glob("d2_*.mp4")
     )
+    assert len(rendered) == 4, rendered
     gate_rejected = {}
-    for day, n_ok, n_junk in ((GATE_PASS, 3, 2), (GATE_FAIL, 1, 4)):
+    for day, ok_videos, n_junk in ((GATE_PASS, rendered[:3], 2), (GATE_FAIL, rendered[3:], 4)):
+        n_ok = len(ok_videos)
         folder = data_dir / "store" / "landing" / day
         folder.mkdir(parents=True)
-        for path in rendered[:n_ok]:
+        for path in ok_videos:
             subprocess.run(
                 [
                     "ffmpeg",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from videolake.platform.captioning.base import (
     DEFAULT_VLLM_ENV,
     CaptionerConfig,
@@ -153,6 +155,8 @@ def test_the_test_model_policy_is_decided_in_one_place(tmp_path, monkeypatch):
     # its engine runs one OpenMP thread unless told otherwise; a configured model keeps the default's two
     assert cfg.env == {**DEFAULT_VLLM_ENV, "OMP_NUM_THREADS": "1"}
     assert CaptionerResource(engine_threads=2).to_config().env["OMP_NUM_THREADS"] == "2"
+    with pytest.raises(ValueError, match="omp_threads must be at least 1, got 0"):
+        CaptionerResource(engine_threads=0).to_config()
 
     real = CaptionerResource(model="/models/m", temperature=0.2, top_p=0.9, max_tokens=16, seed=3)
     assert real.test_model() is None
