@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from videolake.instance.health import worker_start
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
@@ -189,16 +191,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# A process is identified by (pid, create_time): a pid seen earlier is only signalled if it is still that process,
-# never a later process that reused the number.
-Proc = tuple[int, float]
+# A process is identified by (pid, its start in a clock that setting the system clock does not move): a pid seen
+# earlier is only signalled if it is still that process, never a later process that reused the number.
+Proc = tuple[int, str]
 
 
 def _descendants(pid: int) -> set[Proc]:
     import psutil
 
     try:
-        return {(p.pid, p.create_time()) for p in psutil.Process(pid).children(recursive=True)}
+        return {(p.pid, worker_start(p.pid)) for p in psutil.Process(pid).children(recursive=True)}
     except psutil.Error:
         return set()
 
@@ -209,7 +211,7 @@ def _same(proc: Proc):
 
     try:
         p = psutil.Process(proc[0])
-        if p.create_time() != proc[1] or p.status() == psutil.STATUS_ZOMBIE:
+        if worker_start(p.pid) != proc[1] or p.status() == psutil.STATUS_ZOMBIE:
             return None
         return p
     except psutil.Error:
@@ -222,7 +224,7 @@ def stop_process_tree(proc: subprocess.Popen, extra: set[Proc] = frozenset(), gr
     import psutil
 
     try:
-        me: set[Proc] = {(proc.pid, psutil.Process(proc.pid).create_time())}
+        me: set[Proc] = {(proc.pid, worker_start(proc.pid))}
     except psutil.Error:
         me = set()
     procs = me | _descendants(proc.pid) | set(extra)

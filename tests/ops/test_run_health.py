@@ -22,7 +22,15 @@ from cli_helpers import REPO, cli_env, videolake
 from dagster._core.launcher import WorkerStatus
 from dagster_home import write_instance_yaml
 
-from videolake.instance.health import WorkerState, check_worker, find_stale_runs, process_alive
+from videolake.instance.health import (
+    WORKER_START_TAG,
+    WorkerState,
+    check_worker,
+    find_stale_runs,
+    process_alive,
+    worker_pid,
+    worker_start,
+)
 
 POLL_S = 2
 
@@ -85,12 +93,41 @@ def test_process_alive_rejects_a_reused_pid():
     assert not process_alive(2**22 + 12345, time.time())  # no such process
 
 
-def test_killed_run_is_detected_failed_and_its_slot_freed_by_the_doctor(home, tmp_path):
+def test_a_worker_once_seen_alive_is_judged_by_its_recorded_start_not_by_the_system_clock():
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        start = worker_start(proc.pid)
+        assert int(start) > 0 and worker_start(proc.pid) == start  # ticks since boot: the same on every read
+        moved = psutil.Process(proc.pid).create_time() - 60  # the pid event, as the system clock reads after a step
+        assert not process_alive(proc.pid, moved)  # the system clock alone calls it a reused pid
+        assert process_alive(proc.pid, moved, known_start=start)
+        assert not process_alive(proc.pid, time.time(), known_start=str(int(start) + 1))  # another process, same pid
+    finally:
+        _kill(proc)
+    assert not process_alive(proc.pid, time.time(), known_start=start)
+
+
+def test_killed_run_is_detected_failed_and_its_slot_freed_by_the_doctor(home, tmp_path, monkeypatch):
+    import psutil._pslinux
+
     proc, run_id = _start_holder(tmp_path, "doctor")
     with dg.DagsterInstance.get() as instance:
         launcher = instance.run_launcher
         assert type(launcher).__name__ == "LocalRunLauncher" and launcher.supports_check_run_worker_health
         run = instance.get_run_by_id(run_id)
+        assert check_worker(instance, run).state is WorkerState.ALIVE
+        # the first check that saw the worker alive recorded which process it is
+        _pid, at = worker_pid(instance, run_id)
+        run = instance.get_run_by_id(run_id)
+        assert run.tags[WORKER_START_TAG] == f"{proc.pid} {worker_start(proc.pid)} {at!r}"
+        # The system clock is set 60 s forward (NTP, a paused VM resumed): Linux's boot time moves with it, and so
+        # does every process's creation time. The worker is still the one that was seen: still alive (in CI this
+        # once failed two live runs, and their retries ran beside them).
+        boot = psutil._pslinux.boot_time()
+        monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot + 60)
+        assert psutil.Process(proc.pid).create_time() > at + 30
         assert check_worker(instance, run).state is WorkerState.ALIVE
         assert launcher.check_run_worker_health(run).status is WorkerStatus.RUNNING
         assert find_stale_runs(instance) == []

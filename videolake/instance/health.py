@@ -7,8 +7,19 @@ K8sRunLauncher answers run monitoring's health check from the run Job's status. 
 and the in-process runs of ``videolake demo`` and of scripts) nothing answers it, so this module does, from what
 Dagster itself records: the engine event that names the pid of the process executing the run
 ("Started process for run (pid: N)" for a launched run, "Executing steps in process (pid: N)" for an in-process
-one). The process is alive when that pid exists, is not a zombie, and was created before the event (so a pid reused
-by a later process reads as dead).
+one). The process is alive when that pid exists, is not a zombie, and is the process that the event named, not a
+later process given the same number:
+
+- the first time a check sees the worker alive, its creation time (from the system clock) must not be after the
+  event's timestamp, and the check records when the process started in a clock that never jumps (``worker_start``:
+  clock ticks since boot on Linux) in the run's tag ``videolake/worker_start``;
+- every later check compares the process's start with that tag, and never with the system clock again.
+
+Why not the system clock every time: Linux derives a process's creation time from its start in ticks since boot plus
+the boot time, and the boot time moves whenever the system clock is set (NTP stepping it, a virtual machine resumed
+from a pause). One such move in CI made two live run workers read as created a minute after their pid events: run
+monitoring failed both runs, run retries started a second attempt of each day beside the first, and the two attempts
+of a caption step deleted each other's files (FileNotFoundError in ``finalize_day``).
 
 A pid means something only on the machine that ran it. A run is judged here only when it carries the tag
 ``videolake/host`` with this machine's name (set by LocalRunLauncher and by ``videolake demo``), or, without that
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import socket
+import sys
 from dataclasses import dataclass
 
 import dagster as dg
@@ -27,6 +39,8 @@ from dagster._core.events import DagsterEventType
 from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
 
 HOST_TAG = "videolake/host"
+# "<pid> <start> <event timestamp>": the worker the checks saw alive, and when it started (``worker_start``).
+WORKER_START_TAG = "videolake/worker_start"
 # Engine-event messages (Dagster 1.13) that carry the pid of the process executing the run (metadata "pid").
 _WORKER_EVENT_PREFIXES = (
     "Started process for run",  # a launched run: the run worker the code server spawned
@@ -96,15 +110,45 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] |
     return found
 
 
-def process_alive(pid: int, started_by: float) -> bool:
-    """The pid is a live, non-zombie process that existed at ``started_by`` (not a later reuse of the number)."""
+def worker_start(pid: int) -> str:
+    """When process ``pid`` started, in a clock that setting the system clock does not move: on Linux the start in
+    clock ticks since boot (/proc/PID/stat, field 22), elsewhere the creation time the kernel stored when the process
+    was created. Raises psutil.NoSuchProcess when there is no such process."""
+    import psutil
+
+    if sys.platform.startswith("linux"):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError as e:
+            raise psutil.NoSuchProcess(pid) from e
+        return stat.rsplit(")", 1)[1].split()[19]  # after "pid (comm)", field 3 is index 0
+    return repr(psutil.Process(pid).create_time())
+
+
+def process_alive(pid: int, started_by: float, known_start: str | None = None) -> bool:
+    """The pid is a live, non-zombie process that existed at ``started_by`` (not a later reuse of the number).
+
+    ``known_start``: ``worker_start(pid)`` of the process once seen alive; when given, the process must have that
+    start, and the system clock (``started_by``) is not consulted."""
     import psutil
 
     try:
         proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started_by + _START_SLACK_S
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        if known_start is not None:
+            return worker_start(pid) == known_start
+        return proc.create_time() <= started_by + _START_SLACK_S
     except psutil.Error:
         return False
+
+
+def _known_start(run: dg.DagsterRun, pid: int, at: float) -> str | None:
+    """The start recorded for this worker (same pid and pid event), else None."""
+    fields = run.tags.get(WORKER_START_TAG, "").split()
+    if len(fields) == 3 and fields[0] == str(pid) and fields[2] == repr(at):
+        return fields[1]
+    return None
 
 
 def check_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> WorkerCheck:
@@ -114,9 +158,22 @@ def check_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> WorkerChec
     if found is None:
         return WorkerCheck(WorkerState.UNKNOWN, None, f"run {run.run_id} has not recorded its process yet")
     pid, at = found
-    if process_alive(pid, at):
+    known = _known_start(run, pid, at)
+    if process_alive(pid, at, known):
+        if known is None:
+            _remember_start(instance, run.run_id, pid, at)
         return WorkerCheck(WorkerState.ALIVE, pid, f"run worker pid {pid} is alive")
     return WorkerCheck(WorkerState.DEAD, pid, f"run worker pid {pid} is gone (killed or crashed without reporting)")
+
+
+def _remember_start(instance: dg.DagsterInstance, run_id: str, pid: int, at: float) -> None:
+    import psutil
+
+    try:
+        start = worker_start(pid)
+    except psutil.Error:  # it ended since: the next check finds it gone
+        return
+    instance.add_run_tags(run_id, {WORKER_START_TAG: f"{pid} {start} {at!r}"})
 
 
 def slots_by_run(instance: dg.DagsterInstance) -> dict[str, list[str]]:
