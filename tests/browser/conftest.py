@@ -185,6 +185,33 @@ def sample_data(tmp_path_factory) -> SampleData:
     return make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
 
 
+@pytest.fixture(scope="module")
+def caption_server(sample_data, tmp_path_factory):
+    """The deployment's captions come from one vLLM API server (the ``openai`` backend) serving the tiny model,
+    not from a vLLM engine started in a Ray actor by each caption step: the test is about the UI, and its three
+    caption steps run one after another (the ``gpu`` pool), each ~17 CPU-s of engine start before its three clips.
+    The model is the one the deployment would build itself (VIDEOLAKE_DATA_DIR/models/, no model configured: the
+    tiny model's policy, its name and lenient content gates, still applies), and the server serves it under that
+    path, the model name the backend sends. Started here, ready-checked before the first backfill, so it starts
+    while the Dagster deployment does."""
+    from vllm_server import start
+
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
+
+    # where the tiny model's policy puts it (resources/test_model.py), and so the name the backend sends
+    path = os.path.join(os.path.abspath(sample_data.data_dir), "models", TINY_MODEL_DIRNAME)
+    server = start(build_tiny_qwen_vl(path), ARTIFACTS / "vllm-server.log", served_name=path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def caption_env(server) -> dict[str, str]:
+    """The deployment's environment for captioning through ``server``."""
+    return {"VIDEOLAKE_CAPTION_BACKEND": "openai", "VIDEOLAKE_OPENAI_BASE_URL": server.base_url}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -346,7 +373,9 @@ def wait_for_server(ui: DagsterUI, timeout_s: float = SERVER_START_TIMEOUT_S) ->
     raise RuntimeError(f"the Dagster UI did not come up in {timeout_s}s (last: {last}):\n{ui.log_tail()}")
 
 
-def start_dagster_ui(home: Path, data_dir: Path, alert_url: str = "") -> tuple[DagsterUI, object]:
+def start_dagster_ui(
+    home: Path, data_dir: Path, alert_url: str = "", extra_env: dict[str, str] | None = None
+) -> tuple[DagsterUI, object]:
     """Start `dg dev` (Dagster's `dagster dev` behind its project CLI) on a free loopback port; returns (ui, its open log file) once the location is loaded."""
     shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
     # The instance has shown its "Join the Dagster community" dialog already (dagster._core.nux keeps that as
@@ -368,7 +397,11 @@ def start_dagster_ui(home: Path, data_dir: Path, alert_url: str = "") -> tuple[D
         "--live-data-poll-rate",
         "1000",
     ]
-    env = {**server_env(home, data_dir, alert_url), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)}
+    env = {
+        **server_env(home, data_dir, alert_url),
+        **(extra_env or {}),
+        "VIRTUAL_ENV": str(Path(sys.executable).parent.parent),
+    }
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
@@ -402,8 +435,13 @@ def alert_receiver():
 # Module scope, not session: the UI's webserver, daemon and code servers keep polling (~10 % of a core) and would
 # do so through every test file collected after this one.
 @pytest.fixture(scope="module")
-def dagster_ui(sample_data, alert_receiver, tmp_path_factory):
-    ui, log = start_dagster_ui(tmp_path_factory.mktemp("dagster-home"), sample_data.data_dir, alert_receiver[0])
+def dagster_ui(sample_data, alert_receiver, caption_server, tmp_path_factory):
+    ui, log = start_dagster_ui(
+        tmp_path_factory.mktemp("dagster-home"),
+        sample_data.data_dir,
+        alert_receiver[0],
+        extra_env=caption_env(caption_server),
+    )
     try:
         yield ui
     finally:

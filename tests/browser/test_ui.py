@@ -441,8 +441,12 @@ def run_backfill(browser, ui, days: tuple[str, str], prefix: str = "") -> Backfi
 
 
 @pytest.fixture(scope="module")
-def backfill(browser, dagster_ui, sample_data) -> Backfill:
+def backfill(browser, dagster_ui, sample_data, caption_server) -> Backfill:
     """The two sample days, every asset: succeeds."""
+    try:
+        caption_server.wait_ready()
+    except RuntimeError as e:
+        pytest.fail(str(e))
     return run_backfill(browser, dagster_ui, sample_data.days)
 
 

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 import urllib.request
 
 import numpy as np
 import pytest
+import vllm_server as vllm_server_helper
 
 from videolake.benchmarks.caption import tiny_bench_config
 from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
@@ -32,79 +27,23 @@ SERVED_NAME = "tiny-vl"
 BASE_ENV, KEY_ENV = "VIDEOLAKE_TEST_OPENAI_BASE_URL", "VIDEOLAKE_TEST_OPENAI_API_KEY"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group, SIGKILL if it does not exit (background processes may ignore TERM)."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """``python -m vllm.entrypoints.openai.api_server`` on CPU; yields its /v1 base URL once /health answers."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, vllm_env
-
-    env = {**os.environ, **vllm_env(TINY_MODEL_ENGINE_THREADS)}  # the engine's environment, as in a caption actor
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
+    server = vllm_server_helper.start(
         tiny_model_dir,
-        "--served-model-name",
-        SERVED_NAME,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--api-key",
-        API_KEY,
-        "--enforce-eager",
-        "--max-model-len",
-        "4096",
-        "--max-num-seqs",
-        "8",
-        "--limit-mm-per-prompt",
-        json.dumps({"image": 4, "video": 0}),
-        "--uvicorn-log-level",
-        "warning",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        tmp_path_factory.mktemp("vllm-server") / "server.log",
+        served_name=SERVED_NAME,
+        api_key=API_KEY,
+        max_images=4,
+    )
     try:
-        deadline = time.monotonic() + 420
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM server not healthy after 420 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
+        try:
+            yield server.wait_ready()
+        except RuntimeError as e:
+            pytest.fail(str(e))
     finally:
-        _stop(proc)
+        server.stop()
 
 
 class _Flaky503Proxy(http.server.ThreadingHTTPServer):

@@ -1,0 +1,116 @@
+"""vLLM's own OpenAI-compatible API server with a tiny test model on CPU, for the tests that caption through the
+``openai`` backend: started on a free loopback port in its own process group, killed by group at the end.
+
+Two users: test_openai_backend (the backend against a real server) and the browser test's deployment, whose
+caption steps then send their clips to one server instead of starting a vLLM engine in a Ray actor for every
+caption step (~17 CPU-s each: the browser test runs three, one after another because of the ``gpu`` pool).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+READY_TIMEOUT_S = 420
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class VllmServer:
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> str:
+        """Until /health answers 200; returns the /v1 base URL. Raises RuntimeError when the server exits or does
+        not answer in time (its log's tail in the message)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self.base_url
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vLLM server not healthy after {timeout_s:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group, SIGKILL if it does not exit (background processes may ignore
+        TERM)."""
+        if self.proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def start(
+    model_dir: str,
+    log_path: Path,
+    served_name: str | None = None,
+    api_key: str | None = None,
+    max_images: int = 8,
+) -> VllmServer:
+    """Start the server (returns at once: ``wait_ready`` before the first request). ``served_name``: the model name
+    clients send (default: ``model_dir``, vLLM's own default); ``max_images``: images per prompt (a caption request
+    sends one per sampled frame)."""
+    from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, vllm_env
+
+    port = free_port()
+    env = {**os.environ, **vllm_env(TINY_MODEL_ENGINE_THREADS)}  # the engine's environment, as in a caption actor
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir]
+    cmd += ["--served-model-name", served_name] if served_name else []
+    cmd += ["--api-key", api_key] if api_key else []
+    cmd += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--max-model-len",
+        "4096",
+        "--max-num-seqs",
+        "8",
+        "--limit-mm-per-prompt",
+        json.dumps({"image": max_images, "video": 0}),
+        "--uvicorn-log-level",
+        "warning",
+    ]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return VllmServer(proc=proc, port=port, log_path=log_path)
