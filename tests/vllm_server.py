@@ -1,9 +1,10 @@
 """vLLM's own OpenAI-compatible API server with a tiny test model on CPU, for the tests that caption through the
 ``openai`` backend: started on a free loopback port in its own process group, killed by group at the end.
 
-Two users: test_openai_backend (the backend against a real server) and the browser test's deployment, whose
-caption steps then send their clips to one server instead of starting a vLLM engine in a Ray actor for every
-caption step (~17 CPU-s each: the browser test runs three, one after another because of the ``gpu`` pool).
+Users: test_openai_backend (the backend against a real server), and the deployments of the browser and
+run-recovery tests (``start_for_deployment``), whose caption steps send their clips to one server instead of
+starting a vLLM engine in a Ray actor for every caption step (~17 CPU-s each, one step after another because of the
+``gpu`` pool). The in-actor engine keeps its own tests: test_captioning, test_kill_resume, test_pipeline_s3.
 """
 
 from __future__ import annotations
@@ -114,3 +115,18 @@ def start(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return VllmServer(proc=proc, port=port, log_path=log_path)
+
+
+def start_for_deployment(data_dir: Path, log_path: Path) -> VllmServer:
+    """A server for a deployment with no captioning model configured (VIDEOLAKE_DATA_DIR ``data_dir``): the tiny
+    model's policy still applies there (its name, its lenient content gates), so the server serves the model that
+    policy would build, built here where the policy puts it, under that path, the model name the backend sends."""
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
+
+    path = os.path.join(os.path.abspath(data_dir), "models", TINY_MODEL_DIRNAME)  # resources/test_model.py's rule
+    return start(build_tiny_qwen_vl(path), log_path, served_name=path)
+
+
+def deployment_env(server: VllmServer) -> dict[str, str]:
+    """A deployment's environment for captioning through ``server`` (the ``openai`` backend)."""
+    return {"VIDEOLAKE_CAPTION_BACKEND": "openai", "VIDEOLAKE_OPENAI_BASE_URL": server.base_url}

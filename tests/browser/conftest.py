@@ -186,30 +186,16 @@ def sample_data(tmp_path_factory) -> SampleData:
 
 
 @pytest.fixture(scope="module")
-def caption_server(sample_data, tmp_path_factory):
-    """The deployment's captions come from one vLLM API server (the ``openai`` backend) serving the tiny model,
-    not from a vLLM engine started in a Ray actor by each caption step: the test is about the UI, and its three
-    caption steps run one after another (the ``gpu`` pool), each ~17 CPU-s of engine start before its three clips.
-    The model is the one the deployment would build itself (VIDEOLAKE_DATA_DIR/models/, no model configured: the
-    tiny model's policy, its name and lenient content gates, still applies), and the server serves it under that
-    path, the model name the backend sends. Started here, ready-checked before the first backfill, so it starts
-    while the Dagster deployment does."""
-    from vllm_server import start
+def caption_server(sample_data):
+    """The deployment's captions come from one vLLM API server (tests/vllm_server.py): the test is about the UI.
+    Started here and ready-checked before the first backfill, so it starts while the Dagster deployment does."""
+    from vllm_server import start_for_deployment
 
-    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
-
-    # where the tiny model's policy puts it (resources/test_model.py), and so the name the backend sends
-    path = os.path.join(os.path.abspath(sample_data.data_dir), "models", TINY_MODEL_DIRNAME)
-    server = start(build_tiny_qwen_vl(path), ARTIFACTS / "vllm-server.log", served_name=path)
+    server = start_for_deployment(sample_data.data_dir, ARTIFACTS / "vllm-server.log")
     try:
         yield server
     finally:
         server.stop()
-
-
-def caption_env(server) -> dict[str, str]:
-    """The deployment's environment for captioning through ``server``."""
-    return {"VIDEOLAKE_CAPTION_BACKEND": "openai", "VIDEOLAKE_OPENAI_BASE_URL": server.base_url}
 
 
 def free_port() -> int:
@@ -436,11 +422,13 @@ def alert_receiver():
 # do so through every test file collected after this one.
 @pytest.fixture(scope="module")
 def dagster_ui(sample_data, alert_receiver, caption_server, tmp_path_factory):
+    from vllm_server import deployment_env
+
     ui, log = start_dagster_ui(
         tmp_path_factory.mktemp("dagster-home"),
         sample_data.data_dir,
         alert_receiver[0],
-        extra_env=caption_env(caption_server),
+        extra_env=deployment_env(caption_server),
     )
     try:
         yield ui

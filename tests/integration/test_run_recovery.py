@@ -2,8 +2,8 @@
 
 `dagster dev` (webserver, daemon, one code server) over a throw-away instance with the repository's dagster.yaml
 (LocalRunLauncher, run monitoring, polling every MONITOR_POLL_S here, run retries, pool `gpu` = 1), and the real
-pipeline on a tiny partition: two short synthetic videos, the tiny random-weight vLLM model on CPU. Runs are submitted
-through the webserver's GraphQL API, as the UI does, and executed by the default multiprocess executor (one process
+pipeline on a tiny partition: two short synthetic videos, captioned by the tiny random-weight model that one vLLM
+API server serves on CPU (the openai backend, tests/vllm_server.py). Runs are submitted through the webserver's GraphQL API, as the UI does, and executed by the default multiprocess executor (one process
 per step).
 
 1. A clean run of the partition: the reference rows of all four tables.
@@ -99,6 +99,7 @@ class Deployment:
         self.port = _free_port()
         self.log_path = root / "dagster-dev.log"
         self.proc: subprocess.Popen | None = None
+        self.extra_env: dict[str, str] = {}
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VIDEOLAKE_", "DAGSTER_", "RAY_ADDRESS"))}
@@ -117,6 +118,7 @@ class Deployment:
                 "VLLM_CPU_KVCACHE_SPACE": "1",
                 "HF_HUB_OFFLINE": "1",
                 "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+                **self.extra_env,
             }
         )
         return env
@@ -206,15 +208,25 @@ class Deployment:
 def deployment(tmp_path_factory):
     if shutil.which("ffmpeg") is None:
         pytest.fail("ffmpeg is not installed: run `make test`")
+    from vllm_server import deployment_env, start_for_deployment
+
     root = tmp_path_factory.mktemp("recovery")
     dep = Deployment(root)
-    files = _land(dep.data / "store")
-    assert len(files) == 2
-    dep.start()
+    # Captions through one vLLM API server (tests/vllm_server.py): what is killed here is the run worker, its step
+    # processes and its Ray actors, which the openai backend has too; the engine in an actor has its own tests.
+    server = start_for_deployment(dep.data, root / "vllm-server.log")
     try:
-        yield dep
+        dep.extra_env = deployment_env(server)
+        files = _land(dep.data / "store")
+        assert len(files) == 2
+        dep.start()
+        try:
+            server.wait_ready()
+            yield dep
+        finally:
+            dep.stop()
     finally:
-        dep.stop()
+        server.stop()
 
 
 # ------------------------------------------------------------------------------------------------ observing runs
