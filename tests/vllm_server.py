@@ -21,6 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 READY_TIMEOUT_S = 420
+# ``python -c`` this, then the server's arguments: build the tiny model at --model, then run the server as ``-m``.
+_BUILD_THEN_SERVE = """
+import runpy, sys
+from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
+build_tiny_qwen_vl(sys.argv[sys.argv.index("--model") + 1])
+sys.argv[0] = "{server}"
+runpy.run_module("{server}", run_name="__main__", alter_sys=True)
+"""
 
 
 def free_port() -> int:
@@ -85,15 +93,22 @@ def start(
     served_name: str | None = None,
     api_key: str | None = None,
     max_images: int = 8,
+    build_tiny: bool = False,
 ) -> VllmServer:
     """Start the server (returns at once: ``wait_ready`` before the first request). ``served_name``: the model name
     clients send (default: ``model_dir``, vLLM's own default); ``max_images``: images per prompt (a caption request
-    sends one per sampled frame)."""
+    sends one per sampled frame); ``build_tiny``: the server's process first builds the tiny model into
+    ``model_dir`` (a no-op when it is complete), so the build's imports are the server's own and the caller goes on
+    meanwhile."""
     from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, vllm_env
 
     port = free_port()
     env = {**os.environ, **vllm_env(TINY_MODEL_ENGINE_THREADS)}  # the engine's environment, as in a caption actor
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir]
+    server = "vllm.entrypoints.openai.api_server"
+    if build_tiny:
+        cmd = [sys.executable, "-c", _BUILD_THEN_SERVE.format(server=server), "--model", model_dir]
+    else:
+        cmd = [sys.executable, "-m", server, "--model", model_dir]
     cmd += ["--served-model-name", served_name] if served_name else []
     cmd += ["--api-key", api_key] if api_key else []
     cmd += [
@@ -120,11 +135,13 @@ def start(
 def start_for_deployment(data_dir: Path, log_path: Path) -> VllmServer:
     """A server for a deployment with no captioning model configured (VIDEOLAKE_DATA_DIR ``data_dir``): the tiny
     model's policy still applies there (its name, its lenient content gates), so the server serves the model that
-    policy would build, built here where the policy puts it, under that path, the model name the backend sends."""
-    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME, build_tiny_qwen_vl
+    policy would build, built by the server's process where the policy puts it, under that path, the model name the
+    backend sends. A caption step that starts before the build ends waits for it (platform/built_once.py) and finds
+    it complete."""
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
 
     path = os.path.join(os.path.abspath(data_dir), "models", TINY_MODEL_DIRNAME)  # resources/test_model.py's rule
-    return start(build_tiny_qwen_vl(path), log_path, served_name=path)
+    return start(path, log_path, served_name=path, build_tiny=True)
 
 
 def deployment_env(server: VllmServer) -> dict[str, str]:
