@@ -34,6 +34,7 @@ import enum
 import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 from dagster._core.events import DagsterEventType
@@ -122,7 +123,7 @@ def worker_start(pid: int) -> str:
 
     if sys.platform.startswith("linux"):
         try:
-            stat = open(f"/proc/{pid}/stat").read()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError as e:
             raise psutil.NoSuchProcess(pid) from e
         return stat.rsplit(")", 1)[1].split()[19]  # after "pid (comm)", field 3 is index 0
