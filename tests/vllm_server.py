@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from free_port import free_port
+from procs_stop import stop_group
 
 READY_TIMEOUT_S = 420
 # ``python -c`` this, then the server's arguments: build the tiny model at --model, then run the server as ``-m``.
@@ -29,12 +30,6 @@ build_tiny_qwen_vl(sys.argv[sys.argv.index("--model") + 1])
 sys.argv[0] = "{server}"
 runpy.run_module("{server}", run_name="__main__", alter_sys=True)
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -73,18 +68,7 @@ class VllmServer:
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL if it does not exit (background processes may ignore
         TERM)."""
-        if self.proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(self.proc, timeout_s=15)
 
 
 def start(

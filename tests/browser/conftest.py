@@ -16,7 +16,6 @@ import datetime as dt
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from free_port import free_port
 
 from videolake.instance.health import worker_start
 
@@ -196,12 +196,6 @@ def caption_server(sample_data):
         yield server
     finally:
         server.stop()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # A process is identified by (pid, its start in a clock that setting the system clock does not move): a pid seen

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -21,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from free_port import free_port
 
 # Ray reads it when it starts (this module is imported at collection, before any Ray of the session starts):
 # metrics reach the exporter every 0.5 s instead of 10 s, so the test awaits seconds, not minutes.
@@ -36,17 +36,11 @@ DEADLINE_S = 90.0
 
 
 # ------------------------------------------------------------------------------------------------ Prometheus
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Prometheus:
     """A Prometheus server in a temporary directory, queried through its HTTP API."""
 
     def __init__(self, binary: str, work: Path, target: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = work / "prometheus.yml"
         config.write_text(

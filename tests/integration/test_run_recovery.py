@@ -3,8 +3,8 @@
 `dagster dev` (webserver, daemon, one code server) over a throw-away instance with the repository's dagster.yaml
 (LocalRunLauncher, run monitoring, polling every MONITOR_POLL_S here, run retries, pool `gpu` = 1), and the real
 pipeline on a tiny partition: two short synthetic videos, captioned by the tiny random-weight model that one vLLM
-API server serves on CPU (the openai backend, tests/vllm_server.py). Runs are submitted through the webserver's GraphQL API, as the UI does, and executed by the default multiprocess executor (one process
-per step).
+API server serves on CPU (the openai backend, tests/vllm_server.py). Runs are submitted through the webserver's
+GraphQL API, as the UI does, and executed by the default multiprocess executor (one process per step).
 
 1. A clean run of the partition: the reference rows of all four tables.
 2. The lake is wiped; a run is started and its run worker SIGKILLed while scene_clips runs. Its automatic retry
@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import pytest
 from dagster_home import write_instance_yaml
+from free_port import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -49,12 +49,6 @@ RECOVERY_BOUND_S = 600  # kill -> retried run succeeded, upper bound asserted (m
 
 
 # ------------------------------------------------------------------------------------------------ the deployment
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _land(store: Path) -> list[str]:
     from videolake.synth import Segment, Transition, VideoSpec, render
 
@@ -96,7 +90,7 @@ class Deployment:
         # The repository's dagster.yaml, run monitoring polling every MONITOR_POLL_S instead of every 10 s: each kill
         # is found on the next pass, and the test waits for two of them.
         write_instance_yaml(self.home, poll_interval_seconds=MONITOR_POLL_S)
-        self.port = _free_port()
+        self.port = free_port()
         self.log_path = root / "dagster-dev.log"
         self.proc: subprocess.Popen | None = None
         self.extra_env: dict[str, str] = {}
