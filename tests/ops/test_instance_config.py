@@ -37,3 +37,48 @@ def test_production_frees_slots_of_dead_runs_and_retries_instead_of_resuming():
     assert helm["maxResumeRunAttempts"] == inst["max_resume_run_attempts"] == 0
     assert values["runRetries"]["enabled"] and instance["run_retries"]["enabled"]
     assert instance["run_launcher"]["class"] == "K8sRunLauncher"  # its health check reads the run Job's status
+
+
+def test_a_failed_run_is_failed_with_its_retry_decided_before_its_failure_event_is_seen(tmp_path, monkeypatch):
+    """The local instance (VideolakeInstance) marks a run FAILED and decides its retry before the RUN_FAILURE event
+    is stored: the run-retry daemon's own filter, applied by a second instance over the same storage at the moment
+    the event is stored (the earliest moment the daemon can read it), keeps the run for a retry. Dagster's instance
+    stores the event first: that look found the run STARTED, the filter dropped it, and the daemon's cursor moved on."""
+    from dagster._core.events import DagsterEvent, DagsterEventType
+    from dagster._daemon.auto_run_reexecution.auto_run_reexecution import filter_runs_to_should_retry
+
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job
+    def one_op():
+        noop()
+
+    shutil.copyfile(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    with (
+        dg.DagsterInstance.from_config(str(tmp_path)) as instance,
+        dg.DagsterInstance.from_config(str(tmp_path)) as daemon_view,
+    ):
+        assert type(instance).__name__ == "VideolakeInstance"
+        run = instance.create_run_for_job(one_op)
+        instance.report_dagster_event(
+            DagsterEvent(DagsterEventType.PIPELINE_START.value, job_name=run.job_name), run_id=run.run_id
+        )
+        seen = []
+        storage = instance.event_log_storage
+        store = storage.store_event
+
+        def store_then_look(event) -> None:
+            store(event)
+            if event.dagster_event is not None and event.dagster_event.is_run_failure:
+                (record,) = daemon_view.get_run_records(dg.RunsFilter(run_ids=[run.run_id]))
+                kept = filter_runs_to_should_retry([record.dagster_run], daemon_view)
+                seen.append((record.dagster_run.status, [r.run_id for r in kept]))
+
+        monkeypatch.setattr(storage, "store_event", store_then_look)
+        instance.report_run_failed(run)
+        assert seen == [(dg.DagsterRunStatus.FAILURE, [run.run_id])]
+        final = instance.get_run_by_id(run.run_id)
+        assert final.status == dg.DagsterRunStatus.FAILURE and final.tags["dagster/will_retry"] == "true"
+        assert [e.dagster_event.event_type_value for e in instance.all_logs(run.run_id)][-1] == "PIPELINE_FAILURE"
