@@ -47,7 +47,6 @@ NOT_ON_RESOURCE = {
     "frames": set(),
     "vllm": {"dtype", "gpu_memory_utilization", "engine_kwargs"},
     "endpoint": {
-        "served_model_name",
         "max_concurrency",
         "timeout_s",
         "max_retries",
@@ -87,6 +86,7 @@ NON_DEFAULT = {
     "engine_threads": 3,
     "openai_base_url_env": "MY_BASE_URL",
     "openai_api_key_env": "MY_API_KEY",
+    "openai_served_model_name": "served-name",
     "backend_params": {"style": "terse"},
 }
 
@@ -166,3 +166,15 @@ def test_the_test_model_policy_is_decided_in_one_place(tmp_path, monkeypatch):
     assert cfg.sampling == SamplingConfig(temperature=0.2, top_p=0.9, max_tokens=16, min_tokens=0, seed=3)
     assert gate_overrides(real) is None
     assert real.ensure_model() == "/models/m"
+
+
+def test_the_environment_names_the_backend_the_model_and_the_endpoints_name_for_it(monkeypatch):
+    from videolake.resources.captioner import captioner_from_env
+
+    monkeypatch.setenv("VIDEOLAKE_CAPTION_BACKEND", "openai")
+    monkeypatch.setenv("VIDEOLAKE_CAPTION_MODEL", "/models/m")
+    monkeypatch.setenv("VIDEOLAKE_OPENAI_SERVED_MODEL", "qwen3-vl")
+    cfg = captioner_from_env().to_config()
+    assert (cfg.backend, cfg.model, cfg.endpoint.served_model_name) == ("openai", "/models/m", "qwen3-vl")
+    monkeypatch.setenv("VIDEOLAKE_OPENAI_SERVED_MODEL", "")
+    assert captioner_from_env().to_config().endpoint.served_model_name is None

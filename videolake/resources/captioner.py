@@ -75,6 +75,11 @@ class CaptionerResource(dg.ConfigurableResource):
     model_cache_dir: str | None = Field(default=None, description="Node-local model cache directory.")
     openai_base_url_env: str = Field(default=_ENDPOINT.base_url_env, description="Env var with the endpoint URL.")
     openai_api_key_env: str = Field(default=_ENDPOINT.api_key_env, description="Env var with the API key.")
+    openai_served_model_name: str | None = Field(
+        default=_ENDPOINT.served_model_name,
+        description="The model's name at the endpoint (vLLM's --served-model-name); unset: the model setting. "
+        "clip_captions.model and the code_version still name the model setting.",
+    )
     backend_params: dict[str, str] = Field(
         default={}, description="A plugin backend's settings by name (typed by its Config; a bad one fails the step)."
     )
@@ -122,7 +127,11 @@ class CaptionerResource(dg.ConfigurableResource):
                 max_num_seqs=self.max_num_seqs,
                 enforce_eager=self.enforce_eager if self.enforce_eager is not None else not self.num_gpus_per_actor,
             ),
-            endpoint=EndpointConfig(base_url_env=self.openai_base_url_env, api_key_env=self.openai_api_key_env),
+            endpoint=EndpointConfig(
+                base_url_env=self.openai_base_url_env,
+                api_key_env=self.openai_api_key_env,
+                served_model_name=self.openai_served_model_name,
+            ),
             backend_params=dict(self.backend_params),
             env=vllm_env(self.engine_threads_or_default()),
         )
@@ -151,6 +160,7 @@ def captioner_from_env(default_gpus: float = 0.0):
         "prompt_version": env.get("VIDEOLAKE_CAPTION_PROMPT_VERSION", "v1-describe"),
         "num_actors": int(env.get("VIDEOLAKE_CAPTION_ACTORS", "1")),
         "num_gpus_per_actor": float(env.get("VIDEOLAKE_CAPTION_GPUS_PER_ACTOR", str(default_gpus))),
+        "openai_served_model_name": env.get("VIDEOLAKE_OPENAI_SERVED_MODEL") or None,
     }
     if kwargs["num_gpus_per_actor"] > 0:
         kwargs["num_cpus_per_actor"] = 1.0
