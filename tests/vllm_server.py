@@ -1,10 +1,13 @@
 """vLLM's own OpenAI-compatible API server with a tiny test model on CPU, for the tests that caption through the
 ``openai`` backend: started on a free loopback port in its own process group, killed by group at the end.
 
-Users: test_openai_backend (the backend against a real server), and the deployments of the browser and
-run-recovery tests (``start_for_deployment``), whose caption steps send their clips to one server instead of
-starting a vLLM engine in a Ray actor for every caption step (~17 CPU-s each, one step after another because of the
-``gpu`` pool). The in-actor engine keeps its own tests: test_captioning, test_kill_resume, test_pipeline_s3.
+One server serves the modules in FILES: test_openai_backend (the backend against a real server, with an API key)
+and the Dagster deployments of the browser and run-recovery tests, whose caption steps send their clips to it
+instead of starting a vLLM engine in a Ray actor for every caption step (~17 CPU-s each, one step after another
+because of the ``gpu`` pool). The three are one pytest-xdist unit (tests/conftest.py), so one worker runs them back
+to back on one server (``shared``): ~20 CPU-s of imports, model build and engine start per server, paid once, not
+three times. Before any other module the server is stopped (``stop_shared``). The in-actor engine keeps its own
+tests: test_captioning, test_kill_resume, test_pipeline_s3.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class VllmServer:
     proc: subprocess.Popen
     port: int
     log_path: Path
+    model_dir: str  # the model it serves
 
     @property
     def base_url(self) -> str:
@@ -113,21 +117,56 @@ def start(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return VllmServer(proc=proc, port=port, log_path=log_path)
+    return VllmServer(proc=proc, port=port, log_path=log_path, model_dir=model_dir)
 
 
-def start_for_deployment(data_dir: Path, log_path: Path) -> VllmServer:
-    """A server for a deployment with no captioning model configured (VIDEOLAKE_DATA_DIR ``data_dir``): the tiny
-    model's policy still applies there (its name, its lenient content gates), so the server serves the model that
-    policy would build, built by the server's process where the policy puts it, under that path, the model name the
-    backend sends. A caption step that starts before the build ends waits for it (platform/built_once.py) and finds
-    it complete."""
+FILES = ("browser/test_ui.py", "integration/test_openai_backend.py", "integration/test_run_recovery.py")
+GROUP = "caption-server"  # the pytest-xdist unit of work that holds FILES
+SERVED_NAME = "tiny-vl"  # the model's name at the server (what a client sends)
+API_KEY = "test-key-not-a-secret"  # the server wants it, as a deployment's endpoint would
+
+_shared: VllmServer | None = None
+
+
+def tiny_model_path(run_dir: Path) -> Path:
+    """The test run's tiny model (the ``tiny_model_dir`` fixture's; built once, whoever asks first:
+    platform/built_once.py)."""
     from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
 
-    path = os.path.join(os.path.abspath(data_dir), "models", TINY_MODEL_DIRNAME)  # resources/test_model.py's rule
-    return start(path, log_path, served_name=path, build_tiny=True)
+    return Path(run_dir) / "models" / TINY_MODEL_DIRNAME
 
 
-def deployment_env(server: VllmServer) -> dict[str, str]:
-    """A deployment's environment for captioning through ``server`` (the ``openai`` backend)."""
-    return {"VIDEOLAKE_CAPTION_BACKEND": "openai", "VIDEOLAKE_OPENAI_BASE_URL": server.base_url}
+def shared(model_dir: Path, log_path: Path) -> VllmServer:
+    """The server of the modules in FILES, serving ``model_dir``, started unless it runs (``wait_ready`` before the
+    first request). Its process builds the tiny model there first when no one has (a no-op when it is complete)."""
+    global _shared
+    if _shared is None or _shared.proc.poll() is not None:
+        _shared = start(str(model_dir), log_path, served_name=SERVED_NAME, api_key=API_KEY, build_tiny=True)
+    return _shared
+
+
+def stop_shared() -> None:
+    global _shared
+    if _shared is not None:
+        _shared.stop()
+        _shared = None
+
+
+def deployment_env(server: VllmServer, data_dir: Path) -> dict[str, str]:
+    """The environment of a deployment (VIDEOLAKE_DATA_DIR ``data_dir``, no captioning model configured) that
+    captions through ``server`` with the ``openai`` backend, the endpoint naming the model SERVED_NAME. The tiny
+    model's policy still applies there (its name, its lenient content gates), and a caption step makes sure that
+    model is where the policy puts it (resources/test_model.py): a link to the server's model, complete once the
+    server is ready (a step that asks earlier waits for the build, platform/built_once.py)."""
+    from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
+
+    link = Path(data_dir) / "models" / TINY_MODEL_DIRNAME
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(Path(server.model_dir).resolve(), target_is_directory=True)
+    return {
+        "VIDEOLAKE_CAPTION_BACKEND": "openai",
+        "VIDEOLAKE_OPENAI_BASE_URL": server.base_url,
+        "VIDEOLAKE_OPENAI_API_KEY": API_KEY,
+        "VIDEOLAKE_OPENAI_SERVED_MODEL": SERVED_NAME,
+    }

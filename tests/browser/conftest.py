@@ -185,19 +185,6 @@ def sample_data(tmp_path_factory) -> SampleData:
     return make_sample_data(tmp_path_factory.mktemp("videolake-data"), tmp_path_factory.mktemp("synth"))
 
 
-@pytest.fixture(scope="module")
-def caption_server(sample_data):
-    """The deployment's captions come from one vLLM API server (tests/vllm_server.py): the test is about the UI.
-    Started here and ready-checked before the first backfill, so it starts while the Dagster deployment does."""
-    from vllm_server import start_for_deployment
-
-    server = start_for_deployment(sample_data.data_dir, ARTIFACTS / "vllm-server.log")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 # A process is identified by (pid, its start in a clock that setting the system clock does not move): a pid seen
 # earlier is only signalled if it is still that process, never a later process that reused the number.
 Proc = tuple[int, str]
@@ -416,13 +403,15 @@ def alert_receiver():
 # do so through every test file collected after this one.
 @pytest.fixture(scope="module")
 def dagster_ui(sample_data, alert_receiver, caption_server, tmp_path_factory):
+    """The deployment captions through the suite's vLLM API server (the ``caption_server`` fixture, started while
+    the deployment starts and ready-checked before the first backfill): the test is about the UI."""
     from vllm_server import deployment_env
 
     ui, log = start_dagster_ui(
         tmp_path_factory.mktemp("dagster-home"),
         sample_data.data_dir,
         alert_receiver[0],
-        extra_env=deployment_env(caption_server),
+        extra_env=deployment_env(caption_server, sample_data.data_dir),
     )
     try:
         yield ui

@@ -6,8 +6,8 @@ webserver's GraphQL API. Screenshots of every step go to test-artifacts/browser/
 
 The tests run in file order and share one `dagster dev` (tests/browser/conftest.py). The backfills are module
 fixtures: the first test that needs one launches it from the UI and waits for the daemon to finish it (the captioning
-step builds the tiny random-weight VLM and runs it with vLLM on CPU, so this takes minutes on a small machine; the
-gate backfill stops after raw_videos' gates).
+step sends its clips to the suite's vLLM API server with the tiny random-weight VLM on CPU, tests/vllm_server.py;
+the whole backfill takes minutes on a small machine; the gate backfill stops after raw_videos' gates).
 """
 
 from __future__ import annotations

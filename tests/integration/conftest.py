@@ -47,10 +47,15 @@ def seaweed(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
-    """The tiny checkpoint, built once per session (~20 s, mostly importing transformers)."""
+    """The tiny checkpoint, built once per test run (~20 s, mostly importing transformers) in a folder its
+    pytest-xdist workers share, where the caption server serves it from (tests/vllm_server.py): whichever process
+    asks first builds it, the others wait for it and find it built."""
+    from run_dir import run_dir
+    from vllm_server import tiny_model_path
+
     from videolake.platform.captioning.tiny_model import build_tiny_qwen_vl
 
-    return build_tiny_qwen_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2_5_vl")
+    return build_tiny_qwen_vl(tiny_model_path(run_dir(tmp_path_factory)))
 
 
 def _make_video(ffmpeg: str, path, source: str) -> None:

@@ -1,5 +1,5 @@
 """The ``openai`` backend against a real OpenAI-compatible server: vLLM's own API server with the tiny model on CPU,
-started by this module on a free loopback port (with an API key) and killed by pid at the end.
+the suite's (tests/vllm_server.py: on a free loopback port, with an API key, shared with the deployment tests).
 
 Retries are exercised against the same server through a small forwarding proxy that answers 503 to the first
 chat requests: the backend must back off, retry and then get the real server's answer.
@@ -11,6 +11,7 @@ import http.server
 import json
 import threading
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,28 +23,19 @@ from videolake.platform.captioning.clip_frames import extract_frames
 
 pytestmark = pytest.mark.slow
 
-API_KEY = "test-key-not-a-secret"
-SERVED_NAME = "tiny-vl"
+API_KEY, SERVED_NAME = vllm_server_helper.API_KEY, vllm_server_helper.SERVED_NAME
 BASE_ENV, KEY_ENV = "VIDEOLAKE_TEST_OPENAI_BASE_URL", "VIDEOLAKE_TEST_OPENAI_API_KEY"
 
 
 @pytest.fixture(scope="module")
-def vllm_server(tiny_model_dir, tmp_path_factory):
-    """``python -m vllm.entrypoints.openai.api_server`` on CPU; yields its /v1 base URL once /health answers."""
-    server = vllm_server_helper.start(
-        tiny_model_dir,
-        tmp_path_factory.mktemp("vllm-server") / "server.log",
-        served_name=SERVED_NAME,
-        api_key=API_KEY,
-        max_images=4,
-    )
+def vllm_server(caption_server, tiny_model_dir) -> str:
+    """The suite's ``python -m vllm.entrypoints.openai.api_server`` on CPU (tests/vllm_server.py), serving the
+    tiny model as SERVED_NAME behind API_KEY: its /v1 base URL once /health answers."""
+    assert Path(caption_server.model_dir).resolve() == Path(tiny_model_dir).resolve()
     try:
-        try:
-            yield server.wait_ready()
-        except RuntimeError as e:
-            pytest.fail(str(e))
-    finally:
-        server.stop()
+        return caption_server.wait_ready()
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 class _Flaky503Proxy(http.server.ThreadingHTTPServer):

@@ -2,7 +2,7 @@
 
 `dagster dev` (webserver, daemon, one code server) over a throw-away instance with the repository's dagster.yaml
 (LocalRunLauncher, run monitoring, polling every MONITOR_POLL_S here, run retries, pool `gpu` = 1), and the real
-pipeline on a tiny partition: two short synthetic videos, captioned by the tiny random-weight model that one vLLM
+pipeline on a tiny partition: two short synthetic videos, captioned by the tiny random-weight model that the suite's vLLM
 API server serves on CPU (the openai backend, tests/vllm_server.py). Runs are submitted through the webserver's
 GraphQL API, as the UI does, and executed by the default multiprocess executor (one process per step).
 
@@ -199,28 +199,24 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
+def deployment(tmp_path_factory, caption_server):
     if shutil.which("ffmpeg") is None:
         pytest.fail("ffmpeg is not installed: run `make test`")
-    from vllm_server import deployment_env, start_for_deployment
+    from vllm_server import deployment_env
 
     root = tmp_path_factory.mktemp("recovery")
     dep = Deployment(root)
-    # Captions through one vLLM API server (tests/vllm_server.py): what is killed here is the run worker, its step
-    # processes and its Ray actors, which the openai backend has too; the engine in an actor has its own tests.
-    server = start_for_deployment(dep.data, root / "vllm-server.log")
+    # Captions through the suite's vLLM API server (tests/vllm_server.py): what is killed here is the run worker, its
+    # step processes and its Ray actors, which the openai backend has too; the engine in an actor has its own tests.
+    dep.extra_env = deployment_env(caption_server, dep.data)
+    files = _land(dep.data / "store")
+    assert len(files) == 2
+    dep.start()
     try:
-        dep.extra_env = deployment_env(server)
-        files = _land(dep.data / "store")
-        assert len(files) == 2
-        dep.start()
-        try:
-            server.wait_ready()
-            yield dep
-        finally:
-            dep.stop()
+        caption_server.wait_ready()
+        yield dep
     finally:
-        server.stop()
+        dep.stop()
 
 
 # ------------------------------------------------------------------------------------------------ observing runs

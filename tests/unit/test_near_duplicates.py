@@ -40,8 +40,9 @@ REQUIRED_KINDS = {
 
 
 @pytest.fixture(scope="module")
-def clips(tmp_path_factory, ffmpeg):
-    return near_copies.build_set(tmp_path_factory.mktemp("near-copies"), ORIGINALS)
+def clips(tmp_path_factory, ffmpeg, real_footage):
+    sources = real_footage(sorted({o.video for o in ORIGINALS}))
+    return near_copies.build_set(tmp_path_factory.mktemp("near-copies"), ORIGINALS, sources)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from videolake.platform.probe import probe_video
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    return corpus.fetch(tmp_path_factory.mktemp("corpus"))
+def real(real_footage):
+    return real_footage()
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ from videolake.platform.scenes import get_detector
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    return corpus.fetch(tmp_path_factory.mktemp("corpus"), names=["bikes.mp4", "cockatoo.mp4"])
+def real(real_footage):
+    return real_footage(["bikes.mp4", "cockatoo.mp4"])
 
 
 def test_corpus_files_match_the_truth(real):

@@ -238,14 +238,18 @@ def _to_rgb(frame, max_side: int) -> np.ndarray:
     return frame.to_ndarray(format="rgb24", width=w, height=h)
 
 
-def build_set(work_dir: str | Path, originals: tuple[Original, ...] = ORIGINALS) -> dict[str, dict[str, Path]]:
-    """Fetch the corpus, cut the originals and make their copies under ``work_dir``.
+def build_set(
+    work_dir: str | Path, originals: tuple[Original, ...] = ORIGINALS, sources: dict[str, Path] | None = None
+) -> dict[str, dict[str, Path]]:
+    """Fetch the corpus videos the originals come from (unless ``sources`` maps their names to fetched files), cut
+    the originals and make their copies under ``work_dir``.
 
     Returns original name -> {"original": path, kind: copy path, ...}."""
     from videolake.evaluation.corpus import fetch
 
     work_dir = Path(work_dir)
-    sources = fetch(names=sorted({o.video for o in originals}))
+    if sources is None:
+        sources = fetch(names=sorted({o.video for o in originals}))
     (work_dir / "originals").mkdir(parents=True, exist_ok=True)
     out: dict[str, dict[str, Path]] = {}
     for o in originals:
