@@ -82,6 +82,12 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(_unit(shared_ray.relpath(item.path)), len(rank)))
 
 
+# A module shares one of the two at most: the unit of work it belongs to must be one.
+assert not set(shared_ray.FILES) & set(vllm_server.FILES), (
+    "a module in both tests/shared_ray.py and tests/vllm_server.py"
+)
+
+
 def _unit(relpath: str) -> str:
     """The unit of work a test file belongs to: the file itself, the shared-Ray group or the caption-server group."""
     if relpath in shared_ray.FILES:

@@ -32,7 +32,6 @@ FILES = (
     "assets/test_retries.py",
     "assets/test_training_shards.py",
     "integration/test_captioning.py",
-    "integration/test_openai_backend.py",
     "unit/test_scenes_transnet.py",
     "unit/test_units.py",
 )
