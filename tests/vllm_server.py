@@ -24,6 +24,11 @@ from pathlib import Path
 from free_port import free_port
 from procs_stop import stop_group
 
+FILES = ("browser/test_ui.py", "integration/test_openai_backend.py", "integration/test_run_recovery.py")
+GROUP = "caption-server"  # the pytest-xdist unit of work that holds FILES
+SERVED_NAME = "tiny-vl"  # the model's name at the server (what a client sends)
+API_KEY = "test-key-not-a-secret"  # the server wants it, as a deployment's endpoint would
+MAX_IMAGES = 8  # images per prompt
 READY_TIMEOUT_S = 420
 # ``python -c`` this, then the server's arguments: build the tiny model at --model, then run the server as ``-m``.
 _BUILD_THEN_SERVE = """
@@ -75,30 +80,18 @@ class VllmServer:
         stop_group(self.proc, timeout_s=15)
 
 
-def start(
-    model_dir: str,
-    log_path: Path,
-    served_name: str | None = None,
-    api_key: str | None = None,
-    max_images: int = 8,
-    build_tiny: bool = False,
-) -> VllmServer:
-    """Start the server (returns at once: ``wait_ready`` before the first request). ``served_name``: the model name
-    clients send (default: ``model_dir``, vLLM's own default); ``max_images``: images per prompt (a caption request
-    sends one per sampled frame); ``build_tiny``: the server's process first builds the tiny model into
-    ``model_dir`` (a no-op when it is complete), so the build's imports are the server's own and the caller goes on
-    meanwhile."""
+def start(model_dir: str, log_path: Path) -> VllmServer:
+    """Start the server (returns at once: ``wait_ready`` before the first request): it serves ``model_dir`` as
+    SERVED_NAME behind API_KEY, up to MAX_IMAGES images per prompt (a caption request sends one per sampled frame).
+    Its process first builds the tiny model into ``model_dir`` (a no-op when it is complete), so the build's imports
+    are the server's own and the caller goes on meanwhile."""
     from videolake.platform.captioning.base import TINY_MODEL_ENGINE_THREADS, vllm_env
 
     port = free_port()
     env = {**os.environ, **vllm_env(TINY_MODEL_ENGINE_THREADS)}  # the engine's environment, as in a caption actor
     server = "vllm.entrypoints.openai.api_server"
-    if build_tiny:
-        cmd = [sys.executable, "-c", _BUILD_THEN_SERVE.format(server=server), "--model", model_dir]
-    else:
-        cmd = [sys.executable, "-m", server, "--model", model_dir]
-    cmd += ["--served-model-name", served_name] if served_name else []
-    cmd += ["--api-key", api_key] if api_key else []
+    cmd = [sys.executable, "-c", _BUILD_THEN_SERVE.format(server=server), "--model", model_dir]
+    cmd += ["--served-model-name", SERVED_NAME, "--api-key", API_KEY]
     cmd += [
         "--host",
         "127.0.0.1",
@@ -110,7 +103,7 @@ def start(
         "--max-num-seqs",
         "8",
         "--limit-mm-per-prompt",
-        json.dumps({"image": max_images, "video": 0}),
+        json.dumps({"image": MAX_IMAGES, "video": 0}),
         "--uvicorn-log-level",
         "warning",
     ]
@@ -119,11 +112,6 @@ def start(
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return VllmServer(proc=proc, port=port, log_path=log_path, model_dir=model_dir)
 
-
-FILES = ("browser/test_ui.py", "integration/test_openai_backend.py", "integration/test_run_recovery.py")
-GROUP = "caption-server"  # the pytest-xdist unit of work that holds FILES
-SERVED_NAME = "tiny-vl"  # the model's name at the server (what a client sends)
-API_KEY = "test-key-not-a-secret"  # the server wants it, as a deployment's endpoint would
 
 _shared: VllmServer | None = None
 
@@ -141,7 +129,7 @@ def shared(model_dir: Path, log_path: Path) -> VllmServer:
     first request). Its process builds the tiny model there first when no one has (a no-op when it is complete)."""
     global _shared
     if _shared is None or _shared.proc.poll() is not None:
-        _shared = start(str(model_dir), log_path, served_name=SERVED_NAME, api_key=API_KEY, build_tiny=True)
+        _shared = start(str(model_dir), log_path)
     return _shared
 
 

@@ -167,11 +167,9 @@ def test_doctor_local_setup_all_ok(tmp_path):
 
 
 def test_doctor_unreachable_s3_endpoint_is_a_clear_failure_without_the_secret(tmp_path):
-    import socket
+    from free_port import free_port
 
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     secret = "doctor-test-secret-Zq81"
     env = cli_env(
         tmp_path,
