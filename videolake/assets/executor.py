@@ -6,7 +6,9 @@ Why not Dagster's default start method (``spawn``): every step process would sta
 Dagster and the code location again (about 2 s on a 2-core machine), and every gate step Great Expectations too
 (another 3-5 s). A pipeline run has eleven steps, five of them gates; measured on one partition of the browser test's
 sample data (2 cores, idle): gate steps took 2.5-3.0 s with ``spawn`` and 0.4-0.7 s with the fork server, the whole
-run 90 s and 77 s. Each step is still its own process (its own resources, killed with the run worker:
+run 90 s and 77 s. The fork server also imports what every step process of a run imported again after the fork
+(step_preload.py: Dagster's step machinery, its SQL storage, the asset and resource modules): ~0.6 CPU-s less in
+each step process. Each step is still its own process (its own resources, killed with the run worker:
 assets/lifetime.py), as with ``spawn``. The fork server imports no Ray, torch or vLLM. Set
 VIDEOLAKE_STEP_START_METHOD=spawn to go back to Dagster's default (e.g. for a plugin that is not fork-safe).
 
@@ -31,8 +33,14 @@ import dagster as dg
 
 START_METHOD_ENV = "VIDEOLAKE_STEP_START_METHOD"
 RUN_RAY_RESOURCES = ("ray_cluster", "caption_ray")  # the local profile's Ray resources: their steps join the run's Ray
-# Imported once in the fork server of a run, inherited by every step process it forks.
-FORKSERVER_PRELOAD = ("videolake.definitions", "great_expectations", "great_expectations.expectations")
+# Imported once in the fork server of a run, inherited by every step process it forks (step_preload: what each step
+# process imported again after the fork, ~0.6 CPU-s of each).
+FORKSERVER_PRELOAD = (
+    "videolake.definitions",
+    "great_expectations",
+    "great_expectations.expectations",
+    "videolake.assets.step_preload",
+)
 
 
 def start_method() -> str:
