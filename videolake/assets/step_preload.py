@@ -6,8 +6,9 @@ Measured on one partition (2 cores): a step process forked from a server that ha
 and Great Expectations imported ~550 more modules and spent ~0.6 CPU-s doing it: Dagster's step machinery and
 its SQL storage (alembic, SQLAlchemy: ~0.36 CPU-s), and the asset, check and resource modules that the code
 location imports lazily when its definitions are built (dagster-ray, deltalake, pyarrow: ~0.2 CPU-s). Nothing here
-starts a thread or opens a file or a connection, so forking after it is as safe as forking after the imports of
-the code location; Ray, torch and vLLM stay out (a step imports them only when its stage has work).
+leaves a thread, a file or a connection open (tests/unit/test_step_preload.py counts the threads), so forking after
+it is as safe as forking after the imports of the code location; Ray, torch and vLLM stay out (a step imports them
+only when its stage has work).
 """
 
 from __future__ import annotations
