@@ -32,10 +32,11 @@ from videolake.platform.captioning.model_cache import MANIFEST, ensure_cached, r
 from videolake.platform.captioning.tiny_model import COMPLETE_MARKER, build_tiny_qwen_vl
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.schemas import CLIP_CAPTIONS
+from videolake.resources.test_model import TinyModelPolicy
 
 MODEL_NAME = "tiny-qwen2.5-vl-random"
 # The test model's policy (videolake/resources/test_model.py): wide sampling, and never fewer than 8 tokens.
-POLICY_SAMPLING = SamplingConfig(temperature=0.7, top_p=0.95, max_tokens=16, min_tokens=8)
+POLICY_SAMPLING = TinyModelPolicy(path="").sampling(SamplingConfig(max_tokens=16))
 # Batches (and checkpoint units) of two: the partition's four good clips come first, so two batches hold only clips
 # that decode (failure_class all null) and one only clips that do not, whatever order their frames are ready in.
 BATCH_SIZE = 2

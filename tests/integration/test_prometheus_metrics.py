@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import time
@@ -149,17 +148,11 @@ def ray_local(request):
     import ray
     import shared_ray
 
-    saved = {k: os.environ.get(k) for k in FAST_METRICS}
-    os.environ.update(FAST_METRICS)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in FAST_METRICS.items():
+            mp.setenv(name, value)
         with shared_ray.module_ray(request.path):
             yield ray
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
