@@ -433,23 +433,34 @@ def browser():
             b.close()
 
 
-@pytest.fixture
-def page(browser, request):
-    """A 1600x1000 page; on a failed test its screenshot and HTML are saved to test-artifacts/browser/."""
+@pytest.fixture(scope="module")
+def module_page(browser):
+    """One 1600x1000 page for the module's tests: the Dagster app loads once, and each test moves through it as a
+    user does (test_ui.open_ui), instead of loading it again in a fresh page per test (~1 CPU-s of Chromium each)."""
     ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
     pg = ctx.new_page()
     pg.set_default_timeout(60_000)
-    yield pg
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+@pytest.fixture
+def page(module_page, request):
+    """The module's page; on a failed test its screenshot and HTML are saved to test-artifacts/browser/ and the page
+    is left blank, so the next test loads the app afresh instead of starting from what the failure left open."""
+    yield module_page
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         name = request.node.name
         try:
-            pg.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
-            (ARTIFACTS / f"FAILED-{name}.html").write_text(pg.content())
+            module_page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
+            (ARTIFACTS / f"FAILED-{name}.html").write_text(module_page.content())
+            module_page.goto("about:blank")
         except Exception as exc:  # a crashed page must not hide the test's own failure
             print(f"could not save the failure artifacts: {exc}")
-    ctx.close()
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
