@@ -458,9 +458,12 @@ def page(module_page, request):
         try:
             module_page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
             (ARTIFACTS / f"FAILED-{name}.html").write_text(module_page.content())
-            module_page.goto("about:blank")
         except Exception as exc:  # a crashed page must not hide the test's own failure
             print(f"could not save the failure artifacts: {exc}")
+        try:  # the next test loads the app afresh, whatever state the failure left the page in
+            module_page.goto("about:blank")
+        except Exception as exc:
+            print(f"could not leave the page: {exc}")
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

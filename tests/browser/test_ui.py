@@ -452,7 +452,10 @@ def run_backfill(page, ui, days: tuple[str, str], prefix: str = "") -> Backfill:
         try:
             shot(page, f"FAILED-{prefix}backfill")
             (ARTIFACTS / f"FAILED-{prefix}backfill.html").write_text(page.content())
-            page.goto("about:blank")  # the tests after it load the app afresh
+        except Exception:
+            pass
+        try:  # the tests after it load the app afresh, whatever state the failure left the page in
+            page.goto("about:blank")
         except Exception:
             pass
         raise
