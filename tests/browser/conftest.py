@@ -446,24 +446,35 @@ def module_page(browser):
         ctx.close()
 
 
+def save_failure(page, name: str) -> None:
+    """Save ``page``'s screenshot and HTML as test-artifacts/browser/FAILED-<name>.png/.html, then leave the page on
+    about:blank, so the next test loads the app afresh whatever state the failure left it in. Neither step may hide
+    the failure itself (a crashed page included)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
+        (ARTIFACTS / f"FAILED-{name}.html").write_text(page.content())
+    except Exception as exc:
+        print(f"could not save the failure artifacts: {exc}")
+    try:
+        page.goto("about:blank")
+    except Exception as exc:
+        print(f"could not leave the page: {exc}")
+
+
+@pytest.fixture(scope="module")
+def on_failure():
+    """``save_failure``, for the module fixtures that drive the page themselves (the backfills)."""
+    return save_failure
+
+
 @pytest.fixture
 def page(module_page, request):
-    """The module's page; on a failed test its screenshot and HTML are saved to test-artifacts/browser/ and the page
-    is left blank, so the next test loads the app afresh instead of starting from what the failure left open."""
+    """The module's page; a failed test's page is saved and left blank (``save_failure``)."""
     yield module_page
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        name = request.node.name
-        try:
-            module_page.screenshot(path=str(ARTIFACTS / f"FAILED-{name}.png"), full_page=True)
-            (ARTIFACTS / f"FAILED-{name}.html").write_text(module_page.content())
-        except Exception as exc:  # a crashed page must not hide the test's own failure
-            print(f"could not save the failure artifacts: {exc}")
-        try:  # the next test loads the app afresh, whatever state the failure left the page in
-            module_page.goto("about:blank")
-        except Exception as exc:
-            print(f"could not leave the page: {exc}")
+        save_failure(module_page, request.node.name)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

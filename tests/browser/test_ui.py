@@ -438,8 +438,9 @@ def wait_for_backfill(
     raise AssertionError(f"backfill {backfill_id} still '{status}' after {timeout_s:.0f}s:\n{text[-2000:]}")
 
 
-def run_backfill(page, ui, days: tuple[str, str], prefix: str = "") -> Backfill:
-    """Launch a backfill of ``days`` from the UI in ``page`` and wait until it stops running."""
+def run_backfill(page, ui, days: tuple[str, str], on_failure, prefix: str = "") -> Backfill:
+    """Launch a backfill of ``days`` from the UI in ``page`` and wait until it stops running; on a failure the page
+    is saved and left blank (``on_failure``: conftest.save_failure)."""
     try:
         t0 = time.monotonic()
         backfill_id = launch_backfill_from_ui(page, ui, days, prefix)
@@ -449,32 +450,24 @@ def run_backfill(page, ui, days: tuple[str, str], prefix: str = "") -> Backfill:
         print(f"\nbackfill {backfill_id} of {days}: {status} after {seconds:.0f}s")
         return Backfill(id=backfill_id, status=status, page_text=text, seconds=seconds)
     except BaseException:
-        try:
-            shot(page, f"FAILED-{prefix}backfill")
-            (ARTIFACTS / f"FAILED-{prefix}backfill.html").write_text(page.content())
-        except Exception:
-            pass
-        try:  # the tests after it load the app afresh, whatever state the failure left the page in
-            page.goto("about:blank")
-        except Exception:
-            pass
+        on_failure(page, f"{prefix}backfill")
         raise
 
 
 @pytest.fixture(scope="module")
-def backfill(module_page, dagster_ui, sample_data, caption_server) -> Backfill:
+def backfill(module_page, on_failure, dagster_ui, sample_data, caption_server) -> Backfill:
     """The two sample days, every asset: succeeds."""
     try:
         caption_server.wait_ready()
     except RuntimeError as e:
         pytest.fail(str(e))
-    return run_backfill(module_page, dagster_ui, sample_data.days)
+    return run_backfill(module_page, dagster_ui, sample_data.days, on_failure)
 
 
 @pytest.fixture(scope="module")
-def gate_backfill(module_page, dagster_ui, sample_data, backfill) -> Backfill:
+def gate_backfill(module_page, on_failure, dagster_ui, sample_data, backfill) -> Backfill:
     """The two gate days (after the first backfill): raw_videos' reject_rate gate fails on GATE_FAIL."""
-    return run_backfill(module_page, dagster_ui, sample_data.gate_days, prefix="g")
+    return run_backfill(module_page, dagster_ui, sample_data.gate_days, on_failure, prefix="g")
 
 
 # ------------------------------------------------------------------------------------------------ tests

@@ -34,7 +34,9 @@ import dagster as dg
 START_METHOD_ENV = "VIDEOLAKE_STEP_START_METHOD"
 RUN_RAY_RESOURCES = ("ray_cluster", "caption_ray")  # the local profile's Ray resources: their steps join the run's Ray
 # Imported once in the fork server of a run, inherited by every step process it forks (step_preload: what each step
-# process imported again after the fork, ~0.6 CPU-s of each).
+# process imported again after the fork, ~0.6 CPU-s of each). step_preload imports videolake.definitions too; it stays
+# named here because the fork server skips a module that fails to import, and the code location must still be preloaded
+# then.
 FORKSERVER_PRELOAD = (
     "videolake.definitions",
     "great_expectations",
