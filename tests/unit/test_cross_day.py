@@ -8,26 +8,12 @@ import datetime as dt
 
 import numpy as np
 import pyarrow as pa
+from planted_prints import CONFIG, fingerprint
 
 from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS, _candidate_pairs, assign_day, clip_keys, index_rows
-from videolake.platform.dedup.near import (
-    NearDupConfig,
-    hashes_per_frame,
-    history_keys,
-    history_probe_keys,
-    index_keys,
-)
+from videolake.platform.dedup.near import hashes_per_frame, history_keys, history_probe_keys, index_keys
 
-CONFIG = NearDupConfig()
 D0, D1, D2 = dt.date(2026, 3, 1), dt.date(2026, 3, 2), dt.date(2026, 3, 3)
-
-
-def fingerprint(seed: int, flip_bits: int = 0, frames: int = 6) -> bytes:
-    """``frames`` frames of random view hashes (seeded), ``flip_bits`` bits of every hash flipped."""
-    hashes = np.random.default_rng(seed).integers(0, 256, (frames * hashes_per_frame(CONFIG), 32), dtype=np.uint8)
-    bits = np.unpackbits(hashes, axis=1)
-    bits[:, np.random.default_rng(seed + 7 * flip_bits + 1).permutation(256)[:flip_bits]] ^= 1
-    return np.packbits(bits, axis=1).tobytes()
 
 
 def row(cid: str, fp: bytes | None, reason: str | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""The unit execution model: checkpointed units on Ray Data, resume, one transactional commit, orphan cleanup.
+"""The unit execution model: checkpointed units on Ray Data, resume, one transactional commit, files left to the vacuum.
 
 Process functions run in Ray workers, so they record each call as a file in a folder the test reads afterwards:
 that is how "computed" vs "reused" is checked from the outside, not from the stage's own counters alone.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -18,9 +19,10 @@ import pytest
 import shared_ray
 
 from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
+from videolake.platform.lake_files import RETENTION_HOURS
 from videolake.platform.schemas import RAW_VIDEOS
 from videolake.platform.stages.common import run_stage
-from videolake.platform.units import LOST_WORKER, PartitionStep, file_stats
+from videolake.platform.units import LOST_WORKER, Checkpoints, PartitionStep, file_stats
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 DAYS = ["2026-01-01", "2026-01-02"]
@@ -126,11 +128,16 @@ def test_rerun_reuses_every_unit_and_a_new_version_reuses_none(tmp_path):
     part = _run(lake, calls)
     assert (part.progress.units_computed, part.progress.units_reused) == (1, 5)
     assert len(_calls(calls)) == 7
-    # a changed code version reuses nothing, and the old version's checkpoints are deleted after its commit
+    # a changed code version reuses nothing; the old version's checkpoints stay while younger than the retention
+    # (an attempt with the old settings may still be running), and go after it
     new = _run(lake, calls, version="v2")
     assert (new.progress.units_computed, new.progress.units_reused) == (6, 0)
     assert len(_calls(calls)) == 13
-    assert not (tmp_path / "lake" / "_checkpoints" / "raw_videos" / "v1" / f"partition_date={DAYS[0]}").exists()
+    old = tmp_path / "lake" / "_checkpoints" / "raw_videos" / "v1" / f"partition_date={DAYS[0]}"
+    assert len(list(old.glob("*.parquet"))) == 3
+    v2 = Checkpoints(lake.files(), "raw_videos", "v2")
+    assert v2.clear_other_versions(DAYS, now_s=time.time() + RETENTION_HOURS * 3600 + 60) == 6
+    assert not list(old.glob("*.parquet"))
     assert len(_ids(lake)) == 6  # one row per unit, never duplicated by re-runs
 
 
@@ -207,22 +214,22 @@ def _file(lake: Lake, day: str, ids: list[str], token: str) -> DataFile:
     return DataFile(path=rel, size=size, partition_date=day, rows=len(ids), stats=file_stats(t))
 
 
-def test_commit_is_partition_exact_and_removes_files_that_never_committed(tmp_path):
+def test_commit_is_partition_exact_and_leaves_files_that_never_committed_to_the_vacuum(tmp_path):
     lake = Lake(str(tmp_path))
     both = PartitionRange.of(DAYS)
     w = lake.commit_files(
         "raw_videos", [_file(lake, DAYS[0], ["a", "b"], "t1"), _file(lake, DAYS[1], ["c"], "t1")], both, token="t1"
     )
     assert (w.rows, w.files) == (3, 2)
-    # an attempt that died after writing its file: never visible to readers
+    # an attempt that died after writing its file (or one still running): never visible to readers
     orphan = _file(lake, DAYS[1], ["zombie"], "dead")
     assert _ids(lake) == ["a", "b", "c"]
     day2 = PartitionRange.of([DAYS[1]])
-    w = lake.commit_files("raw_videos", [_file(lake, DAYS[1], ["d"], "t2")], day2, token="t2")
+    lake.commit_files("raw_videos", [_file(lake, DAYS[1], ["d"], "t2")], day2, token="t2")
     assert _ids(lake) == ["a", "b", "d"]  # day 1 untouched, day 2 replaced
-    assert w.orphans_removed == 1
-    assert not (tmp_path / "raw_videos" / orphan.path).exists()
-    # the file an older version references stays (time travel), only the orphan went
+    # nothing is deleted by a commit: the other attempt's file stays (it may still commit), and so does the file
+    # an older version references (time travel); the vacuum takes both once past the retention
+    assert (tmp_path / "raw_videos" / orphan.path).exists()
     assert (tmp_path / "raw_videos" / f"partition_date={DAYS[1]}" / "part-t1-00000.parquet").exists()
     # an empty commit empties exactly that partition
     lake.commit_files("raw_videos", [], day2, token="t3")

@@ -120,7 +120,9 @@ def raw_videos(
     context.log.info(f"{n} landing objects in {len(keys)} partition(s)")
 
     def stage(lk, rng, progress):
-        run = ingest_partitions(lk, store, objects, config.to_engine(), rng, progress=progress)
+        run = ingest_partitions(
+            lk, store, objects, config.to_engine(), rng, progress=progress, decided_by=context.run_id
+        )
         record_reevaluated_days(
             context, run.extra.get("days_reevaluated", []), keys, "exact copies across days re-evaluated"
         )
@@ -132,7 +134,8 @@ def raw_videos(
 def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], keys: list[str], reason: str) -> None:
     """A later day whose rows this run re-evaluated (raw_videos: a copy of a video of the run's days, or a former
     copy that is the original now; filtered_clips: a near-duplicate of a clip of the run's days) gets a
-    materialization of its own, so Dagster shows its downstream as changed upstream."""
+    materialization of its own, so Dagster shows its downstream as changed upstream; its metadata names this run
+    (``decided_by_run``), which made the verdicts in one transaction (``platform/lake_transaction.py``)."""
     run_days = keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
     table = context.asset_key.path[-1]
     for day in days:
@@ -147,6 +150,7 @@ def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], 
                 metadata={
                     "reevaluated_after": dg.MetadataValue.text(run_days),
                     "reason": dg.MetadataValue.text(reason),
+                    "decided_by_run": dg.MetadataValue.dagster_run(context.run_id),
                 },
             )
         )
@@ -207,7 +211,9 @@ def filtered_clips(
     keys = list(context.partition_keys)
 
     def stage(lk, rng, progress):
-        run = score_partitions(lk, object_store.get_store(), rng, config.to_engine(), progress=progress)
+        run = score_partitions(
+            lk, object_store.get_store(), rng, config.to_engine(), progress=progress, decided_by=context.run_id
+        )
         record_reevaluated_days(
             context, run.extra.get("days_reevaluated", []), keys, "near-duplicates across days re-evaluated"
         )

@@ -83,7 +83,6 @@ class WriteResult:
     version: int
     rows: int
     files: int = 0  # data files the commit added
-    orphans_removed: int = 0  # files of earlier attempts that never committed, deleted by this commit
 
 
 @dataclass(frozen=True)
@@ -149,25 +148,32 @@ class Lake:
         return WriteResult(table=table, uri=uri, version=version, rows=data.num_rows)
 
     def read_partitions(
-        self, table: str, partitions: PartitionRange, columns: list[str] | None = None, where: Any = None
+        self,
+        table: str,
+        partitions: PartitionRange,
+        columns: list[str] | None = None,
+        where: Any = None,
+        *,
+        version: int | None = None,
     ) -> pa.Table:
         """Rows of the given partitions only (partition pruning: other partitions' files are never opened); with
-        ``where`` (a pyarrow compute expression), only the rows that match it (a filtered scan)."""
+        ``where`` (a pyarrow compute expression), only the rows that match it (a filtered scan); with ``version``,
+        as that table version held them (time travel), else the latest."""
         schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             empty = schema.empty_table() if columns is None else schema.empty_table().select(columns)
             return empty
-        tbl = self._dataset(table, partitions).to_table(columns=columns, filter=where)
+        tbl = self._dataset(table, partitions, version).to_table(columns=columns, filter=where)
         return conform(tbl, schema if columns is None else pa.schema([schema.field(c) for c in columns]))
 
-    def read_where(self, table: str, columns: list[str], where: Any) -> pa.Table:
+    def read_where(self, table: str, columns: list[str], where: Any, *, version: int | None = None) -> pa.Table:
         """``columns`` of the rows of every partition that match ``where`` (a pyarrow compute expression): a
-        filtered scan, which holds only the matching rows."""
+        filtered scan, which holds only the matching rows (of ``version``, else of the latest version)."""
         schema = LAKE_SCHEMAS[table]
         if not self.exists(table):
             return schema.empty_table().select(columns)
         return conform(
-            self._dataset(table, None).to_table(columns=columns, filter=where),
+            self._dataset(table, None, version).to_table(columns=columns, filter=where),
             pa.schema([schema.field(c) for c in columns]),
         )
 
@@ -191,13 +197,14 @@ class Lake:
         col = f"partition.{PARTITION_COLUMN}"
         return sum(int(n or 0) for d, n in zip(actions.column(col).to_pylist(), counts) if str(d) in days)
 
-    def partition_days(self, table: str) -> set[dt.date]:
-        """The days that hold at least one data file of ``table``, from the Delta log (no data file is opened)."""
+    def partition_days(self, table: str, *, version: int | None = None) -> set[dt.date]:
+        """The days that hold at least one data file of ``table`` (at ``version``, else the latest), from the Delta
+        log (no data file is opened)."""
         from deltalake import DeltaTable
 
         if not self.exists(table):
             return set()
-        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        dtbl = DeltaTable(self.table_uri(table), version=version, storage_options=self._options())
         actions = pa.table(dtbl.get_add_actions(flatten=True))
         col = f"partition.{PARTITION_COLUMN}"
         if actions.num_rows == 0 or col not in actions.column_names:
@@ -251,7 +258,7 @@ class Lake:
             storage_options=self._options(),
         )
 
-    def _dataset(self, table: str, partitions: PartitionRange | None):
+    def _dataset(self, table: str, partitions: PartitionRange | None, version: int | None = None):
         """The partitions' data files as a pyarrow Dataset, read through pyarrow's own filesystem (local or S3).
 
         Why not delta-rs's default: it reads through a Python filesystem handler, so Arrow's I/O threads call into
@@ -261,7 +268,7 @@ class Lake:
         import pyarrow.fs as pafs
         from deltalake import DeltaTable
 
-        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
+        dtbl = DeltaTable(self.table_uri(table), version=version, storage_options=self._options())
         files = self.files()
         filesystem = pafs.SubTreeFileSystem(files.path(table), files.fs)
         if partitions is None:  # every partition
@@ -323,9 +330,12 @@ class Lake:
         """ONE Delta transaction: add ``files`` and remove every previous file of the run's partitions.
 
         The same partition-exact overwrite as ``write_partitions``, but the rows never pass through this process:
-        workers wrote the files (``DataFile``), this commits their paths. ``token`` (the ``part-<token>-`` of the
-        files' names) is recorded in the commit, which is how ``remove_orphans`` tells a file of an attempt that
-        never committed (invisible to readers: not in the log) from one an older version still references.
+        workers wrote the files (``DataFile``), this commits their paths. ``token`` (the attempt that wrote the
+        files) is recorded in the commit's metadata, for a person reading the table's history.
+
+        Nothing is deleted here. Files of an attempt that never committed are invisible to readers (not in the log)
+        and go with Delta's vacuum once older than its retention (``releases.vacuum``): a second attempt of the
+        same day that is still running may yet commit the files it wrote, so no commit may judge them orphans.
         """
         from deltalake import CommitProperties, DeltaTable
         from deltalake.transaction import AddAction, RemoveAction
@@ -356,47 +366,16 @@ class Lake:
 
         retry_on_commit_conflict(commit, what=f"commit of {len(files)} files to {table} {partitions}")
         version = DeltaTable(uri, storage_options=self._options()).version()
-        removed = self.remove_orphans(table, partitions)
         rows = sum(f.rows for f in files)
         log.info(
-            "committed %d files (%d rows) to %s partitions %s (version %d; %d orphan files removed)",
+            "committed %d files (%d rows) to %s partitions %s (version %d)",
             len(files),
             rows,
             table,
             partitions,
             version,
-            removed,
         )
-        return WriteResult(table=table, uri=uri, version=version, rows=rows, files=len(files), orphans_removed=removed)
-
-    def remove_orphans(self, table: str, partitions: PartitionRange, *, history: int = 1000) -> int:
-        """Delete the data files of ``partitions`` that an attempt wrote but never committed.
-
-        A file is an orphan when the current version does not reference it and its commit token appears in none
-        of the last ``history`` commits. Files an older version references stay (time travel); Delta's own
-        ``vacuum`` reclaims those after its retention period, and orphans of partitions that are never committed
-        again (see docs/pipeline.md, "Storage layout and clean-up").
-        """
-        from deltalake import DeltaTable
-
-        if not self.exists(table):
-            return 0
-        dtbl = DeltaTable(self.table_uri(table), storage_options=self._options())
-        live = {_relative(p) for p in dtbl.file_uris()}
-        tokens = {str((c or {}).get(COMMIT_TOKEN_KEY) or "") for c in dtbl.history(history)} - {""}
-        fs = self.files()
-        removed = 0
-        for day in partitions.days():
-            rel_dir = f"{PARTITION_COLUMN}={day.isoformat()}"
-            base = fs.path(table, rel_dir)
-            for entry in fs.list(base, recursive=False):
-                rel = f"{rel_dir}/{entry.path.rsplit('/', 1)[-1]}"
-                tok = file_token(rel)
-                if rel in live or tok is None or tok in tokens:
-                    continue
-                fs.delete(entry.path)
-                removed += 1
-        return removed
+        return WriteResult(table=table, uri=uri, version=version, rows=rows, files=len(files))
 
     def version(self, table: str) -> int | None:
         from deltalake import DeltaTable
@@ -406,7 +385,7 @@ class Lake:
         return DeltaTable(self.table_uri(table), storage_options=self._options()).version()
 
 
-COMMIT_TOKEN_KEY = "videolake.token"
+COMMIT_TOKEN_KEY = "videolake.token"  # the attempt that wrote a commit's files (commit metadata)
 
 
 def _as_date(value: Any) -> dt.date:
@@ -429,33 +408,12 @@ def _writer_properties(table: str) -> Any:
     )
 
 
-def _unquote(path: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(path)
-
-
 def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
     """Equal types, allowing for delta-rs reading strings and lists back as their large variants."""
     norm = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
     if pa.types.is_large_list(a) or pa.types.is_list(a):
         return (pa.types.is_large_list(b) or pa.types.is_list(b)) and _same_type(a.value_type, b.value_type)
     return norm.get(a, a) == norm.get(b, b)
-
-
-def _relative(uri: str) -> str:
-    """A data file's path relative to its table root (the partition directory and the name)."""
-    marker = f"/{PARTITION_COLUMN}="
-    return _unquote(uri[uri.rindex(marker) + 1 :]) if marker in uri else _unquote(uri.rsplit("/", 1)[-1])
-
-
-def file_token(path: str) -> str | None:
-    """The commit token in a data file name ``.../part-<token>-<n>.parquet`` (None for other names)."""
-    name = path.rsplit("/", 1)[-1]
-    if not name.startswith("part-"):
-        return None
-    parts = name.split("-")
-    return parts[1] if len(parts) >= 3 else None
 
 
 def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:

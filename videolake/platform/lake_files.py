@@ -37,6 +37,21 @@ log = logging.getLogger(__name__)
 
 TMP_PREFIX = ".tmp-"
 
+# A file an attempt wrote (a data file it has not committed yet, a unit checkpoint, a shard sample) is judged
+# unreferenced only once it is older than this: another attempt of the same day may still be running and commit or
+# read it, and nothing tells a finished attempt from a slow one but time. Delta's own default retention
+# (delta.deletedFileRetentionDuration, 7 days), which `videolake vacuum` uses too.
+RETENTION_HOURS = 168
+
+
+def past_retention(modified_s: float | None, retention_hours: float, now_s: float | None = None) -> bool:
+    """Whether a file last modified at ``modified_s`` is older than the retention (unknown age: never)."""
+    import time
+
+    if modified_s is None:
+        return False
+    return (time.time() if now_s is None else now_s) - modified_s > retention_hours * 3600
+
 
 @dataclass(frozen=True)
 class FileEntry:

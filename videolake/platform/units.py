@@ -39,7 +39,7 @@ from videolake.platform import telemetry
 from videolake.platform.failures import TRANSIENT, failure_class
 from videolake.platform.figures import ROW_COUNT
 from videolake.platform.lake import DataFile, Lake, PartitionRange
-from videolake.platform.lake_files import LakeFiles
+from videolake.platform.lake_files import RETENTION_HOURS, LakeFiles, past_retention
 from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
 from videolake.platform.unit_resources import UnitResources
@@ -128,17 +128,21 @@ class Checkpoints:
     def ledger_dir(self, run_key: str) -> str:
         return self.files.path(CHECKPOINT_DIR, self.table, self.version, "_ledger", run_key)
 
-    def clear_other_versions(self, days: Iterable[str]) -> int:
-        """Delete the checkpoints of other code versions for these days (they can never be reused)."""
+    def clear_other_versions(
+        self, days: Iterable[str], *, retention_hours: float = RETENTION_HOURS, now_s: float | None = None
+    ) -> int:
+        """Delete the checkpoint files of other stage versions for these days (this run never reuses them) that
+        are older than the retention; returns the files deleted. Younger ones stay: an attempt of the same day
+        with other settings may still be running and finalize from them."""
         removed = 0
         for vdir in self.files.list_dirs(self.files.path(CHECKPOINT_DIR, self.table)):
             if vdir.rsplit("/", 1)[-1] == self.version:
                 continue
             for day in days:
-                d = f"{vdir}/{PARTITION_COLUMN}={day}"
-                if self.files.list_dirs(d) or any(True for _ in self.files.list(d, recursive=False)):
-                    self.files.delete_dir(d)
-                    removed += 1
+                for entry in self.files.list(f"{vdir}/{PARTITION_COLUMN}={day}", recursive=True):
+                    if past_retention(entry.mtime_s, retention_hours, now_s):
+                        self.files.delete(entry.path)
+                        removed += 1
         return removed
 
 

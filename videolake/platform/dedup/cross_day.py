@@ -474,23 +474,43 @@ def _semantic_candidates(lake: Any, found: Any, near: list[dict[str, Any]]) -> l
     return _candidates(lake, hits)
 
 
-def reconcile(lake: Any, run: Any, config: Any = None, semantic: Callable[[str], Any] | None = None) -> Reconciled:
-    """Bring the run's days and every later day they can affect to their verdicts (module docstring).
-    ``semantic(day)``: what the semantic rule finds for ``day`` (ISO date; a ``dedup.semantic_index
-    .SemanticMatches``: pairs within the day and with earlier days, and the later days that may hold a duplicate of
-    one of its clips), asked of every judged day, so a later day judged again keeps its semantic verdicts and a
-    later day with a semantic duplicate of a changed day is judged again."""
+def reconcile(
+    lake: Any,
+    run: Any,
+    config: Any = None,
+    semantic: Callable[[str], Any] | None = None,
+    *,
+    decided_by: str = "",
+) -> Reconciled:
+    """Bring the run's days and every later day they can affect to their verdicts (module docstring), in one
+    optimistic transaction of filtered_clips (``lake_transaction.transact``: made again from a fresh read when
+    another commit came first). ``semantic(day)``: what the semantic rule finds for ``day`` (ISO date; a
+    ``dedup.semantic_index.SemanticMatches``: pairs within the day and with earlier days, and the later days that
+    may hold a duplicate of one of its clips), asked of every judged day, so a later day judged again keeps its
+    semantic verdicts and a later day with a semantic duplicate of a changed day is judged again. ``decided_by``
+    (a run id) is recorded in the commit."""
     from videolake.platform.dedup.near import NearDupConfig
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake_transaction import transact
 
     config = config or NearDupConfig()
-    out = Reconciled()
     if not lake.exists(TABLE):
-        return out
-    run_days = list(run.days())
+        return Reconciled()
+    # The index rows are each day's own (derived from its clips' fingerprints, which only its run writes): written
+    # before the judgement, outside its transaction.
     replace_outdated_index(lake)
     write_index(lake, run, config)
-    out.indexed_days = index_missing_days(lake, config)
+    indexed_days = index_missing_days(lake, config)
+    return transact(lake, TABLE, lambda tx: _judge(tx, run, config, semantic, indexed_days), decided_by=decided_by)
+
+
+def _judge(
+    lake: Any, run: Any, config: Any, semantic: Callable[[str], Any] | None, indexed_days: list[str]
+) -> Reconciled:
+    """One attempt of ``reconcile``'s judgement on ``lake`` (a ``TableTransaction`` of filtered_clips)."""
+    from videolake.platform.lake import PartitionRange
+
+    out = Reconciled(indexed_days=list(indexed_days))
+    run_days = list(run.days())
     # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept.
     work = set(run_days) | set(_pointing(lake, run_days).column(PARTITION_COLUMN).to_pylist())
     fresh = set(run_days) | {dt.date.fromisoformat(d) for d in out.indexed_days}  # days with new index rows

@@ -13,6 +13,11 @@ materialized after a later one, or re-materialized with other objects, the later
 place and the days whose rows changed are returned: the asset records a materialization for each of them, so Dagster
 shows their downstream partitions as changed upstream (stale) until they are materialized again. The verdicts of a
 set of days are therefore the same in any order.
+
+Runs at the same time: the judgement is one optimistic transaction (``lake_transaction.transact``): its rows are
+read at one table version and the rewritten days commit on top of that version only, else it is made again from a
+fresh read. So a day another run commits meanwhile is never reverted, and of two runs' judgements the one that
+commits last has read the other's rows: the verdicts are those of some order of the runs, which are all the same.
 """
 
 from __future__ import annotations
@@ -92,9 +97,16 @@ def _changed(v: pa.Table) -> pa.Table:
     return v.filter(mask)
 
 
-def reconcile_copies(lake: Any, run: PartitionRange) -> Reconciled:
+def reconcile_copies(lake: Any, run: PartitionRange, *, decided_by: str = "") -> Reconciled:
     """Bring every row that the run's days can affect to its verdict (module docstring) and rewrite the days whose
-    rows changed. Reads only the candidate rows (a filtered scan of a few columns); returns what changed."""
+    rows changed, in one optimistic transaction. Reads only the candidate rows (a filtered scan of a few columns);
+    returns what changed. ``decided_by`` (a run id) is recorded in the commit."""
+    from videolake.platform.lake_transaction import transact
+
+    return transact(lake, TABLE, lambda tx: _reconcile(tx, run), decided_by=decided_by)
+
+
+def _reconcile(lake: Any, run: PartitionRange) -> Reconciled:
     out = Reconciled()
     if not lake.exists(TABLE):
         return out

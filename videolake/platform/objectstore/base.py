@@ -46,6 +46,7 @@ class ObjectInfo:
     uri: str  # always representable (ASCII-safe for local stores): key_from_uri(uri) == key
     problem: str | None = None  # one of LISTING_PROBLEMS, or None
     detail: str | None = None  # human-readable explanation of the problem
+    modified_s: float | None = None  # last modification (Unix seconds), where the listing gives it
 
     @property
     def is_folder(self) -> bool:

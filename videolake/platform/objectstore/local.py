@@ -80,10 +80,17 @@ class LocalObjectStore(ObjectStore):
         return p
 
     # ------------------------------------------------------------------ listing
-    def _entry(self, key: str, problem: str | None = None, detail: str | None = None, size: int = 0) -> ObjectInfo:
+    def _entry(
+        self,
+        key: str,
+        problem: str | None = None,
+        detail: str | None = None,
+        size: int = 0,
+        modified_s: float | None = None,
+    ) -> ObjectInfo:
         if problem is None and _not_utf8(key):
             problem, detail = INVALID_NAME, "the name is not valid UTF-8 (rename it)"
-        return ObjectInfo(key=key, size=size, uri=self.uri(key), problem=problem, detail=detail)
+        return ObjectInfo(key=key, size=size, uri=self.uri(key), problem=problem, detail=detail, modified_s=modified_s)
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         prefix = prefix.lstrip("/")
@@ -153,7 +160,7 @@ class LocalObjectStore(ObjectStore):
                         )
                     )
                 else:
-                    out.append(self._entry(ekey, size=st.st_size))
+                    out.append(self._entry(ekey, size=st.st_size, modified_s=st.st_mtime))
         return sorted(
             (o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
             key=lambda o: o.key,

@@ -377,7 +377,17 @@ class S3ObjectStore(ObjectStore):
                     key = self._relative(obj["Key"])
                     size = int(obj["Size"])
                     problem, detail = key_problem(key, size)
-                    out.append(ObjectInfo(key=key, size=size, uri=self.uri(key), problem=problem, detail=detail))
+                    modified = obj.get("LastModified")
+                    out.append(
+                        ObjectInfo(
+                            key=key,
+                            size=size,
+                            uri=self.uri(key),
+                            problem=problem,
+                            detail=detail,
+                            modified_s=modified.timestamp() if modified is not None else None,
+                        )
+                    )
             return out
 
         # The whole listing is retried: a page lost mid-way restarts from the first page, so no duplicates.

@@ -218,11 +218,12 @@ def ingest_partitions(
     partitions: Any,
     *,
     progress: StageReporter | None = None,
+    decided_by: str = "",
 ) -> StageRun:
     """raw_videos for the run's partitions: one unit per landing object, one row per distinct content per day; then
     copies of videos landed on an earlier day are marked, in the run's days and in the later days they affect
-    (``dedup.exact.reconcile_copies``); ``run.extra["days_reevaluated"]`` lists the days outside the run whose rows
-    changed."""
+    (``dedup.exact.reconcile_copies``, one optimistic transaction whose commit records ``decided_by``, the run's
+    id); ``run.extra["days_reevaluated"]`` lists the days outside the run whose rows changed."""
     from functools import partial
 
     from videolake.platform.dedup.exact import reconcile_copies
@@ -242,7 +243,7 @@ def ingest_partitions(
         step,
         progress,
     )
-    reconciled = reconcile_copies(lake, partitions)
+    reconciled = reconcile_copies(lake, partitions, decided_by=decided_by)
     for day in reconciled.changed_days:
         if day in run.per_partition:  # its figures were counted before its copies were marked
             run.per_partition[day] = spec.figures_of(lake.read_partitions("raw_videos", PartitionRange.of([day])))

@@ -184,9 +184,11 @@ def score_partitions(
     quality_config: Any,
     *,
     progress: StageReporter | None = None,
+    decided_by: str = "",
 ) -> StageRun:
     """filtered_clips for the run's partitions: one unit per video (its clips scored together), near-duplicates
-    grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``)."""
+    grouped per partition at finalize, then, after the commit, judged across days (``judge_across_days``;
+    ``decided_by``, the run's id, is recorded in the judgement's commit)."""
     from functools import partial
 
     from videolake.platform.quality import SCORERS, assign_duplicates, check_scorers, scorer_resources
@@ -215,7 +217,9 @@ def score_partitions(
     )
     semantic = semantic_rule(lake, quality_config)
     if quality_config.dup_max_distance >= 0 or semantic is not None:
-        run.extra["days_reevaluated"] = judge_across_days(lake, partitions, quality_config, run, semantic)
+        run.extra["days_reevaluated"] = judge_across_days(
+            lake, partitions, quality_config, run, semantic, decided_by=decided_by
+        )
     return run
 
 
@@ -230,7 +234,7 @@ def semantic_rule(lake: Any, quality_config: Any) -> Any:
 
 
 def judge_across_days(
-    lake: Any, partitions: Any, quality_config: Any, run: StageRun, semantic: Any = None
+    lake: Any, partitions: Any, quality_config: Any, run: StageRun, semantic: Any = None, *, decided_by: str = ""
 ) -> list[str]:
     """Duplicates across days after the run's commit (dedup.cross_day.reconcile): the run's days against the
     earlier ones, and the later days they affect. With ``semantic`` (SemanticDedupConfig, from ``semantic_rule``),
@@ -251,15 +255,17 @@ def judge_across_days(
             lake.ensure_table(table)
         days = [d.isoformat() for d in partitions.days()]
         run.extra["semantic_indexed"] = sum(call_each(index_day, [(lake, d, semantic) for d in days], on_ray=True))
-        run.extra["semantic_pairs"] = 0
+        pairs_of: dict[str, int] = {}  # by day: a judgement made again asks again
 
         def found(day: str) -> Any:
             (matches,) = call_each(matches_of_day, [(lake, day, semantic)], on_ray=True)
-            run.extra["semantic_pairs"] += len(matches.pairs)
+            pairs_of[day] = len(matches.pairs)
             return matches
 
     near = quality_config.near_dup_config()
-    reconciled = reconcile(lake, partitions, near, semantic=found)
+    reconciled = reconcile(lake, partitions, near, semantic=found, decided_by=decided_by)
+    if semantic is not None:
+        run.extra["semantic_pairs"] = sum(pairs_of.values())
     for day in reconciled.changed_days:
         if day in run.per_partition:  # its figures were counted before the other days were compared with it
             run.per_partition[day] = spec.figures_of(lake.read_partitions("filtered_clips", PartitionRange.of([day])))

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from videolake.platform.lake import PartitionRange
+from videolake.platform.lake_files import RETENTION_HOURS, past_retention
 from videolake.platform.objectstore import ObjectStore
 from videolake.platform.progress import StageReporter
 from videolake.platform.schemas import PARTITION_COLUMN, TRAINING_SHARDS, table_spec
@@ -380,10 +381,21 @@ def recompute_units_without_samples(
 
 
 def remove_stale_shards(
-    lake: Any, store: ObjectStore, partitions: PartitionRange, config: ShardConfig, version: str
+    lake: Any,
+    store: ObjectStore,
+    partitions: PartitionRange,
+    config: ShardConfig,
+    version: str,
+    *,
+    retention_hours: float = RETENTION_HOURS,
+    now_s: float | None = None,
 ) -> int:
-    """Delete the shards of the run's days that the committed table does not name and no release references, and
-    the sample fragments of other stage versions of those days. Returns the shards deleted."""
+    """Delete the shards of the run's days that the committed table does not name, no release references (nor
+    a release being created) and that are older than the retention, and the sample fragments of other stage
+    versions of those days older than the retention. Returns the shards deleted.
+
+    Why the age: a shard that no committed version names may be one another attempt of the day has just packed
+    and is about to commit, or one an older table version (inside Delta's retention) still names."""
     from videolake.platform.releases.manifest import referenced_shard_uris
 
     current = set(lake.read_partitions(TABLE, partitions, columns=["shard_uri"]).column("shard_uri").to_pylist())
@@ -392,7 +404,12 @@ def remove_stale_shards(
     for d in partitions.days():
         day = d.isoformat()
         for obj in store.list(f"{config.prefix}/{day}/"):
-            if not obj.is_folder and obj.key.endswith(".tar") and store.uri(obj.key) not in keep:
+            if (
+                not obj.is_folder
+                and obj.key.endswith(".tar")
+                and store.uri(obj.key) not in keep
+                and past_retention(obj.modified_s, retention_hours, now_s)
+            ):
                 store.delete(obj.key)
                 removed += 1
     samples = f"{config.prefix}/{SAMPLES_DIR}/"
@@ -403,6 +420,7 @@ def remove_stale_shards(
             and len(parts) >= 3
             and parts[0] != version
             and parts[1] in {d.isoformat() for d in partitions.days()}
+            and past_retention(obj.modified_s, retention_hours, now_s)
         ):
             store.delete(obj.key)
     return removed
