@@ -73,6 +73,77 @@ def test_a_failed_run_posts_its_job_partition_step_and_error(receiver):
     ), text
 
 
+def _run_retries() -> dict:
+    """The run_retries settings of the instance `make ui` runs (dagster.yaml): max_retries 2, no retry of an asset
+    failure."""
+    import pathlib
+
+    import yaml
+
+    return yaml.safe_load((pathlib.Path(__file__).parents[2] / "dagster.yaml").read_text())["run_retries"]
+
+
+def _alert_on(instance: dg.DagsterInstance, run_id: str, url: str) -> None:
+    """One evaluation of the run-failure sensor on the run's failure, as the daemon's tick makes it."""
+    run = instance.get_run_by_id(run_id)
+    (failure,) = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+    context = dg.build_run_status_sensor_context(
+        sensor_name="videolake_run_failure_alert",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=failure.dagster_event,
+        resources={"alert_webhook": AlertWebhookResource(url=url)},
+    )
+    run_failure_alert(context.for_run_failure())
+
+
+def test_a_run_that_dagster_will_retry_does_not_post_its_last_retry_does(receiver):
+    """Dagster's own retry decision, on an instance with the run_retries of dagster.yaml: a run whose worker died
+    (failed from outside its steps) is retried twice, so it and its first retry do not post and the second retry,
+    the last, does; an asset failure is never retried, so it posts at once."""
+    from dagster._core.storage.tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG, ROOT_RUN_ID_TAG, WILL_RETRY_TAG
+    from dagster._core.test_utils import create_run_for_test
+
+    url, got = receiver
+    settings = _run_retries()
+    assert settings == {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False}
+    with dg.instance_for_test(overrides={"run_retries": settings}) as instance:
+        # the original run and the daemon's two retries (with the tags of its re-executions: Dagster counts a
+        # run's retries by its root run tag), each failed as run monitoring fails a run whose worker is gone
+        root = create_run_for_test(instance, job_name="videolake_job", tags={"dagster/partition": "2026-03-04"})
+        parent = root
+        for number in range(3):
+            run = parent
+            if number:
+                run = create_run_for_test(
+                    instance,
+                    job_name="videolake_job",
+                    tags={
+                        "dagster/partition": "2026-03-04",
+                        RETRY_NUMBER_TAG: str(number),
+                        ROOT_RUN_ID_TAG: root.run_id,
+                        PARENT_RUN_ID_TAG: parent.run_id,
+                    },
+                    root_run_id=root.run_id,
+                    parent_run_id=parent.run_id,
+                )
+            instance.report_run_failed(run, message="Run worker process 4242 is no longer alive")
+            will_retry = number < 2
+            assert instance.get_run_by_id(run.run_id).tags[WILL_RETRY_TAG] == str(will_retry).lower()
+            _alert_on(instance, run.run_id, url)
+            assert len(got) == (0 if will_retry else 1), number
+            parent = run
+        assert got[0]["text"] == (
+            f":red_circle: videolake run {parent.run_id} of videolake_job failed on automatic retry 2 (partitions "
+            "2026-03-04; failed steps: -): Run worker process 4242 is no longer alive"
+        ), got[0]["text"]
+        # an asset failure: not retried (retry_on_asset_or_op_failure false), alerted at once
+        failed = dg.materialize([breaks], partition_key="2026-03-05", instance=instance, raise_on_error=False)
+        assert instance.get_run_by_id(failed.run_id).tags[WILL_RETRY_TAG] == "false"
+        _alert_on(instance, failed.run_id, url)
+        assert len(got) == 2 and "RuntimeError: the landing bucket is gone" in got[1]["text"]
+
+
 @dg.asset(partitions_def=dg.DailyPartitionsDefinition(start_date="2026-01-01"))
 def gated() -> None:
     return None

@@ -1,17 +1,23 @@
 """Semantic duplicates across days through the cluster index (dedup.semantic_index), on a real Delta lake: a copy
 landed on a later day is a `semantic` duplicate naming the earlier day's clip, a chain across three days names the
-first clip, the verdicts are the same whatever order the days are materialized in, and a day reads the vectors of
-the earlier clusters that can hold a duplicate only, not every earlier vector."""
+first clip, the verdicts are the same whatever order the days are materialized in, a day reads the vectors of the earlier
+clusters that can hold a duplicate only, not every earlier vector, and a day's vectors and clusters are one commit:
+a process killed while indexing leaves them matching (an index of an older videolake, whose clusters were a table of
+their own, is indexed again)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from videolake.platform.dedup.cross_day import reconcile
-from videolake.platform.dedup.semantic_index import CLUSTERS_TABLE, INDEX_TABLE, index_day, matches_of_day
+from videolake.platform.dedup.semantic_index import INDEX_TABLE, index_day, matches_of_day
 from videolake.platform.embedding.semantic import SemanticDedupConfig
 from videolake.platform.lake import Lake, PartitionRange, rows_to_table
 from videolake.platform.schemas import CLIP_EMBEDDINGS, FILTERED_CLIPS
@@ -81,6 +87,13 @@ def _materialize(lake: Lake, day: dt.date, vectors: dict[str, np.ndarray]) -> li
     return reconcile(lake, PartitionRange.of([day.isoformat()]), semantic=lambda d: matches_of_day(lake, d, CONFIG))
 
 
+def _clusters(lake: Lake, days: PartitionRange) -> pa.Table:
+    """The cluster rows of the index in ``days``: the rows that carry their cluster (a radius; filtered in memory,
+    as pyarrow keeps every row of a file without the column under ``is_valid``, see semantic_index)."""
+    rows = lake.read_partitions(INDEX_TABLE, days)
+    return rows.filter(pc.is_valid(rows.column("radius")))
+
+
 def _verdicts(lake: Lake) -> dict[str, tuple]:
     rows = lake.read_partitions("filtered_clips", PartitionRange(A, C + dt.timedelta(days=1))).to_pylist()
     return {
@@ -131,7 +144,7 @@ def test_verdicts_do_not_depend_on_materialization_order(in_date_order, days, tm
 
 
 def test_a_day_reads_only_the_clusters_that_can_hold_a_duplicate(in_date_order, days):
-    clusters = in_date_order.read_partitions(CLUSTERS_TABLE, PartitionRange(A, B + dt.timedelta(days=1)))
+    clusters = _clusters(in_date_order, PartitionRange(A, B + dt.timedelta(days=1)))
     assert clusters.num_rows == 14  # A and B: 13 vectors each, k = 7
     found = matches_of_day(in_date_order, C.isoformat(), CONFIG)
     assert 2 <= found.clusters_read <= 4  # those of a_orig and b_copy (and a neighbour that k-means put with them)
@@ -175,7 +188,7 @@ def test_vectors_of_another_model_are_never_compared(tmp_path):
     for day, model in ((A, "model-a"), (B, "model-b"), (C, "model-a")):
         _land(lake, day, {f"{day:%d}{k}": v for k, v in vectors.items()}, model=model)
         index_day(lake, day.isoformat(), exact)
-    clusters = lake.read_partitions(CLUSTERS_TABLE, PartitionRange(A, C + dt.timedelta(days=1)))
+    clusters = _clusters(lake, PartitionRange(A, C + dt.timedelta(days=1)))
     assert {(r["partition_date"], r["model"]) for r in clusters.to_pylist()} == {
         (A, "model-a"),
         (B, "model-b"),
@@ -186,3 +199,88 @@ def test_vectors_of_another_model_are_never_compared(tmp_path):
     # the same model on C: every vector is an exact copy of A's
     on_c = matches_of_day(lake, C.isoformat(), exact)
     assert sorted(on_c.pairs) == sorted((f"03{k}", f"01{k}") for k in vectors)
+
+
+class _Killed(Exception):
+    """The process indexing a day was killed here."""
+
+
+@dataclass(frozen=True)
+class _KilledAfter(Lake):
+    """A lake whose process is killed after ``writes`` Delta commits: the next write raises before it commits."""
+
+    writes: int = 1
+    done: list = field(default_factory=list)
+
+    def write_partitions(self, table, data, partitions):
+        if len(self.done) >= self.writes:
+            raise _Killed(f"killed before writing {table}")
+        self.done.append(table)
+        return super().write_partitions(table, data, partitions)
+
+
+def _assert_consistent(lake: Lake, day: dt.date) -> pa.Table:
+    """Every vector of the day's index lies within the radius of its cluster as the index records it; returns the
+    day's index rows."""
+    rows = lake.read_partitions(INDEX_TABLE, PartitionRange.of([day.isoformat()]))
+    heads = {r["cluster"]: r for r in rows.filter(pc.is_valid(rows.column("radius"))).to_pylist()}
+    assert set(heads) == set(rows.column("cluster").to_pylist())
+    for r in rows.to_pylist():
+        c = heads[r["cluster"]]
+        assert np.linalg.norm(np.array(r["embedding"]) - np.array(c["centroid"])) <= c["radius"] + 1e-5, r["clip_id"]
+    return rows
+
+
+@pytest.mark.parametrize("writes", [0, 1], ids=["killed-before-the-first-write", "killed-after-the-first-write"])
+def test_a_day_killed_while_indexed_keeps_vectors_and_clusters_that_match(days, tmp_path, writes):
+    """Day A indexed, then landed again with other vectors (the first ones negated) and indexed by a process that is
+    killed after ``writes`` commits: whatever the point, the index holds A's vectors with their own clusters, and a
+    lookup from B, which holds a copy of one of A's new vectors, finds exactly the pairs the index's vectors make.
+    (With the clusters in a second commit, a kill after the first left A's new vectors under the old vectors'
+    clusters, whose radii hid the copy.)"""
+    lake = Lake(root=str(tmp_path / "lake"))
+    first = days[A]
+    again = {f"{k}_again": -v for k, v in first.items()}
+    _land(lake, A, first)
+    index_day(lake, A.isoformat(), CONFIG)
+    _land(lake, B, {"b_copy_of_again": again["a_other00_again"]})
+    index_day(lake, B.isoformat(), CONFIG)
+    _land(lake, A, again)
+    with contextlib.suppress(_Killed):
+        index_day(_KilledAfter(root=lake.root, writes=writes), A.isoformat(), CONFIG)
+    indexed = _assert_consistent(lake, A)
+    assert sorted(indexed.column("clip_id").to_pylist()) == sorted(first if writes == 0 else again)
+    held = dict(zip(indexed.column("clip_id").to_pylist(), indexed.column("embedding").to_pylist()))
+    expected = [("b_copy_of_again", k) for k, v in held.items() if float(np.dot(v, again["a_other00_again"])) >= 0.99]
+    assert expected == ([] if writes == 0 else [("b_copy_of_again", "a_other00_again")])
+    assert matches_of_day(lake, B.isoformat(), CONFIG).pairs == expected
+
+
+def test_an_index_of_an_older_videolake_is_indexed_again(days, tmp_path):
+    """A day indexed by an older videolake (vectors without cluster rows: its clusters were the table
+    semantic_clusters, committed apart) is indexed again by the first lookup that meets it, its clusters then
+    committed with its vectors; a later copy of one of its clips is found."""
+    from deltalake import write_deltalake
+
+    lake = Lake(root=str(tmp_path / "lake"))
+    _land(lake, A, days[A])
+    old = pa.table(  # the older columns; every vector under one cluster, as clusters of another run might say
+        {
+            "clip_id": pa.array(sorted(days[A]), pa.string()),
+            "cluster": pa.array([0] * len(days[A]), pa.int32()),
+            "embedding": pa.array([days[A][k].tolist() for k in sorted(days[A])], pa.list_(pa.float32())),
+            "partition_date": pa.array([A] * len(days[A]), pa.date32()),
+        }
+    )
+    write_deltalake(lake.table_uri(INDEX_TABLE), old, partition_by=["partition_date"])
+    _land(lake, B, {"b_copy": days[B]["b_copy"]})
+    index_day(lake, B.isoformat(), CONFIG)  # the table gains the cluster columns; A's rows have none
+    assert _clusters(lake, PartitionRange.of([A.isoformat()])).num_rows == 0
+    found = matches_of_day(lake, B.isoformat(), CONFIG)
+    assert found.pairs == [("b_copy", "a_orig")] and found.earlier == [("a_orig", A)]
+    assert _clusters(lake, PartitionRange.of([A.isoformat()])).num_rows == 7  # 13 vectors, k = 7
+    _assert_consistent(lake, A)
+    # a day left without vectors has no file, so it is never taken for an older index
+    _land(lake, B, {})
+    index_day(lake, B.isoformat(), CONFIG)
+    assert lake.partition_days(INDEX_TABLE) == {A}

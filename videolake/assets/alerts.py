@@ -2,8 +2,11 @@
 
 Open-source Dagster has no alert policies; sensors do it. Three sensors, all running by default:
 
-- ``videolake_run_failure_alert`` (a run-failure sensor): every failed run of the code location, with its job, its
-  partitions, the step that failed and the error's first line;
+- ``videolake_run_failure_alert`` (a run-failure sensor): every failed run of the code location that Dagster will not
+  retry, with its job, its partitions, the step that failed and the error's first line. A run that the run-retry
+  daemon will re-execute (dagster.yaml ``run_retries``: a dead worker, up to ``max_retries`` times) is not alerted:
+  its retry may well succeed, and a retry that fails again is a failed run of its own, alerted when it is the last
+  (``will_be_retried``);
 - ``videolake_gate_failure_alert``: every gate (asset check) evaluation that did not pass, blocking or warning, with
   its asset, partition and description, posted when its run ends. A blocking gate also fails its run (and so raises
   the run alert); a warning does not, and is seen only here;
@@ -46,6 +49,29 @@ def _first_line(text: str | None, n: int = 300) -> str:
     return line if len(line) <= n else line[: n - 1] + "…"
 
 
+def will_be_retried(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether the run-retry daemon will re-execute this failed run: Dagster's own decision, never ours.
+
+    Why Dagster's: it alone knows the count (``max_retries`` of the instance's ``run_retries`` or the run's
+    ``dagster/max_retries`` tag, against the runs already in the run's retry group) and the kinds of failure it
+    retries (``retry_on_asset_or_op_failure``). It records the decision on the failed run as the tag
+    ``dagster/will_retry`` when it stores the run's failure (videolake's instance before the failure event is
+    visible, Dagster's own just after); the daemon retries exactly the runs tagged true. Without the tag (a sensor
+    tick between Dagster's two writes) the decision is computed by the same function Dagster tags it with."""
+    from dagster._core.events import RunFailureReason
+    from dagster._core.execution.retries import auto_reexecution_should_retry_run
+    from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG, WILL_RETRY_TAG
+    from dagster._utils.tags import get_boolean_tag_value
+
+    if not instance.run_retries_enabled:  # no daemon retries anything
+        return False
+    tag = run.tags.get(WILL_RETRY_TAG)
+    if tag is not None:
+        return get_boolean_tag_value(tag, default_value=False)
+    reason = run.tags.get(RUN_FAILURE_REASON_TAG)
+    return auto_reexecution_should_retry_run(instance, run, RunFailureReason(reason) if reason else None)
+
+
 def run_failure_text(run: dg.DagsterRun, message: str | None, failed_steps: list[str]) -> str:
     partitions = (
         run.tags.get("videolake/partitions")
@@ -57,8 +83,10 @@ def run_failure_text(run: dg.DagsterRun, message: str | None, failed_steps: list
         )
     )
     steps = ", ".join(failed_steps) or "-"
+    retries = run.tags.get("dagster/retry_number")  # on a run the daemon started as the retry of a failed one
+    attempts = f" on automatic retry {retries}" if retries else ""
     return (
-        f":red_circle: videolake run {run.run_id} of {run.job_name} failed (partitions {partitions}; "
+        f":red_circle: videolake run {run.run_id} of {run.job_name} failed{attempts} (partitions {partitions}; "
         f"failed steps: {steps}): {_first_line(message)}"
     )
 
@@ -66,9 +94,13 @@ def run_failure_text(run: dg.DagsterRun, message: str | None, failed_steps: list
 @dg.run_failure_sensor(
     name="videolake_run_failure_alert",
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Posts every failed run of the code location to the alert webhook.",
+    description="Posts every failed run of the code location that Dagster will not retry to the alert webhook.",
 )
 def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertWebhookResource):
+    run = context.dagster_run
+    if will_be_retried(context.instance, run):
+        context.log.info("run %s failed and will be retried by Dagster: not alerted", run.run_id)
+        return dg.SkipReason(f"run {run.run_id} will be retried: its last failure, if any, is alerted")
     steps = context.get_step_failure_events()
     failed_steps = sorted({e.step_key for e in steps if e.step_key})
     message = context.failure_event.message
@@ -78,7 +110,8 @@ def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertW
         if cause is not None:
             message = cause.message  # Dagster's message starts with the exception's class name
             break
-    alert_webhook.post(run_failure_text(context.dagster_run, message, failed_steps), context.log)
+    alert_webhook.post(run_failure_text(run, message, failed_steps), context.log)
+    return None
 
 
 def gate_failure_text(check: str, partition: str | None, severity: str, description: str | None) -> str:

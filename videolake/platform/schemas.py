@@ -707,6 +707,8 @@ NEAR_DUP_INDEX = pa.schema(
         pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
     ]
 )
+# A day's vectors and its clusters in one table, so that one Delta commit replaces both (dedup.semantic_index): the
+# cluster columns are set on the first row of each cluster only, null elsewhere (and on the rows of an older index).
 SEMANTIC_INDEX = pa.schema(
     [
         pa.field("clip_id", pa.string(), nullable=False, metadata={"description": "clip_embeddings.clip_id"}),
@@ -714,7 +716,7 @@ SEMANTIC_INDEX = pa.schema(
             "cluster",
             pa.int32(),
             nullable=False,
-            metadata={"description": "the vector's k-means cluster among its day's (semantic_clusters.cluster)"},
+            metadata={"description": "the vector's k-means cluster among its day's"},
         ),
         pa.field(
             "embedding",
@@ -722,42 +724,43 @@ SEMANTIC_INDEX = pa.schema(
             nullable=False,
             metadata={"description": "the clip's L2-normalised embedding (clip_embeddings.embedding)"},
         ),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
-    ]
-)
-SEMANTIC_CLUSTERS = pa.schema(
-    [
-        pa.field("cluster", pa.int32(), nullable=False, metadata={"description": "the cluster's number in its day"}),
         pa.field(
             "centroid",
             pa.list_(pa.float32()),
-            nullable=False,
-            metadata={"description": "the mean of the cluster's vectors (not normalised)"},
+            nullable=True,
+            metadata={"description": "on the first row of a cluster: the mean of its vectors (not normalised)"},
         ),
         pa.field(
             "radius",
             pa.float64(),
-            nullable=False,
-            metadata={"description": "the largest Euclidean distance of a member vector from the centroid"},
+            nullable=True,
+            metadata={
+                "description": "on the first row of a cluster: the largest Euclidean distance of a member vector from "
+                "the centroid (set exactly on the rows that carry their cluster)"
+            },
         ),
-        pa.field("members", pa.int64(), nullable=False, metadata={"description": "vectors in the cluster"}),
+        pa.field(
+            "members",
+            pa.int64(),
+            nullable=True,
+            metadata={"description": "on the first row of a cluster: the vectors in the cluster"},
+        ),
         pa.field(
             "model",
             pa.string(),
-            nullable=True,  # absent from the clusters of an older videolake: those are compared by dimension only
+            nullable=True,
             metadata={
-                "description": "the model of the cluster's vectors (clip_embeddings.model); clusters of another "
-                "model are never compared"
+                "description": "on the first row of a cluster: the model of its vectors (clip_embeddings.model); "
+                "clusters of another model are never compared (null: an unknown model, compared by dimension only)"
             },
         ),
-        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the cluster's partition"}),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata={"description": "the clip's partition"}),
     ]
 )
 # written by filtered_clips (dedup.cross_day, dedup.semantic_index)
 INDEX_TABLES: dict[str, pa.Schema] = {
     "near_dup_index": NEAR_DUP_INDEX,
-    "semantic_index": SEMANTIC_INDEX,
-    "semantic_clusters": SEMANTIC_CLUSTERS,
+    "semantic_index": SEMANTIC_INDEX,  # its clusters too: an older lake's semantic_clusters table is no longer read
 }
 
 # Parquet encodings of columns, per table, that every writer of the table uses (Lake.write_partitions), like its schema.

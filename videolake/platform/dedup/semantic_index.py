@@ -5,12 +5,17 @@ within a cluster with cosine similarity >= 1 - eps. Across days the same thresho
 every such pair without reading all earlier vectors:
 
 * ``index_day`` (after a filtered_clips commit, one Ray task per day of the run) clusters the day's ok vectors of
-  clip_embeddings (k = clips / items_per_cluster, seeded) and writes two tables beside the asset tables:
-  ``semantic_index`` (one row per vector: clip_id, its cluster, the vector; the day's file sorted by cluster) and
-  ``semantic_clusters`` (one row per cluster: its centroid, its radius, the largest distance of a member from the
-  centroid, and its size).
-* ``matches_of_day`` (one Ray task per judged day) reads the day's own rows, then the cluster table of the other
-  days (one row per ~``items_per_cluster`` clips), and reads by predicate only the vectors of the earlier days'
+  clip_embeddings (k = clips / items_per_cluster, seeded) and replaces the day's rows of ``semantic_index``, in one
+  Delta commit: one row per vector (clip_id, its cluster, the vector; the day's file sorted by cluster), and on the
+  first row of each cluster the cluster itself: its centroid, its radius (the largest distance of a member from the
+  centroid), its size and the model. Why one table: Delta commits one table at a time, and clusters written in a
+  commit of their own (an older videolake's ``semantic_clusters`` table) could be killed after the vectors, leaving
+  cluster numbers and radii that do not describe the day's vectors; a pruning by such a radius loses pairs. Every
+  state of one table is a day's vectors with their own clusters. A day whose rows carry no cluster (indexed by that
+  older videolake) is indexed again by the first lookup that meets it (``_cluster_rows``).
+* ``matches_of_day`` (one Ray task per judged day) reads the day's own rows, then the cluster rows of the other
+  days (one per ~``items_per_cluster`` clips: their columns are null on every other row, so the read is small), and
+  reads by predicate only the vectors of the earlier days'
   clusters that can hold a vector within eps of one of the day's: for unit vectors ``cos(a, b) >= 1 - eps`` is
   ``|a - b| <= sqrt(2 eps)``, so (triangle inequality) ``b``'s cluster ``c`` with radius ``r`` can only hold one
   when ``|a - c| <= r + sqrt(2 eps)``. The bound is exact: no pair is lost at a cluster boundary, unlike within a
@@ -26,6 +31,7 @@ calls everything alike) makes more clusters candidates, never a wrong verdict.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +39,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.schemas import PARTITION_COLUMN
+from videolake.platform.schemas import LAKE_SCHEMAS, PARTITION_COLUMN
+
+log = logging.getLogger(__name__)
 
 INDEX_TABLE = "semantic_index"
-CLUSTERS_TABLE = "semantic_clusters"
 EMBEDDINGS_TABLE = "clip_embeddings"
+# The columns of a day's cluster rows: set on the first row of each cluster only (``radius`` marks them).
+_CLUSTER_COLUMNS = ["cluster", "centroid", "radius", "model", PARTITION_COLUMN]
 # Slack added to every radius bound: float32 vectors and float64 arithmetic never lose a pair at the bound.
 _SLACK = 1e-6
 
@@ -69,16 +78,21 @@ def _vectors(t: pa.Table, column: str = "embedding") -> np.ndarray:
     return unit_rows(flat.reshape(t.num_rows, -1))
 
 
-def _list_array(rows: np.ndarray) -> pa.Array:
-    """A list<float32> array of the rows of a 2-d array (no Python loop over rows)."""
+def _list_array(rows: np.ndarray, present: np.ndarray | None = None) -> pa.Array:
+    """A list<float32> array of the rows of a 2-d array (no Python loop over rows); with ``present`` (bool, one per
+    element of the array), the rows go to the True elements in order and the others are null."""
     n, dim = rows.shape if rows.ndim == 2 else (0, 0)
-    offsets = pa.array(np.arange(n + 1, dtype=np.int32) * dim, pa.int32())
-    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(rows, np.float32).reshape(-1), pa.float32()))
+    if present is None:
+        present = np.ones(n, dtype=bool)
+    counts = np.concatenate([[0], np.cumsum(present, dtype=np.int64)])
+    offsets = pa.array((counts * dim).astype(np.int32), pa.int32())
+    values = pa.array(np.ascontiguousarray(rows, np.float32).reshape(-1), pa.float32())
+    return pa.ListArray.from_arrays(offsets, values, mask=pa.array(~present) if not present.all() else None)
 
 
 def index_day(lake: Any, day: str, config: Any) -> int:
     """Cluster ``day``'s ok vectors of clip_embeddings (``config``: SemanticDedupConfig) and replace the day's rows
-    of the index and cluster tables; returns the vectors indexed (0: the day's rows are removed)."""
+    of the index, vectors and clusters in one commit; returns the vectors indexed (0: the day's rows are removed)."""
     from videolake.platform.embedding.semantic import kmeans
     from videolake.platform.stages.embed import day_vectors
 
@@ -93,32 +107,27 @@ def index_day(lake: Any, day: str, config: Any) -> int:
         radius = np.zeros(len(centroids))
         np.maximum.at(radius, labels, np.linalg.norm(x - centroids[labels], axis=1))
         sizes = np.bincount(labels, minlength=len(centroids))
-        used = np.flatnonzero(sizes)
         order = np.lexsort((np.asarray(ids), labels))
     else:
-        labels, order, used = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        labels, order = np.zeros(0, np.int64), np.zeros(0, np.int64)
         centroids, radius, sizes = np.zeros((0, 0)), np.zeros(0), np.zeros(0, np.int64)
+    cluster = labels[order]
+    first = np.ones(len(order), dtype=bool)  # the first row of each cluster carries the cluster
+    first[1:] = cluster[1:] != cluster[:-1]
+    heads, others = cluster[first], ~first
     index = pa.table(
         {
             "clip_id": pa.array([ids[i] for i in order], pa.string()),
-            "cluster": pa.array(labels[order], pa.int32()),
+            "cluster": pa.array(cluster, pa.int32()),
             "embedding": _list_array(x32[order] if ids else np.zeros((0, 0), np.float32)),
+            "centroid": _list_array(centroids[heads].astype(np.float32), first),
+            "radius": pa.array(radius[cluster], pa.float64(), mask=others),
+            "members": pa.array(sizes[cluster], pa.int64(), mask=others),
+            "model": pa.array([model if f else None for f in first.tolist()], pa.string()),
             PARTITION_COLUMN: pa.array([date] * len(order), pa.date32()),
         }
     )
-    clusters = pa.table(
-        {
-            "cluster": pa.array(used, pa.int32()),
-            "centroid": _list_array(centroids[used].astype(np.float32)),
-            "radius": pa.array(radius[used], pa.float64()),
-            "members": pa.array(sizes[used], pa.int64()),
-            "model": pa.array([model] * len(used), pa.string()),
-            PARTITION_COLUMN: pa.array([date] * len(used), pa.date32()),
-        }
-    )
-    rng = _day_range(day)
-    lake.write_partitions(INDEX_TABLE, index, rng)
-    lake.write_partitions(CLUSTERS_TABLE, clusters, rng)
+    lake.write_partitions(INDEX_TABLE, index, _day_range(day))
     return len(ids)
 
 
@@ -127,6 +136,32 @@ def _day_model(lake: Any, day: str) -> str | None:
     t = lake.read_partitions(EMBEDDINGS_TABLE, _day_range(day), columns=["model"], where=pc.field("status") == "ok")
     models = pc.unique(t.column("model")).to_pylist() if t.num_rows else []
     return models[0] if len(models) == 1 else None
+
+
+def _cluster_rows(lake: Any, config: Any) -> pa.Table:
+    """The cluster rows of every day of the index (``_CLUSTER_COLUMNS``). A day with vectors and no cluster row was
+    indexed by an older videolake, whose clusters were a table of their own that may not match the vectors (and is
+    no longer read): it is indexed again here, from clip_embeddings, as ``index_day`` would after its next
+    materialization. A day has vectors exactly when the Delta log holds a file of it (an empty day has none)."""
+    if "radius" not in lake.column_names(INDEX_TABLE):  # not written since the index took the clusters in
+        clusters = LAKE_SCHEMAS[INDEX_TABLE].empty_table().select(_CLUSTER_COLUMNS)
+    else:
+        clusters = _read_cluster_rows(lake)
+    older = sorted(lake.partition_days(INDEX_TABLE) - set(clusters.column(PARTITION_COLUMN).to_pylist()))
+    if not older:
+        return clusters
+    log.info("semantic_index: %d day(s) without cluster rows (an older index), indexed again: %s", len(older), older)
+    for day in older:
+        index_day(lake, day.isoformat(), config)
+    return _read_cluster_rows(lake)
+
+
+def _read_cluster_rows(lake: Any) -> pa.Table:
+    """The rows that carry a cluster. Why ``radius >= 0`` and not ``is_valid``, and the filter again in memory: a
+    file written before the column existed gets from delta-rs a guarantee (``radius >= null``) under which pyarrow
+    takes ``is_valid(radius)`` as true and keeps every row of the file (pyarrow 26, deltalake's dataset)."""
+    t = lake.read_where(INDEX_TABLE, _CLUSTER_COLUMNS, pc.field("radius") >= 0.0)
+    return t.filter(pc.is_valid(t.column("radius")))
 
 
 def _within_bound(
@@ -169,6 +204,7 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
     if not lake.exists(INDEX_TABLE):
         return out
     date = dt.date.fromisoformat(day)
+    clusters = _cluster_rows(lake, config)  # first: it may index the day itself again
     own = lake.read_partitions(INDEX_TABLE, _day_range(day), columns=["clip_id", "cluster", "embedding"])
     if own.num_rows == 0:
         return out
@@ -177,15 +213,12 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
     labels = own.column("cluster").to_numpy()
     for a, b in duplicate_pairs(x, labels, config.eps, config.block_rows):
         out.pairs.append((ids[int(a)], ids[int(b)]))
-    clusters = lake.read_where(
-        CLUSTERS_TABLE, ["cluster", "centroid", "radius", "model", PARTITION_COLUMN], pc.field(PARTITION_COLUMN) != date
-    )
+    on_day = pc.equal(clusters.column(PARTITION_COLUMN), pa.scalar(date, pa.date32()))
+    own_models = pc.unique(clusters.filter(on_day).column("model")).to_pylist()
+    clusters = clusters.filter(pc.invert(on_day))
     if clusters.num_rows == 0:
         return out
     dim = x.shape[1]
-    own_models = pc.unique(
-        lake.read_partitions(CLUSTERS_TABLE, _day_range(day), columns=["model"]).column("model")
-    ).to_pylist()
     model = own_models[0] if len(own_models) == 1 else None
     lengths = pc.list_value_length(clusters.column("centroid")).to_numpy(zero_copy_only=False)
     same = lengths == dim

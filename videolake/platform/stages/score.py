@@ -248,11 +248,10 @@ def judge_across_days(
     spec = table_spec("filtered_clips")
     found = None
     if semantic is not None:
-        from videolake.platform.dedup.semantic_index import CLUSTERS_TABLE, INDEX_TABLE, index_day, matches_of_day
+        from videolake.platform.dedup.semantic_index import INDEX_TABLE, index_day, matches_of_day
         from videolake.platform.units import call_each
 
-        for table in (INDEX_TABLE, CLUSTERS_TABLE):  # created here once: the day tasks then only overwrite their days
-            lake.ensure_table(table)
+        lake.ensure_table(INDEX_TABLE)  # created here once: the day tasks then only overwrite their days
         days = [d.isoformat() for d in partitions.days()]
         run.extra["semantic_indexed"] = sum(call_each(index_day, [(lake, d, semantic) for d in days], on_ray=True))
         pairs_of: dict[str, int] = {}  # by day: a judgement made again asks again
