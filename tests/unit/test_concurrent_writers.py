@@ -257,3 +257,32 @@ def test_every_version_of_a_day_reads_after_later_commits(tmp_path):
     lake.commit_files("raw_videos", [data_file(lake, D1, ["c"], "attempt")], day(D1), token="attempt")
     assert [ids(lake, D1, v) for v in (v0, v1)] == [["w1"], ["w1", "w2"]]
     assert ids(lake, D1) == ["c"]
+
+
+def test_clips_cut_before_their_video_was_found_a_copy_leave_filtered_clips(tmp_path):
+    """Item 8: D2's run cut and scored its video v1 before D1's run landed the same bytes and marked D2's v1 a copy
+    (raw_videos). Run one after another, D2 would have no clip of v1: D1's judgement removes them (counted), and
+    D2's other clip stays."""
+    from videolake.platform.dedup.cross_day import reconcile
+    from videolake.platform.dedup.exact import reconcile_copies
+
+    lake = Lake(str(tmp_path))
+    lake.write_partitions(
+        "raw_videos",
+        rows_to_table([video("v1", D2, "copy.mp4"), video("v2", D2, "new.mp4")], RAW_VIDEOS),
+        day(D2),
+    )
+    d2 = [
+        {**clip("c2", D2, fingerprint(5, frames=16)), "video_id": "v1"},
+        {**clip("n2", D2, fingerprint(6, frames=16)), "video_id": "v2"},
+    ]
+    lake.write_partitions("filtered_clips", rows_to_table(d2, FILTERED_CLIPS), day(D2))
+    reconcile(lake, day(D2), CONFIG)
+    # D1's run: its raw_videos marks D2's v1 a copy, then its filtered_clips is judged
+    lake.write_partitions("raw_videos", rows_to_table([video("v1", D1, "orig.mp4")], RAW_VIDEOS), day(D1))
+    reconcile_copies(lake, day(D1))
+    d1 = [{**clip("c1", D1, fingerprint(5, frames=16)), "video_id": "v1"}]
+    lake.write_partitions("filtered_clips", rows_to_table(d1, FILTERED_CLIPS), day(D1))
+    out = reconcile(lake, day(D1), CONFIG)
+    assert out.clips_of_copies == 1 and out.outside_run == [D2.isoformat()]
+    assert verdicts(lake) == {"c1": (True, None), "n2": (True, None)}

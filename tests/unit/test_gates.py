@@ -389,6 +389,19 @@ def test_scene_clip_video_known_fails_for_rejected_and_unknown_videos(cfg):
     assert_failed(r, {"unknown_video": 2}, (clip_id("v5", 0, 10), clip_id("vX", 0, 10)))
 
 
+def test_clips_of_a_video_marked_a_copy_after_the_split_are_known_and_range_checked(cfg):
+    """Days that run at the same time: another day's run marked v6 a copy after this day cut it. Its clips are
+    stale (filtered_clips removes them), not unknown; a clip past its end still fails, and coverage asks nothing of
+    a copy."""
+    raw = good_raw_rows() + [raw_row("v6", status="duplicate", duplicate_of_date=D - dt.timedelta(days=1))]
+    rows = good_clip_rows() + clips_of("v6", [(0, 60), (60, 100)])
+    res = gates_clips(rows, cfg, raw)
+    assert_all_passed(res, "scene_clips")
+    assert res["coverage"].measured["videos"] == 4
+    res = gates_clips(good_clip_rows() + clips_of("v6", [(0, 60), (60, 130)]), cfg, raw)
+    assert res["frame_range_valid"].failing_ids == (clip_id("v6", 60, 130),)
+
+
 def test_scene_frame_range_valid_fails(cfg):
     rows = (
         clips_of("v1", [(0, 40), (40, 120)])  # ends after frame 100

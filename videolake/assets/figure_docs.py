@@ -53,6 +53,10 @@ FIGURE_DOCS: dict[str, tuple[str, str]] = {
     ),
     "semantic_indexed": ("clips", "embeddings of the run's days clustered into the semantic index"),
     "days_reevaluated": ("days", "days outside the run whose verdicts changed and were rewritten"),
+    "clips_of_copies_removed": (
+        "clips",
+        "rows removed from the judged days: clips of videos raw_videos marked as copies after they were cut",
+    ),
     # clip_captions
     "captions": ("clips", "clips captioned (status ok)"),
     "captions_failed": ("clips", "clips whose captioning failed, each with its error"),

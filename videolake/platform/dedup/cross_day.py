@@ -244,6 +244,7 @@ class Reconciled:
     candidates: int = 0  # clips of other days found through the index and verified
     kept_marked: int = 0  # kept clips of earlier days whose own duplicate_group was set or cleared
     indexed_days: list[str] = field(default_factory=list)  # days the index had no rows for, indexed first
+    clips_of_copies: int = 0  # rows removed: clips of videos raw_videos marked as copies after they were cut
 
 
 def _verdict_key(r: Mapping[str, Any]) -> tuple:
@@ -453,6 +454,37 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
     return changed
 
 
+def _copied_videos(lake: Any, day: dt.date) -> pa.Array:
+    """The video ids of ``day`` that raw_videos marks as copies of a video landed on an earlier day."""
+    from videolake.platform.lake import PartitionRange
+
+    raw = lake.read_partitions(
+        "raw_videos", PartitionRange.of([day.isoformat()]), ["video_id"], pc.field("status") == "duplicate"
+    )
+    return raw.column("video_id").combine_chunks()
+
+
+def _without_clips_of_copies(lake: Any, rows: pa.Table, day: dt.date) -> tuple[pa.Table, int]:
+    """The day's rows without the clips of videos that raw_videos now marks as copies, and how many went.
+
+    Why: when days run at the same time, a day may cut and score a video before another day's run finds that its
+    bytes were landed earlier (``dedup.exact``). Run one after another, that video would have no clip at all; its
+    clips are stale rows of a verdict that changed, and the raw_videos row records why (status ``duplicate``,
+    ``duplicate_of_date``). Removing them gives the table the days give in any order."""
+    copies = _copied_videos(lake, day)
+    if len(copies) == 0 or rows.num_rows == 0:
+        return rows, 0
+    stale = pc.is_in(rows.column("video_id"), value_set=copies)
+    n = pc.sum(stale).as_py() or 0
+    return (rows.filter(pc.invert(stale)), n) if n else (rows, 0)
+
+
+def _days_with_copies_of(lake: Any, days: list[dt.date]) -> set[dt.date]:
+    """Later days whose raw_videos rows are copies of a video of ``days``."""
+    expr = pc.field("duplicate_of_date").isin(pa.array(days, pa.date32())) & (pc.field(PARTITION_COLUMN) > min(days))
+    return set(lake.read_where("raw_videos", [PARTITION_COLUMN], expr).column(PARTITION_COLUMN).to_pylist())
+
+
 def _pointing(lake: Any, days: list[dt.date]) -> pa.Table:
     """The partition_date of rows of later days that name one of ``days`` as their kept clip's day."""
     expr = pc.field("duplicate_kept_date").isin(pa.array(days, pa.date32())) & (pc.field(PARTITION_COLUMN) > min(days))
@@ -511,8 +543,10 @@ def _judge(
 
     out = Reconciled(indexed_days=list(indexed_days))
     run_days = list(run.days())
-    # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept.
+    # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept; and
+    # days whose videos raw_videos now names copies of a run day's (their clips were cut before that was known).
     work = set(run_days) | set(_pointing(lake, run_days).column(PARTITION_COLUMN).to_pylist())
+    work |= _days_with_copies_of(lake, run_days)
     fresh = set(run_days) | {dt.date.fromisoformat(d) for d in out.indexed_days}  # days with new index rows
     work |= fresh
     done: set[dt.date] = set()
@@ -522,6 +556,8 @@ def _judge(
         work.discard(day)
         done.add(day)
         rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()]))
+        rows, copies = _without_clips_of_copies(lake, rows, day)
+        out.clips_of_copies += copies
         day_keys = _day_keys(rows, config)
         hits = _lookup(lake, day_keys.column("band_key").to_numpy(), day)
         earlier_pairs = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
@@ -538,7 +574,7 @@ def _judge(
         # and the day's own kept clips, before and after: later days' rows may name them (``_mark_kept`` checks)
         kept_elsewhere |= {(day, c) for c in {*_self_marks(old, day), *_self_marks(new, day)}}
         out.judged_days.append(day.isoformat())
-        changed = [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
+        changed = copies > 0 or [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
         if changed:
             from videolake.platform.lake import rows_to_table
             from videolake.platform.schemas import FILTERED_CLIPS

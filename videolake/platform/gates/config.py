@@ -237,7 +237,8 @@ GATE_DOCS: dict[str, dict[str, str]] = {
     },
     "scene_clips": {
         "clip_id_unique": "clip_id is set and unique within the partition.",
-        "clip_video_known": "every clip belongs to an ok raw_videos row of the same partition.",
+        "clip_video_known": "every clip belongs to an ok raw_videos row of the same partition, or to one that another "
+        "day's run has marked as a copy since it was cut (filtered_clips removes those clips).",
         "frame_range_valid": "0 <= start_frame < end_frame <= num_frames of the clip's video.",
         "clips_ordered_non_overlapping": "a video's clips are numbered 0, 1, ... in frame order and do not overlap.",
         "coverage": "the clips of every ok video cover at least coverage_min of its frames.",

@@ -269,6 +269,8 @@ def judge_across_days(
         if day in run.per_partition:  # its figures were counted before the other days were compared with it
             run.per_partition[day] = spec.figures_of(lake.read_partitions("filtered_clips", PartitionRange.of([day])))
     run.extra["near_dup_candidates"] = reconciled.candidates
+    if reconciled.clips_of_copies:
+        run.extra["clips_of_copies_removed"] = reconciled.clips_of_copies
     if reconciled.indexed_days:
         run.extra["near_dup_index_completed"] = reconciled.indexed_days
     return reconciled.outside_run
