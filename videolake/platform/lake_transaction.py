@@ -135,7 +135,7 @@ class TableTransaction:
         """Write the held days as data files and commit them in one transaction on top of ``version`` (CAS);
         returns the new version. Raises delta-rs's CommitFailedError when another commit came after ``version``."""
         from deltalake import CommitProperties, DeltaTable
-        from deltalake.transaction import AddAction
+        from deltalake.transaction import AddAction, RemoveAction
 
         from videolake.platform.units import file_stats
 
@@ -144,7 +144,7 @@ class TableTransaction:
         files = self.lake.files()
         token = uuid.uuid4().hex[:16]
         now_ms = int(time.time() * 1000)
-        actions = []
+        actions: list[AddAction | RemoveAction] = []
         for i, (day, rows) in enumerate(sorted(self.pending.items())):
             if rows.num_rows == 0:
                 continue
