@@ -22,6 +22,12 @@ Why it works the way it does:
   shard apart): exactly-once means no padding and no drops.
 - Deterministic order. Shards in the epoch's order, then samples through a shuffle buffer whose random generator is
   seeded from (seed, epoch, rank, worker); ``shuffle_seed=None`` keeps the manifest's order and no shuffle.
+- Shards are checked as they stream. Each shard's bytes are hashed as the tar reader reads them (the rest of the
+  file after the tar's end too), and at the end of the shard, before the next one is opened, the sha256 and size
+  are compared with the manifest's: a shard whose bytes changed raises ``ShardChecksumError`` naming it instead of
+  feeding changed samples to a training run unnoticed. No second read: the hash costs a fraction of the decode.
+  The samples of the shard read before its end have been yielded by then (the check needs the whole shard); a
+  shard a consumer stops reading in the middle is not checked. ``verify_shards=False`` turns it off.
 - One bucket per batch. With ``batch_size=B`` each worker keeps one pending batch per bucket and emits it when it is
   full; at the end of the epoch the partial ones are emitted too (every sample exactly once).
 - Resume. Each worker's stream of items (samples or batches) is a pure function of the plan above, so a position
@@ -62,6 +68,16 @@ DEFAULT_SHUFFLE_BUFFER = 128  # raw samples (encoded mp4 bytes) held per worker 
 
 
 # ------------------------------------------------------------------------------------------------ the release
+
+
+class ShardChecksumError(ValueError):
+    """A shard whose streamed bytes are not the ones its manifest names (sha256 or size): changed or truncated
+    after the release was published. Constructible from its message alone, so a DataLoader worker's error is
+    raised again as this class in the training process."""
+
+    def __init__(self, message: str, uri: str = "", expected: str = "", actual: str = "") -> None:
+        super().__init__(message)
+        self.uri, self.expected, self.actual = uri, expected, actual
 
 
 @dataclass(frozen=True)
@@ -261,16 +277,54 @@ def _frame_buffer(shape: tuple[int, ...]) -> Any:
     return torch.empty(shape, dtype=torch.uint8).share_memory_().numpy()
 
 
+class _HashingStream:
+    """A shard's input stream that hashes and counts every byte read through it (the tar reader's reads)."""
+
+    def __init__(self, stream: Any, uri: str) -> None:
+        self.stream, self.uri = stream, uri
+        self.sha, self.size = hashlib.sha256(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n) if n is not None and n >= 0 else self.stream.read()
+        self.sha.update(data)
+        self.size += len(data)
+        return data
+
+    def check(self, sha256: str, size: int) -> None:
+        """Hash what the tar reader left unread (the end-of-archive padding), then compare with the manifest."""
+        while self.read(1 << 20):
+            pass
+        actual = self.sha.hexdigest()
+        if actual != sha256 or (size and self.size != size):
+            raise ShardChecksumError(
+                f"shard {self.uri} does not hold the bytes its release manifest names: sha256 {actual} "
+                f"({self.size} bytes) read, {sha256} ({size} bytes) expected; the shard changed after the "
+                "release was published (`videolake release verify NAME` checks every shard)",
+                uri=self.uri,
+                expected=sha256,
+                actual=actual,
+            )
+
+    def __str__(self) -> str:  # a tar error names the stream: name the shard
+        return self.uri
+
+
 def _open_streams(sources: Iterable[dict], storage_options: Mapping[str, str] | None) -> Iterator[dict]:
     """webdataset's url_opener, through pyarrow filesystems: yields each source with ``stream`` open; a stream is
-    closed when the next shard is asked for (its samples are all read by then) or the pipeline is closed."""
+    closed when the next shard is asked for (its samples are all read by then) or the pipeline is closed.
+
+    A source with ``sha256`` is hashed while it streams and checked when the next shard is asked for, i.e. after
+    its last sample and before the next shard is opened (``ShardChecksumError``)."""
     for source in sources:
         fs, path = _resolve(source["url"], storage_options)
-        stream = fs.open_input_stream(path)
+        raw = fs.open_input_stream(path)
+        stream = _HashingStream(raw, source["url"]) if source.get("sha256") else raw
         try:
             yield dict(source, stream=stream)
+            if isinstance(stream, _HashingStream):  # not on close(): a shard read in part is not checked
+                stream.check(source["sha256"], int(source.get("bytes") or 0))
         finally:
-            stream.close()
+            raw.close()
 
 
 def _check_samples(samples: Iterable[dict], expected: Mapping[str, Shard]) -> Iterator[dict]:
@@ -369,6 +423,7 @@ class _ReleaseDatasetBase:
         storage_options: Mapping[str, str] | None = None,
         epoch: int = 0,
         shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        verify_shards: bool = True,
     ) -> None:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size): rank={rank}, world_size={world_size}")
@@ -388,7 +443,14 @@ class _ReleaseDatasetBase:
                     f"buckets: {release.buckets}"
                 )
             shards = tuple(s for s in shards if s.bucket in buckets)
+        unchecked = [s.uri for s in shards if not s.sha256] if verify_shards else []
+        if unchecked:
+            raise ValueError(
+                f"{len(unchecked)} shard(s) of release {release.name!r} have no sha256 in the manifest (e.g. "
+                f"{unchecked[0]}): they cannot be checked; open_release(..., verify_shards=False) reads them unchecked"
+            )
         self.release = release
+        self.verify_shards = verify_shards
         self.shards = shards
         self.rank, self.world_size = rank, world_size
         self.num_frames = num_frames
@@ -404,7 +466,8 @@ class _ReleaseDatasetBase:
     def __repr__(self) -> str:  # never shows storage_options (they may hold secrets)
         return (
             f"ReleaseDataset({self.release.uri!r}, rank={self.rank}, world_size={self.world_size}, "
-            f"epoch={self._epoch}, shards={len(self.shards)}, batch_size={self.batch_size})"
+            f"epoch={self._epoch}, shards={len(self.shards)}, batch_size={self.batch_size}, "
+            f"verify_shards={self.verify_shards})"
         )
 
     # -- epoch and plan --------------------------------------------------------------------------------------
@@ -443,7 +506,10 @@ class _ReleaseDatasetBase:
         from webdataset.tariterators import group_by_keys, tar_file_expander
 
         expected = {s.uri: s for s in shards}
-        urls = [{"url": s.uri} for s in shards]
+        urls = [
+            {"url": s.uri, "sha256": s.sha256, "bytes": s.bytes} if self.verify_shards else {"url": s.uri}
+            for s in shards
+        ]
         stages: list[Any] = [
             lambda: iter(urls),  # a callable: DataPipeline would splice a list into its stages
             functools.partial(_open_streams, storage_options=self.storage_options),
@@ -573,6 +639,7 @@ def open_release(
     storage_options: Mapping[str, str] | None = None,
     epoch: int = 0,
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    verify_shards: bool = True,
 ):
     """The release at ``uri`` (a folder ``.../releases/<NAME>``: local path, file:// or s3:// URI) as a PyTorch
     ``IterableDataset`` for ``rank`` of ``world_size``.
@@ -584,6 +651,9 @@ def open_release(
     ``shuffle_seed=None`` reads in manifest order without shuffling; ``epoch`` reshuffles. ``buckets`` keeps only
     those buckets (ValueError for one the release does not have). S3 is reached with ``storage_options``
     (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...) or, when None, the AWS_* environment variables.
+    ``verify_shards`` (default True): each shard's sha256 and size are checked on the bytes streamed, at the end of
+    the shard (``ShardChecksumError`` naming it); False reads without the check (and accepts a manifest without
+    sha256s).
     """
     release = read_release(uri, storage_options)
     return _release_dataset_class()(
@@ -597,6 +667,7 @@ def open_release(
         storage_options=storage_options,
         epoch=epoch,
         shuffle_buffer=shuffle_buffer,
+        verify_shards=verify_shards,
     )
 
 

@@ -432,6 +432,47 @@ def test_a_short_shard_is_an_error(rel, tmp_path):
         list(open_release(str(tmp_path / "r"), num_frames=1))
 
 
+def test_a_shard_whose_bytes_changed_fails_at_its_end_naming_it_unless_the_check_is_off(rel, tmp_path):
+    """Issue 40, item 7: 4 bytes flipped in a caption (the tar and the video still read: only the hash sees it).
+    The error comes after the shard's samples, before the next shard's first; with the check off it reads."""
+    first, second = rel.shards[0], rel.shards[1]
+    data = bytearray(Path(D._resolve(first["uri"], None)[1]).read_bytes())
+    key = rel.members[first["uri"]][0]
+    at = data.find(rel.samples[key]["caption"].encode())  # the .txt member (the json escapes its non-ASCII)
+    assert at > 0 and data[at : at + 4] == b"clip"
+    data[at : at + 4] = bytes(c ^ 0x20 for c in data[at : at + 4])  # "CLIP": same length, valid UTF-8
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "0-changed.tar").write_bytes(data)
+    (folder / "1-next.tar").write_bytes(Path(D._resolve(second["uri"], None)[1]).read_bytes())
+    changed = (folder / "0-changed.tar").as_uri()
+    shards = [dict(first, uri=changed), dict(second, uri=(folder / "1-next.tar").as_uri())]
+    _write_manifest(folder, "r", shards)
+
+    got = []
+    with pytest.raises(D.ShardChecksumError, match=changed) as err:
+        for item in open_release(str(folder), num_frames=1, shuffle_seed=None):
+            got.append(item)
+    assert (err.value.uri, err.value.expected) == (changed, first["sha256"])
+    assert err.value.actual == hashlib.sha256(bytes(data)).hexdigest()
+    assert [i["__url__"] for i in got] == [changed] * first["samples"]  # all of it, nothing of the next shard
+    # a DataLoader worker's error is raised again in the training process as its class, rebuilt from its message
+    # (torch's ExceptionWrapper; through a real worker this costs torch's 5 s shutdown wait for a failed worker)
+    from torch._utils import ExceptionWrapper
+
+    with pytest.raises(D.ShardChecksumError, match=changed):
+        ExceptionWrapper((type(err.value), err.value, None), where="in DataLoader worker process 0").reraise()
+
+    unchecked = list(open_release(str(folder), num_frames=1, shuffle_seed=None, verify_shards=False))
+    assert len(unchecked) == first["samples"] + second["samples"]
+    assert unchecked[0]["caption"] == "CLIP" + rel.samples[key]["caption"][4:]  # what the check kept out
+    no_sha = tmp_path / "no-sha"
+    _write_manifest(no_sha, "no-sha", [dict(second, sha256="")])
+    with pytest.raises(ValueError, match="no sha256 in the manifest"):
+        open_release(str(no_sha))
+    assert len(list(open_release(str(no_sha), num_frames=1, verify_shards=False))) == second["samples"]
+
+
 def test_file_uri(rel):
     ds = open_release(Path(rel.uri).as_uri(), num_frames=1, shuffle_seed=None)
     assert _keys(ds) == rel.manifest_order

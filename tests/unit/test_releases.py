@@ -511,6 +511,146 @@ def test_bucket_filter_and_a_create_that_crashed_before_its_manifest_may_be_retr
     assert world.store.get_bytes("releases/wide/README.md").startswith(b"# Dataset release `wide`")
 
 
+# -- pending pins ---------------------------------------------------------------------------------------------------
+
+
+class HookedStore(LocalObjectStore):
+    """The store, calling ``hook(key)`` after each ``put_bytes``: a create's steps are interleaved with another
+    writer's at an exact point (the card's README.md is the last object before the final check), no thread, no
+    sleep."""
+
+    def __init__(self, root, hook) -> None:
+        super().__init__(str(root))
+        self.hook = hook
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        uri = super().put_bytes(key, data)
+        self.hook(key)
+        return uri
+
+
+def _pins(store, name: str) -> list[str]:
+    return [o.key for o in store.list(f"releases/{name}/") if o.key.rsplit("/", 1)[-1].startswith("pending-")]
+
+
+def _shard_cleanup(lake, store, day: str) -> int:
+    """training_shards' own clean-up of ``day`` (the real one), with no retention: the shards were written seconds
+    ago and a clean-up with the retention would keep them for their age alone."""
+    import inspect
+
+    from videolake.platform.shards.config import ShardConfig
+    from videolake.platform.stages.shard import remove_stale_shards
+
+    params = inspect.signature(remove_stale_shards).parameters
+    no_retention = {"retention_hours": 0, "now_s": 4e9} if "retention_hours" in params else {}
+    return remove_stale_shards(lake, store, PartitionRange.of([day]), ShardConfig(), "rerun", **no_retention)
+
+
+def test_a_shards_rerun_committing_while_the_card_is_written_never_leaves_a_manifest_naming_deleted_shards(
+    tmp_path, ffmpeg
+):
+    """Issue 40, item 5: a training_shards re-run of a released day commits new shards and deletes the ones no table
+    and no release names, between the create's read of the shard list and its manifest. The pending pin keeps the
+    shards through that clean-up; the final check sees the commit and publishes nothing; a new create then names
+    the re-run's shards, which exist."""
+    from videolake.platform.releases import ReleaseError, create_release, verify_release
+
+    b, lake = build_world(tmp_path, ffmpeg, days=(D1,))
+    named = set(b.shards)
+    seen = {}
+
+    def rerun(key: str) -> None:
+        if key != "releases/r/README.md" or seen:
+            return
+        rows = []
+        for i, old in enumerate(sorted(named)):
+            new_key = store.key_from_uri(old).rsplit("/", 1)[0] + f"/shard-{D1}-rerun-{i}.tar"
+            new = store.put_bytes(new_key, store.get_bytes(store.key_from_uri(old)))
+            rows += [
+                {**{k: v for k, v in r.items() if not k.startswith("_")}, "shard_uri": new}
+                for r in b.days[D1].shards
+                if r.get("shard_uri") == old
+            ]
+        lake.write_partitions("training_shards", rows_to_table(rows, TRAINING_SHARDS), PartitionRange.of([D1]))
+        seen["removed"] = _shard_cleanup(lake, store, D1)
+        seen["pins"] = _pins(store, "r")
+
+    store = HookedStore(b.store.root, rerun)
+    with pytest.raises(ReleaseError, match="training_shards was written"):
+        create_release(lake, store, "r", D1, D1, gate_verdicts=_all_pass)
+    assert seen["removed"] == 0 and len(seen["pins"]) == 1  # the clean-up ran, and kept the pinned shards
+    assert all(store.exists(store.key_from_uri(u)) for u in named)
+    assert not store.exists("releases/r/manifest.json") and _pins(store, "r") == []
+
+    again = create_release(lake, store, "r", D1, D1, gate_verdicts=_all_pass)
+    assert {s["uri"] for s in again.shards}.isdisjoint(named) and len(again.shards) == len(named)
+    assert _pins(store, "r") == []
+    # the first create's shards were kept by its pin alone: with the pin gone the next clean-up deletes them, and
+    # the release (the re-run's shards) still verifies
+    assert _shard_cleanup(lake, store, D1) == len(named)
+    assert verify_release(store, "r").ok
+
+
+def test_a_pending_pin_is_kept_by_both_deleters_until_the_manifest_and_expires_without_one(world):
+    from videolake.platform.releases import ReleaseError, create_release, pinned_versions, referenced_shard_uris
+    from videolake.platform.releases.manifest import pending_pins, write_pending_pin
+
+    (h0,) = _expected_shards(world, {D6})  # D6's shard: named by no other release of this module
+    assert h0["uri"] not in referenced_shard_uris(world.store)
+    during = {}
+
+    def look(key: str) -> None:
+        if key == "releases/pin-d6/README.md":
+            during["shards"] = referenced_shard_uris(world.store)
+            during["versions"] = pinned_versions(world.lake, world.store)
+
+    store = HookedStore(world.store.root, look)
+    release = create_release(world.lake, store, "pin-d6", D6, D6, gate_verdicts=_all_pass)
+    assert h0["uri"] in during["shards"]
+    # the versions the release pins were pinned while it was being made (other releases pin the same ones)
+    assert all("pin-d6" in during["versions"][t][v] for t, v in release.table_versions.items())
+    assert _pins(world.store, "pin-d6") == []  # superseded by the manifest, removed
+    assert h0["uri"] in referenced_shard_uris(world.store)  # through the manifest now
+
+    tables = {t: {"uri": world.lake.table_uri(t), "version": 0} for t in ALL_TABLES}
+    now = dt.datetime.now(dt.UTC)
+    fresh = write_pending_pin(world.store, "crashed", tables, ["file:///fresh.tar"], now=now - dt.timedelta(hours=1))
+    old = write_pending_pin(world.store, "crashed", tables, ["file:///old.tar"], now=now - dt.timedelta(hours=25))
+    try:
+        assert [p.shards for p in pending_pins(world.store)] == [("file:///fresh.tar",)]
+        refs = referenced_shard_uris(world.store)
+        assert "file:///fresh.tar" in refs and "file:///old.tar" not in refs
+        assert "crashed" in pinned_versions(world.lake, world.store)["raw_videos"][0]
+        assert "file:///fresh.tar" not in referenced_shard_uris(world.store, now=now + dt.timedelta(hours=24))
+        world.store.put_bytes(fresh, b"{not json")
+        with pytest.raises(ReleaseError, match="does not read"):
+            referenced_shard_uris(world.store)
+    finally:
+        world.store.delete(fresh)
+        world.store.delete(old)
+
+
+def test_a_shard_deleted_before_the_final_check_fails_the_create(world):
+    """A deleter that ignores the pin (a lifecycle rule, a hand): the final check finds the shard gone."""
+    from videolake.platform.releases import ReleaseError, create_release
+
+    (h0,) = _expected_shards(world, {D6})
+    key = world.store.key_from_uri(h0["uri"])
+    kept = world.store.get_bytes(key)
+
+    def delete(k: str) -> None:
+        if k == "releases/gone/README.md":
+            world.store.delete(key)
+
+    try:
+        with pytest.raises(ReleaseError, match="no longer exist") as err:
+            create_release(world.lake, HookedStore(world.store.root, delete), "gone", D6, D6, gate_verdicts=_all_pass)
+        assert h0["uri"] in str(err.value)
+        assert not world.store.exists("releases/gone/manifest.json") and _pins(world.store, "gone") == []
+    finally:
+        world.store.put_bytes(key, kept)
+
+
 # -- card -----------------------------------------------------------------------------------------------------------
 
 
@@ -598,6 +738,8 @@ def test_verify_passes_then_names_the_shard_whose_byte_changed_and_the_one_missi
 
     result = verify_release(world.store, "v1")
     assert result.ok and (result.shards, result.checked) == (3, 3)
+    # 5 pinned versions read, each one data file per released day (D1, D2)
+    assert (result.tables, result.tables_checked, result.files_read) == (5, 5, 10)
     changed, removed = v1.shards[0]["uri"], v1.shards[2]["uri"]
     path, gone = world.store.local_path(world.store.key_from_uri(changed)), world.store.key_from_uri(removed)
     original, kept = open(path, "rb").read(), world.store.get_bytes(gone)
@@ -608,7 +750,7 @@ def test_verify_passes_then_names_the_shard_whose_byte_changed_and_the_one_missi
         world.store.delete(gone)
         result = verify_release(world.store, "v1")
         assert not result.ok and result.checked == 2
-        assert result.bad_shards == sorted([changed, removed])
+        assert result.bad_shards == sorted([changed, removed]) and result.bad_tables == []
         assert [(p.uri, p.problem) for p in result.problems] == [(changed, "sha256"), (removed, "missing")]
         assert result.problems[0].expected == v1.shards[0]["sha256"]
         assert result.problems[0].actual == hashlib.sha256(bytes(flipped)).hexdigest()
@@ -616,6 +758,79 @@ def test_verify_passes_then_names_the_shard_whose_byte_changed_and_the_one_missi
         open(path, "wb").write(original)
         world.store.put_bytes(gone, kept)
     assert verify_release(world.store, "v1").ok
+
+
+def test_verify_reads_every_pinned_table_version_and_names_a_missing_data_file(world, v1):
+    import os
+
+    from videolake.platform.releases import verify_release
+
+    version = v1.table_versions["filtered_clips"]
+    listed = json.loads(world.store.get_bytes("releases/v1/files.json"))["filtered_clips"]["files"]
+    rel = next(f for f in listed if f.startswith(f"partition_date={D2}/"))
+    path = os.path.join(world.lake.table_uri("filtered_clips"), rel)
+    os.rename(path, path + ".away")
+    try:
+        result = verify_release(world.store, "v1")
+    finally:
+        os.rename(path + ".away", path)
+    assert not result.ok and result.bad_tables == ["filtered_clips"] and result.bad_shards == []
+    assert (result.tables, result.tables_checked, result.checked) == (5, 4, 3)
+    (p,) = result.problems
+    assert (p.problem, p.table, p.uri) == ("table_file", "filtered_clips", path)
+    assert p.detail == f"filtered_clips version {version}: data file {rel} does not exist"
+    assert verify_release(world.store, "v1").ok
+
+
+def test_verify_reads_the_files_json_files_when_the_log_lost_the_version(world, v1, monkeypatch):
+    from videolake.platform.releases import verify_release
+
+    class Gone:
+        def __init__(self, uri, version=None, storage_options=None):
+            raise OSError(f"version {version} not found")
+
+    monkeypatch.setattr("deltalake.DeltaTable", Gone)
+    result = verify_release(world.store, "v1")
+    assert result.ok and (result.tables_checked, result.files_read) == (5, 10)
+
+
+def test_verify_compares_the_shard_list_with_training_shards_at_the_pinned_version(world, v1):
+    from videolake.platform.releases import verify_release
+
+    manifest = json.loads(world.store.get_bytes("releases/v1/manifest.json"))
+    dropped, changed = manifest["shards"][0], dict(manifest["shards"][1], bucket=B169)
+    manifest.update(name="v1-edited", shards=[changed, *manifest["shards"][2:]])
+    manifest["totals"].update(
+        samples=sum(s["samples"] for s in manifest["shards"]),
+        shards=len(manifest["shards"]),
+        bytes=sum(s["bytes"] for s in manifest["shards"]),
+    )
+    world.store.put_bytes("releases/v1-edited/manifest.json", json.dumps(manifest).encode())
+    try:
+        result = verify_release(world.store, "v1-edited")
+    finally:
+        world.store.delete("releases/v1-edited/manifest.json")
+    version = v1.table_versions["training_shards"]
+    assert result.checked == 2 and result.tables_checked == 5
+    assert [(p.uri, p.problem, p.expected, p.actual, p.detail) for p in result.problems] == sorted(
+        [
+            (
+                dropped["uri"],
+                "shard_list",
+                None,
+                None,
+                f"named by training_shards version {version} in the released days, not by the manifest",
+            ),
+            (
+                changed["uri"],
+                "shard_list",
+                {"bucket": B169},
+                {"bucket": B43},
+                f"the manifest's entry differs from training_shards version {version}",
+            ),
+        ]
+    )
+    assert result.bad_shards == sorted([dropped["uri"], changed["uri"]])
 
 
 def test_verify_counts_the_samples_of_each_shard(world, v1):
@@ -899,7 +1114,11 @@ def test_cli_create_verify_list_and_vacuum(world, v1, tmp_path, monkeypatch, cap
     assert "release 'cli-1' exists" in capsys.readouterr().out
 
     assert main(["release", "verify", "cli-1"]) == 0
-    assert capsys.readouterr().out.strip().endswith("2 of 2 shard(s) read; OK")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("2 of 2 shard(s) read, 5 of 5 pinned table version(s) read (10 data file(s)); OK")
+    )
     assert main(["release", "list"]) == 0
     listed = capsys.readouterr().out
     assert "cli-1" in listed and "v1" in listed and f"{D1}..{D2} (2 days), 4 samples, 3 shards" in listed

@@ -134,7 +134,7 @@ def _create(args, lake, store, config) -> int:
 def _verify(args, lake, store, config) -> int:
     from videolake.platform.releases import verify_release
 
-    result = verify_release(store, args.name)
+    result = verify_release(store, args.name, storage_options=lake.storage_options or None)
     if args.json:
         print(
             json.dumps(
@@ -143,6 +143,9 @@ def _verify(args, lake, store, config) -> int:
                     "ok": result.ok,
                     "shards": result.shards,
                     "checked": result.checked,
+                    "tables": result.tables,
+                    "tables_checked": result.tables_checked,
+                    "files_read": result.files_read,
                     "problems": [vars(p) for p in result.problems],
                 },
                 indent=2,
@@ -152,8 +155,13 @@ def _verify(args, lake, store, config) -> int:
     else:
         for p in result.problems:
             print(f"FAIL  {p}")
-        verdict = "OK" if result.ok else f"{len(result.bad_shards)} shard(s) with problems"
-        print(f"release {result.name}: {result.checked} of {result.shards} shard(s) read; {verdict}")
+        bad = [f"{len(result.bad_shards)} shard(s)"] if result.bad_shards else []
+        bad += [f"{len(result.bad_tables)} table(s)"] if result.bad_tables else []
+        verdict = "OK" if result.ok else f"{' and '.join(bad) or 'the totals'} with problems"
+        print(
+            f"release {result.name}: {result.checked} of {result.shards} shard(s) read, {result.tables_checked} of "
+            f"{result.tables} pinned table version(s) read ({result.files_read} data file(s)); {verdict}"
+        )
     return 0 if result.ok else 1
 
 

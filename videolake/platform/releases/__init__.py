@@ -7,7 +7,8 @@
 - ``manifest``: where a release lives (``releases/<NAME>/``), its format, names, listing, ``referenced_shard_uris``;
 - ``create``: ``create_release`` (the gated days, the pinned table versions, the shard list, the manifest last);
 - ``card``: the dataset card (README.md) and its figures; ``plots``: its PNGs (matplotlib Agg, PIL);
-- ``verify``: every shard read back against the manifest (sha256, bytes, samples);
+- ``verify``: every shard read back against the manifest (sha256, bytes, samples) and every pinned table version
+  read again;
 - ``vacuum``: Delta's vacuum, minus the files of the table versions any release pins;
 - ``shardio``: reading a shard by its uri (ranged, streamed).
 

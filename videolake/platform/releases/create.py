@@ -14,6 +14,14 @@ Why the versions are checked again at the end: a table may be written while the 
 schedule writes today's partition); that is harmless unless the write touched a day of the range. The data files
 of the range's days at the pinned version are compared with the latest version's; if they differ the create fails
 (nothing is published) rather than pin a version that is not what it read.
+
+Why a pending pin comes before that final check: a ``training_shards`` re-run deletes the shards of its days that
+neither its table nor a release names once they are past the retention (``remove_stale_shards``), and the shards
+this create is about to name are in no manifest yet (a day last packed a week ago has shards that old). So the order is: shard list and table versions ->
+``files.json`` -> pending pin (``manifest.write_pending_pin``: every deleter keeps what it names) -> card -> final
+check (the tables' files of the range did not change, every shard to be named still exists) -> manifest -> the
+pin is removed (the manifest supersedes it). A deleter that listed the pins before this one was written committed
+before the final check, which sees its commit; one that lists them later keeps the shards.
 """
 
 from __future__ import annotations
@@ -38,7 +46,9 @@ from videolake.platform.releases.manifest import (
     ReleaseError,
     ReleaseExistsError,
     release_key,
+    remove_pending_pins,
     validate_name,
+    write_pending_pin,
 )
 from videolake.platform.schemas import PARTITION_COLUMN
 
@@ -185,7 +195,7 @@ def create_release(
             + (f" in the buckets {', '.join(wanted)}" if wanted is not None else "")
         )
 
-    _check_unchanged(lake, versions, requested)
+    _check_unchanged(lake, versions, requested)  # early: a write that landed while the rows were read
     missing = [t for t in RELEASE_TABLES if versions[t] is None]
     if missing:  # not reached: a day without a table's rows is left out above
         raise ReleaseError(f"the lake has no table {', '.join(missing)}")
@@ -205,14 +215,23 @@ def create_release(
 
     from videolake.platform.releases.card import write_card
 
-    card_uri, images = write_card(store, manifest, _with_caption_chars(lake, ok, taken), data)
+    # files.json before the pin: a vacuum that honours the pin falls back to it when the log lacks a version
     store.put_bytes(release_key(name, FILES), _json(_pinned_files(lake, versions, taken)))
-    if store.exists(manifest_key):  # a create of the same name that finished meanwhile: it keeps the name
-        raise ReleaseExistsError(
-            f"release {name!r} was published by another create while this one ran "
-            f"({store.uri(manifest_key)}); choose another name"
-        )
-    manifest_uri = store.put_bytes(manifest_key, _json(manifest))  # last: from here on the release exists
+    pin = write_pending_pin(store, name, tables, [s["uri"] for s in shards])
+    try:
+        card_uri, images = write_card(store, manifest, _with_caption_chars(lake, ok, taken), data)
+        _check_unchanged(lake, versions, requested)  # the final check: after the pin, before the manifest
+        _check_shards_exist(store, shards)
+        if store.exists(manifest_key):  # a create of the same name that finished meanwhile: it keeps the name
+            raise ReleaseExistsError(
+                f"release {name!r} was published by another create while this one ran "
+                f"({store.uri(manifest_key)}); choose another name"
+            )
+        manifest_uri = store.put_bytes(manifest_key, _json(manifest))  # last: from here on the release exists
+    except BaseException:
+        remove_pending_pins(store, name, pin)
+        raise
+    remove_pending_pins(store, name)  # the manifest pins everything now (leftover pins of the name go too)
     log.info(
         "release %s: %d days, %d shards, %d samples (%s)",
         name,
@@ -359,6 +378,34 @@ def _check_unchanged(lake: Lake, versions: dict[str, int | None], rng) -> None:
                 f"{t} was written (version {pinned} -> {now}) for days of {rng} while the release "
                 "was being made; nothing was published: create it again"
             )
+
+
+def _check_shards_exist(store: ObjectStore, shards: list[dict[str, Any]]) -> None:
+    """ReleaseError naming the shards to be named that no longer exist (something deleted them without honouring
+    the pending pin, e.g. a clean-up that listed the pins before this create wrote its own)."""
+    from videolake.platform.releases.shardio import ShardMissingError, open_shard
+
+    gone = []
+    for s in shards:
+        try:
+            key = store.key_from_uri(s["uri"])
+        except ValueError:
+            key = None
+        if key is not None:
+            if not store.exists(key):
+                gone.append(s["uri"])
+            continue
+        try:  # a uri outside the store: its filesystem says whether it exists (open_shard reads nothing here)
+            with open_shard(store, s["uri"]):
+                pass
+        except ShardMissingError:
+            gone.append(s["uri"])
+    if gone:
+        raise ReleaseError(
+            f"{len(gone)} shard(s) the release would name no longer exist ({', '.join(gone[:5])}"
+            f"{', ...' if len(gone) > 5 else ''}): they were deleted while the release was being made; nothing was "
+            "published: create it again"
+        )
 
 
 def _pinned_files(lake: Lake, versions: dict[str, int | None], days: list[str]) -> dict[str, Any]:

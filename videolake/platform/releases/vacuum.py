@@ -10,8 +10,12 @@ deleted here through ``LakeFiles`` (local or S3, the lake's own storage options)
 no longer has (log retention) is protected by the release's ``files.json`` instead; without either the vacuum
 refuses to run, before deleting anything (a file is never deleted on a guess).
 
-A new release pins the tables' latest versions, whose files are all live, so a vacuum running at the same time
-never deletes what the new release needs. (delta-rs 1.x also has ``vacuum(keep_versions=...)``; the plan is
+A new release pins the tables' latest versions, whose files are all live, and a create in progress registers
+those versions in a pending pin (``manifest.pending_pins``) before its final check, so a vacuum running at the same
+time never deletes what the new release needs: ``pinned_versions`` reads the pending pins (first: a create removes
+its pin only after its manifest exists) with the manifests; a pin older than ``manifest.PENDING_EXPIRY`` without a
+manifest is a crashed create's and is ignored. The create writes its ``files.json`` before its pin, so the
+fallback above holds for a pending name too. (delta-rs 1.x also has ``vacuum(keep_versions=...)``; the plan is
 computed here so a dry run reports exactly what is kept for which release, and the rule does not depend on the
 delta-rs version.)
 """
@@ -26,7 +30,14 @@ from urllib.parse import unquote
 
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.create import relative_path
-from videolake.platform.releases.manifest import FILES, RELEASE_TABLES, ReleaseError, manifests, release_key
+from videolake.platform.releases.manifest import (
+    FILES,
+    RELEASE_TABLES,
+    ReleaseError,
+    manifests,
+    pending_pins,
+    release_key,
+)
 from videolake.platform.schemas import INDEX_TABLES, TABLE_NAMES
 
 if TYPE_CHECKING:
@@ -68,17 +79,22 @@ def _same_uri(a: str, b: str) -> bool:
 
 
 def pinned_versions(lake: Lake, store: ObjectStore) -> dict[str, dict[int, list[str]]]:
-    """table -> {version: [release names]} over every release of this lake (releases of tables at other uris are
-    not this lake's and are skipped)."""
+    """table -> {version: [release names]} over every release of this lake and every create in progress (its
+    pending pin, under the name it is creating); releases of tables at other uris are not this lake's and are
+    skipped."""
     pins: dict[str, dict[int, list[str]]] = {}
-    for m in manifests(store):
-        for table, ref in m.get("tables", {}).items():
+    sources = [(p.name, p.tables) for p in pending_pins(store)]  # before the manifests: see referenced_shard_uris
+    sources += [(m["name"], m.get("tables", {})) for m in manifests(store)]
+    for name, tables in sources:
+        for table, ref in tables.items():
             if ref.get("version") is None:
                 continue
             if not _same_uri(ref.get("uri", ""), lake.table_uri(table)):
-                log.info("release %s pins %s at %s, not this lake's table: skipped", m["name"], table, ref.get("uri"))
+                log.info("release %s pins %s at %s, not this lake's table: skipped", name, table, ref.get("uri"))
                 continue
-            pins.setdefault(table, {}).setdefault(int(ref["version"]), []).append(m["name"])
+            names = pins.setdefault(table, {}).setdefault(int(ref["version"]), [])
+            if name not in names:
+                names.append(name)
     return pins
 
 
