@@ -98,7 +98,10 @@ def test_instance_uses_postgres_and_prod_coordination(prod_instance):
     assert type(coordinator).__name__ == "QueuedRunCoordinator"
     queue = prod_instance.get_concurrency_config().run_queue_config
     assert queue.max_concurrent_runs == 8
-    assert [(t["key"], t["value"], t["limit"]) for t in queue.tag_concurrency_limits] == [("videolake/gpu", "true", 1)]
+    assert [(t["key"], t["value"], t["limit"]) for t in queue.tag_concurrency_limits] == [
+        ("videolake/gpu", "true", 1),
+        ("dagster/partition", {"applyLimitPerUniqueValue": True}, 1),
+    ]
     pools = prod_instance.get_concurrency_config().pool_config
     assert pools.default_pool_limit == 4 and pools.pool_granularity.value == "op"
     assert prod_instance.run_retries_enabled and prod_instance.run_retries_max_retries == 2

@@ -1,6 +1,6 @@
 """The instance settings that keep a dead run from wedging a pool, as Dagster itself reads them: the local
-dagster.yaml (LocalRunLauncher, run monitoring with slot freeing, run retries) and the production pair (Helm values
-and k8s/dagster-postgres.yaml) agreeing on them."""
+dagster.yaml (LocalRunLauncher, run monitoring with slot freeing, run retries, the day-aware run queue, the locked
+sqlite storage) and the production pair (Helm values and k8s/dagster-postgres.yaml) agreeing on them."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def test_local_instance_monitors_runs_frees_slots_and_retries(tmp_path):
         assert instance.run_retries_enabled and instance.run_retries_max_retries == 2
         assert instance.run_retries_retry_on_asset_or_op_failure is False
         assert instance.event_log_storage.get_concurrency_info("gpu").limit == 1
+        # the run queue: Dagster's daemon dequeues, one run per partition day (tests/ops/test_run_queue_days.py)
+        assert type(instance.run_coordinator).__name__ == "DayQueueCoordinator"
+        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+        assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 2
+        # sqlite storage created under a lock (tests/ops/test_instance_storage_init.py), where Dagster puts it
+        assert type(instance._ref.storage).__name__ == "LockedSqliteStorage"
+        assert (tmp_path / "history" / "runs.db").exists() and (tmp_path / "storage.lock").exists()
         from dagster._daemon.auto_run_reexecution.event_log_consumer import EventLogConsumerDaemon
         from dagster._daemon.daemon import MonitoringDaemon
 
@@ -37,6 +44,17 @@ def test_production_frees_slots_of_dead_runs_and_retries_instead_of_resuming():
     assert helm["maxResumeRunAttempts"] == inst["max_resume_run_attempts"] == 0
     assert values["runRetries"]["enabled"] and instance["run_retries"]["enabled"]
     assert instance["run_launcher"]["class"] == "K8sRunLauncher"  # its health check reads the run Job's status
+
+
+def test_production_queue_runs_one_run_per_partition_day():
+    """Dagster's own queue in production (its daemon has no videolake): one run per dagster/partition value, in the
+    Helm values and in k8s/dagster-postgres.yaml (tests/ops/test_run_queue_days.py runs the latter's queue)."""
+    one_per_day = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    values = yaml.safe_load((REPO / "k8s" / "values.yaml").read_text())
+    instance = yaml.safe_load((REPO / "k8s" / "dagster-postgres.yaml").read_text())
+    assert one_per_day in values["concurrency"]["runs"]["tagConcurrencyLimits"]
+    assert one_per_day in instance["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert instance["run_coordinator"]["class"] == values["dagsterDaemon"]["runCoordinator"]["type"]
 
 
 def test_a_failed_run_is_failed_with_its_retry_decided_before_its_failure_event_is_seen(tmp_path, monkeypatch):

@@ -272,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
             "again; `videolake doctor` checks the set-up"
         )
         return 1
+    # Safe beside another process opening the same fresh DAGSTER_HOME: the local instance creates its sqlite
+    # storage under a file lock (videolake/instance/sqlite_init.py).
     instance = dg.DagsterInstance.get()
     report_stale_runs(instance)
 
@@ -295,9 +297,12 @@ def run(args: argparse.Namespace) -> int:
     log_path = None if args.verbose else log_file
     where = "" if args.verbose else f"; event log: {log_path}"
     print(f"[2/3] materializing partition {args.date} on the Dagster instance at {home}{where}", flush=True)
+    from videolake.instance.day_queue import day_tags
     from videolake.instance.health import HOST_TAG, this_host
 
-    tags = {HOST_TAG: this_host(), "videolake/trigger": "demo"}
+    # The day tag a queued run gets at submit (videolake/instance/day_queue.py): this run starts in-process, past
+    # the queue, and the tag keeps queued runs of this day (ranged ones too) from starting beside it.
+    tags = {HOST_TAG: this_host(), "videolake/trigger": "demo", **day_tags([args.date])}
     t1 = time.monotonic()
 
     def execute():

@@ -11,7 +11,8 @@ still STARTED, skips it and never reads that event again: the run is never retri
 This instance sets the status and the retry decision first, with the same calls Dagster makes, and then lets
 Dagster handle the event as always (its own two writes repeat the same values). By the time the event is visible,
 the run is FAILED and carries its retry decision. Named by ``instance_class`` in dagster.yaml (the local instance;
-the K8s deployment's daemon runs Dagster's own image and instance, docs/kubernetes.md).
+the K8s deployment's daemon runs Dagster's own image and instance, docs/kubernetes.md). Its default storage is
+Dagster's sqlite storage created under a file lock (``config_defaults``, videolake/instance/sqlite_init.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from dagster import DagsterInstance
 
 
 class VideolakeInstance(DagsterInstance):
-    # A custom instance class declares its own settings (none here) and its defaults (Dagster's), as Dagster's
-    # InstanceRef asks of one.
+    # A custom instance class declares its own settings (none here) and its defaults (Dagster's, but for the
+    # storage), as Dagster's InstanceRef asks of one.
     @classmethod
     def config_schema(cls) -> dict:
         return {}
@@ -30,7 +31,11 @@ class VideolakeInstance(DagsterInstance):
     def config_defaults(base_dir: str):
         from dagster._core.instance.ref import InstanceRef
 
-        return InstanceRef.config_defaults(base_dir)
+        from videolake.instance.sqlite_init import storage_data
+
+        # Dagster's defaults, with the sqlite storage created under a lock (videolake/instance/sqlite_init.py):
+        # two processes opening a fresh DAGSTER_HOME at once otherwise corrupt its alembic versions.
+        return {**InstanceRef.config_defaults(base_dir), "storage": storage_data(base_dir)}
 
     def handle_new_event(self, event, *, batch_metadata=None) -> None:
         dagster_event = event.dagster_event
