@@ -226,12 +226,15 @@ def gates_clips(rows, cfg, raw_rows=None):
     )
 
 
-def gates_scores(rows, cfg, clip_rows=None):
+def gates_scores(rows, cfg, clip_rows=None, raw_rows=None):
     return by_name(
         run_gates(
             "filtered_clips",
             t_scores(rows),
-            {"scene_clips": t_clips(good_clip_rows() if clip_rows is None else clip_rows)},
+            {
+                "scene_clips": t_clips(good_clip_rows() if clip_rows is None else clip_rows),
+                "raw_videos": t_raw(good_raw_rows() if raw_rows is None else raw_rows),
+            },
             cfg,
         )
     )
@@ -286,7 +289,8 @@ def test_empty_partition_passes_every_gate_of_every_table(cfg):
     assert "not enforced, only 0 rows" in res["reject_rate"].description
     assert_all_passed(gates_clips([], cfg, raw_rows=[]), "scene_clips")
     assert_all_passed(
-        by_name(run_gates("filtered_clips", t_scores([]), {"scene_clips": t_clips([])}, cfg)), "filtered_clips"
+        by_name(run_gates("filtered_clips", t_scores([]), {"scene_clips": t_clips([]), "raw_videos": t_raw([])}, cfg)),
+        "filtered_clips",
     )
     caps = by_name(run_gates("clip_captions", t_caps([]), {"filtered_clips": t_scores([])}, cfg))
     assert_all_passed(caps, "clip_captions")
@@ -493,6 +497,7 @@ def test_filtered_clips_good_partition_passes_every_gate(cfg):
     assert res["scored_exactly_once"].measured == {
         "scene_clips": 12,
         "rows": 12,
+        "clips_of_copies": 0,
         "null_ids": 0,
         "missing": 0,
         "extra": 0,
@@ -509,6 +514,27 @@ def test_filtered_scored_exactly_once_fails(cfg):
     r = gates_scores(rows, cfg)["scored_exactly_once"]
     ids = (dropped["clip_id"], clip_id("vX", 0, 10), clip_id("v4", 30, 60))
     assert_failed(r, {"scene_clips": 12, "rows": 13, "null_ids": 0, "missing": 1, "extra": 1, "duplicated": 1}, ids)
+
+
+def test_clips_of_a_video_marked_a_copy_after_the_split_may_be_scored_or_not(cfg):
+    """Days that run at the same time: another day's run marked v6 a copy after this day cut it. The judgement
+    removes its clips from filtered_clips, and a day judged before the copy was found still holds them: both pass,
+    and a clip of an ok video left unscored still fails."""
+    raw = good_raw_rows() + [raw_row("v6", status="duplicate", duplicate_of_date=D - dt.timedelta(days=1))]
+    clips = good_clip_rows() + clips_of("v6", [(0, 60), (60, 100)])
+    for rows in (good_score_rows(), good_score_rows() + [score_row(c) for c in clips_of("v6", [(0, 60), (60, 100)])]):
+        res = gates_scores(rows, cfg, clips, raw)
+        assert_all_passed(res, "filtered_clips")
+        assert res["scored_exactly_once"].measured["clips_of_copies"] == 2
+    rows = good_score_rows()
+    dropped = rows.pop(5)
+    r = gates_scores(rows, cfg, clips, raw)["scored_exactly_once"]
+    assert_failed(r, {"missing": 1, "extra": 0, "clips_of_copies": 2}, (dropped["clip_id"],))
+    # without the copy verdict the same clips are expected: unscored, they fail
+    r = gates_scores(good_score_rows(), cfg, clips)["scored_exactly_once"]
+    assert_failed(
+        r, {"missing": 2, "clips_of_copies": 0}, tuple(c["clip_id"] for c in clips_of("v6", [(0, 60), (60, 100)]))
+    )
 
 
 def test_filtered_scores_valid_fails(cfg):

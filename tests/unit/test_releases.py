@@ -18,6 +18,7 @@ import json
 import subprocess
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -536,14 +537,12 @@ def _pins(store, name: str) -> list[str]:
 def _shard_cleanup(lake, store, day: str) -> int:
     """training_shards' own clean-up of ``day`` (the real one), with no retention: the shards were written seconds
     ago and a clean-up with the retention would keep them for their age alone."""
-    import inspect
-
     from videolake.platform.shards.config import ShardConfig
     from videolake.platform.stages.shard import remove_stale_shards
 
-    params = inspect.signature(remove_stale_shards).parameters
-    no_retention = {"retention_hours": 0, "now_s": 4e9} if "retention_hours" in params else {}
-    return remove_stale_shards(lake, store, PartitionRange.of([day]), ShardConfig(), "rerun", **no_retention)
+    return remove_stale_shards(
+        lake, store, PartitionRange.of([day]), ShardConfig(), "rerun", retention_hours=0, now_s=4e9
+    )
 
 
 def test_a_shards_rerun_committing_while_the_card_is_written_never_leaves_a_manifest_naming_deleted_shards(
@@ -917,6 +916,65 @@ def test_vacuum_keeps_the_files_a_release_pins_and_deletes_an_unpinned_old_one(t
 
     bare = plan_table(lake, b.store, "raw_videos", {}, 0, enforce_retention_duration=False)
     assert names(bare.deleted) == pinned_files
+
+
+def test_a_release_survives_its_days_rematerialized_twice_cleaned_up_and_vacuumed(tmp_path, ffmpeg):
+    """Issue 40: after a release, every table of its days is written again twice (two re-runs: new data files, new
+    shards), and the shards' clean-up and the vacuum then run with no retention. The vacuum deletes the first
+    re-run's files (no release pins them), the clean-up deletes the first re-run's shards; the release still
+    verifies, every pinned table version reads the rows it read, and the loader reads every sample."""
+    from videolake.dataset import open_release
+    from videolake.platform.releases import RELEASE_TABLES, create_release, vacuum_lake, verify_release
+
+    b, lake = build_world(tmp_path, ffmpeg, days=(D1, D2))
+    release = create_release(lake, b.store, "kept", D1, D2, gate_verdicts=_all_pass)
+    days = PartitionRange.of([D1, D2])
+
+    def rows(table: str, version: int | None = None) -> list[dict]:
+        got = lake.read_partitions(table, days, version=version).to_pylist()
+        return sorted(got, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+    pinned = {t: rows(t, v) for t, v in release.table_versions.items()}
+    assert set(pinned) == set(RELEASE_TABLES) and all(pinned.values())
+
+    released = {s["uri"] for s in release.shards}
+    first_rerun: set[str] = set()
+    for rerun in (1, 2):
+        for table in RELEASE_TABLES:
+            latest = lake.read_partitions(table, days)
+            if table == "training_shards":  # re-packed: the same samples in new shard objects
+                moved: dict[str | None, str | None] = {None: None}  # a row that failed to encode names none
+                for old in sorted(set(latest.column("shard_uri").to_pylist()) - {None}):
+                    key = b.store.key_from_uri(old).rsplit("/", 1)[0] + f"/rerun{rerun}-{len(moved) - 1}.tar"
+                    moved[old] = b.store.put_bytes(key, b.store.get_bytes(b.store.key_from_uri(old)))
+                if rerun == 1:
+                    first_rerun = set(moved.values()) - {None}
+                latest = latest.set_column(
+                    latest.schema.get_field_index("shard_uri"),
+                    "shard_uri",
+                    pa.array([moved[u] for u in latest.column("shard_uri").to_pylist()], pa.string()),
+                )
+            lake.write_partitions(table, latest, days)
+        for d in (D1, D2):
+            _shard_cleanup(lake, b.store, d)
+    exists = lambda uri: b.store.exists(b.store.key_from_uri(uri))  # noqa: E731
+    assert all(exists(u) for u in released)  # the release names them
+    assert first_rerun and not any(exists(u) for u in first_rerun)  # no table and no release names them
+
+    done = vacuum_lake(lake, b.store, retention_hours=0, enforce_retention_duration=False)
+    # per table: the released version's files and the second re-run's stay, the first re-run's go (one file per
+    # day that table has rows on)
+    per_day = sum(len({r["partition_date"] for r in pinned[t]}) for t in RELEASE_TABLES)
+    assert done.deleted == per_day and done.kept == per_day
+
+    result = verify_release(b.store, "kept")
+    assert result.ok, result
+    assert {t: rows(t, v) for t, v in release.table_versions.items()} == pinned
+    samples = list(open_release(b.store.uri("releases/kept"), shuffle_seed=None, num_frames=1))
+    assert len(samples) == sum(s["samples"] for s in release.shards) > 0
+    assert {s["__url__"] for s in samples} == released
+    packed = [r["clip_id"] for r in pinned["training_shards"] if r["shard_uri"] is not None]
+    assert sorted(s["__key__"] for s in samples) == sorted(packed)
 
 
 def test_vacuum_falls_back_to_the_release_file_list_when_the_log_lost_the_version(tmp_path, ffmpeg, monkeypatch):

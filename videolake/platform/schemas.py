@@ -494,6 +494,9 @@ class TableSpec:
     # Other tables its step reads when their assets exist (extra deps of its asset): filtered_clips reads
     # clip_embeddings for the semantic duplicate rule.
     reads: tuple[str, ...] = ()
+    # Tables besides the upstream that its gates read (same partition): filtered_clips' gates read raw_videos for
+    # the videos another day's run marked as copies after this day cut them (their clips may or may not be scored).
+    gated_against: tuple[str, ...] = ()
     # An optional table's asset (and gates) exist only when configured (clip_embeddings: an embedding model).
     optional: bool = False
     # Where each column comes from: column -> ((upstream table, upstream column), ...); Dagster's column lineage.
@@ -598,6 +601,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         key="clip_id",
         upstream="scene_clips",
         reads=("clip_embeddings",),
+        gated_against=("raw_videos",),
         lineage={
             "clip_id": (("scene_clips", "clip_id"),),
             "video_id": (("scene_clips", "video_id"),),

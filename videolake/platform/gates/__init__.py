@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 # table -> (module building its gates, context tables it is checked against): from the table specs.
 TABLE_GATES: dict[str, tuple[str, tuple[str, ...]]] = {
-    t.name: (t.gate_module, (t.upstream,) if t.upstream else ()) for t in TABLE_SPECS
+    t.name: (t.gate_module, ((t.upstream,) if t.upstream else ()) + t.gated_against) for t in TABLE_SPECS
 }
 
 

@@ -41,8 +41,19 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
         | (df["duplicate_kept_date"] > df["partition_date"])
     ).astype(bool)
     df["kept_rejected_as_duplicate"] = ((df["duplicate_group"] == df["clip_id"]) & df["is_duplicate"]).astype(bool)
-    scene_ids = context["scene_clips"].column("clip_id").to_pylist()
-    ids = id_reconciliation(scene_ids, df["clip_id"].tolist(), "clip_id")
+    scene = context["scene_clips"]
+    scene_ids = scene.column("clip_id").to_pylist()
+    # Clips of a video that another day's run marked as a copy after this day cut it (days that run at the same
+    # time): the judgement removes them from filtered_clips (dedup.cross_day), and a day judged before the copy was
+    # found still holds them. Either is right, so they are neither expected nor extra.
+    raw = context["raw_videos"]
+    copies = {
+        v for v, st in zip(raw.column("video_id").to_pylist(), raw.column("status").to_pylist()) if st == "duplicate"
+    }
+    stale = {c for c, v in zip(scene_ids, scene.column("video_id").to_pylist()) if v in copies}
+    ids = id_reconciliation(
+        [i for i in scene_ids if i not in stale], [i for i in df["clip_id"].tolist() if i not in stale], "clip_id"
+    )
     frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
 
     need_scores = None if cfg.require_scores_on_rejected else PASSED
@@ -72,7 +83,11 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
             missing="{n} scene clip(s) not scored",
             extra="{n} scored clip(s) not in scene_clips",
             duplicated="{n} clip(s) scored more than once",
-            extra_measured={"scene_clips": len({i for i in scene_ids if i is not None}), "rows": rows},
+            extra_measured={
+                "scene_clips": len({i for i in scene_ids if i is not None}),
+                "rows": rows,
+                "clips_of_copies": len(stale),
+            },
         ),
         Gate(
             "scores_valid",
