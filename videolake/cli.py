@@ -28,7 +28,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the chain of a sample key, clip_id, video_id or source object through "
         "every table, with versions, and the clip's frames",
     ),
+    "run": (
+        "videolake.commands.run",
+        "materialize the landing days of a date range on the Dagster instance, day by day, with progress",
+    ),
+    "rows": ("videolake.commands.rows", "a day's rows of a table, filtered by status or reason, as a table or JSON"),
 }
+
+# The commands that build the profile's resources: a VIDEOLAKE_PROFILE naming no profile is refused before they
+# start, in one line. The demo keeps its own report of a broken environment (commands/demo.py).
+PROFILE_COMMANDS = frozenset({"check", "release", "vacuum", "lineage", "run", "rows"})
+# The commands that read no VIDEOLAKE_* setting and start without dagster: the environment check (which imports
+# videolake.resources, and so dagster) is not run for them.
+LIGHT_COMMANDS = frozenset({"scenes", "synth"})
 
 
 def _command(spec: str):
@@ -49,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         if name == chosen:
             _command(module).add_arguments(p)
     args = parser.parse_args(argv)
+    if args.command not in LIGHT_COMMANDS:
+        from videolake.resources.environment import profile_error, warn_unknown_variables
+
+        warn_unknown_variables()  # a misspelled VIDEOLAKE_* setting is named on stderr, never silently ignored
+        if args.command in PROFILE_COMMANDS and (error := profile_error()):
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     return int(_command(COMMANDS[args.command][0]).run(args) or 0)
 
 

@@ -26,7 +26,19 @@ def _commands() -> list[str]:
 
 def test_help_lists_every_command_and_each_command_has_help():
     commands = _commands()
-    assert commands == ["demo", "synth", "scenes", "bench", "check", "doctor", "release", "vacuum", "lineage"]
+    assert commands == [
+        "demo",
+        "synth",
+        "scenes",
+        "bench",
+        "check",
+        "doctor",
+        "release",
+        "vacuum",
+        "lineage",
+        "run",
+        "rows",
+    ]
     for name in commands:
         out = subprocess.run(
             [sys.executable, "-m", "videolake.cli", name, "--help"],

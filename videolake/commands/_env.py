@@ -1,4 +1,5 @@
-"""Local-instance plumbing shared by the CLI commands that use Dagster (demo, check, doctor)."""
+"""Local-instance plumbing shared by the CLI commands that use Dagster (demo, run, rows, check, release, lineage,
+doctor)."""
 
 from __future__ import annotations
 
@@ -30,4 +31,17 @@ def prepare_local_instance(home: str | None = None) -> Path:
     os.environ.setdefault("VIDEOLAKE_DATA_DIR", str(root / "data"))
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    quiet_dagster_warnings()
     return path
+
+
+def quiet_dagster_warnings() -> None:
+    """Dagster's BetaWarning/PreviewWarning blocks (one per asset built with a beta parameter: 36 lines on `check`
+    and `release`) say nothing a user of a command can act on (the pinned version's behaviour is what the tests
+    check). Called by ``prepare_local_instance``, before any definition is built."""
+    import warnings
+
+    import dagster as dg
+
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)

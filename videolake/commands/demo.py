@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from videolake.commands._env import quiet_dagster_warnings
 from videolake.platform.progress import ProgressLine, parse_line
 
 
@@ -68,17 +69,6 @@ def land_sample_data(
         p.replace(out / p.name)
         n += 1
     return n, False
-
-
-def quiet_dagster_warnings() -> None:
-    """Dagster's BetaWarning/PreviewWarning blocks say nothing a demo user can act on (the pinned version's
-    behaviour is what the tests check)."""
-    import warnings
-
-    import dagster as dg
-
-    for category in (dg.BetaWarning, dg.PreviewWarning):
-        warnings.filterwarnings("ignore", category=category)
 
 
 @contextlib.contextmanager

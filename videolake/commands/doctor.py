@@ -265,8 +265,7 @@ def run_checks(names, fix: bool = False, write=print) -> list[Outcome]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from videolake.commands._env import prepare_local_instance
-    from videolake.commands.demo import quiet_dagster_warnings
+    from videolake.commands._env import prepare_local_instance, quiet_dagster_warnings
 
     if os.environ.get("VIDEOLAKE_PROFILE", "local") == "local" or "DAGSTER_HOME" not in os.environ:
         prepare_local_instance()

@@ -2,25 +2,37 @@
 
 ID is a training sample's key or a clip_id, a video_id, or a source object's uri. Prints the source object, the
 video's raw_videos row, and per clip its scene, embedding, quality verdict, caption and shard rows; writes the
-clip's frames as a contact sheet (PNG) unless --no-sheet.
+clip's frames as a contact sheet (PNG) unless --no-sheet: to --out, by default under $VIDEOLAKE_DATA_DIR/lineage/
+(printed), never into the current directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="a sample key / clip_id, a video_id, or a source object's uri")
     p.add_argument("--json", action="store_true", help="print the chain as one JSON object")
     p.add_argument(
+        "--out",
         "--sheet",
+        dest="sheet",
         default=None,
-        help="where to write the clip's contact sheet (PNG; default: lineage-<id>.png in the current directory)",
+        help="where to write the clip's contact sheet (PNG; default: $VIDEOLAKE_DATA_DIR/lineage/lineage-<clip>.png, "
+        "never the current directory; the path is printed)",
     )
     p.add_argument("--no-sheet", action="store_true", help="do not decode the clip's frames")
     p.add_argument("--frames", type=int, default=8, help="frames on the contact sheet (default 8)")
+
+
+def default_sheet_path(clip_id: str) -> str:
+    """Where a contact sheet goes without --out: beside the local lake and store, under the data directory
+    ($VIDEOLAKE_DATA_DIR/lineage/), so a lineage query never leaves a PNG in whatever directory it ran in."""
+    data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
+    return os.path.join(data, "lineage", f"lineage-{clip_id[:16]}-{clip_id.rsplit('_', 2)[1]}.png")
 
 
 def _line(row: dict) -> str:
@@ -41,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
             frames = clip_frames(store, chain, args.frames)
             clip = chain.rows["scene_clips"][0]["clip_id"]
-            sheet = args.sheet or f"lineage-{clip[:16]}-{clip.rsplit('_', 2)[1]}.png"
+            sheet = args.sheet or default_sheet_path(clip)
+            os.makedirs(os.path.dirname(os.path.abspath(sheet)), exist_ok=True)
             tiles = [(f"frame {i + 1} of {len(frames)}", Image.fromarray(f)) for i, f in enumerate(frames)]
             with open(sheet, "wb") as fh:
                 fh.write(contact_sheet_png(tiles))

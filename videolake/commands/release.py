@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -100,8 +101,43 @@ def run(args: argparse.Namespace) -> int:
                 args, lake, store, config
             )
     except ReleaseError as exc:
-        print(f"error: {exc}")
+        print(f"error: {short_error(str(exc))}")
         return 2
+
+
+NOTHING_RELEASABLE = re.compile(r"^no partition of (?P<span>\S+) can be released \((?P<why>.*)\)$", re.S)
+DAY_REASON = re.compile(r"(?:^|; )(\d{4}-\d{2}-\d{2}): ")
+MAX_REASONS = 3
+
+
+def short_error(text: str) -> str:
+    """A release error as a person reads it. The engine's error for a range with no releasable day names every
+    day with its reason (a month of empty days: 3 KB on one line); here the days are grouped by reason, each group
+    as its day count and first and last day, at most ``MAX_REASONS`` groups, with what to do. Other errors are
+    short already and pass through."""
+    match = NOTHING_RELEASABLE.match(text)
+    if match is None:
+        return text
+    parts = DAY_REASON.split(match["why"])  # ["", day, reason, day, reason, ...]
+    by_reason: dict[str, list[str]] = {}
+    for day, reason in zip(parts[1::2], parts[2::2]):
+        by_reason.setdefault(reason.strip(), []).append(day)
+    if not by_reason:
+        return text
+    groups = sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    said = [
+        f"{len(days)} day(s) {days[0] if len(days) == 1 else f'between {days[0]} and {days[-1]}'}: {reason}"
+        for reason, days in groups[:MAX_REASONS]
+    ]
+    more = len(groups) - MAX_REASONS
+    tail = f"; and {more} other reason(s)" if more > 0 else ""
+    span = match["span"]
+    first, _, last = span.partition("..")
+    return (
+        f"no day of {span} can be released: {'; '.join(said)}{tail}. Materialize the days first "
+        f"(`videolake run --start {first} --end {last or first}`), or see why a day fails its gates "
+        "(`videolake check --partition DAY`)"
+    )
 
 
 def _create(args, lake, store, config) -> int:

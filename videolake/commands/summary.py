@@ -1,5 +1,6 @@
-"""What `videolake demo` prints after a run: counts per table, rejections by reason, gates, and, when the run
-failed, the failing step, the first line of its error and what to do."""
+"""What `videolake demo` and `videolake run` print after a day's run: counts per table, rejections by reason
+(exact copies with the object and day they copy), gates, and, when the run failed, the failing step, the first line
+of its error and what to do."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
         raw = rows("raw_videos")
         ok = [r for r in raw if r["status"] == "ok"]
         out(f"  videos:   {len(raw)} ({len(ok)} ok, {len(raw) - len(ok)} rejected)")
-        for reason, n in sorted(Counter(r["reject_reason"].split(":")[0] for r in raw if r["reject_reason"]).items()):
+        for reason, n in sorted(Counter(raw_reason(r) for r in raw if r["status"] != "ok").items()):
             out(f"            rejected {reason}: {n}")
     if "scene_clips" in done:
         out(f"  clips:    {len(rows('scene_clips'))}")
@@ -59,6 +60,16 @@ def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
         for e in sorted(evals, key=lambda e: (e.asset_key.to_user_string(), e.check_name)):
             out(f"            {_verdict(e)}  {e.asset_key.to_user_string()}.{e.check_name}")
     out(f"  pipeline time: {elapsed:.1f}s")
+
+
+def raw_reason(row: dict) -> str:
+    """Why a raw_videos row is not ok, in a few words: its reject reason's rule, or for an exact copy of bytes
+    landed on an earlier day (status ``duplicate``, no reject_reason) the object and day it copies."""
+    if row.get("reject_reason"):
+        return str(row["reject_reason"]).split(":")[0]
+    if row.get("status") == "duplicate":
+        return f"duplicate of {_local(row.get('duplicate_of_uri') or '?')} ({row.get('duplicate_of_date') or '?'})"
+    return str(row.get("status"))
 
 
 def _local(uri: str) -> str:
@@ -97,8 +108,9 @@ class FailureReport:
         return out
 
 
-def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
-    """The first cause of a failed run: a failed blocking gate, else the first failed step (with its error)."""
+def explain_failure(result, date: str, log_path: str | None, again: str = "run the demo again") -> FailureReport:
+    """The first cause of a failed run: a failed blocking gate, else the first failed step (with its error).
+    ``again``: how the user runs the day again, as the advice ends ("run the demo again")."""
     import dagster as dg
 
     failed_gates = [
@@ -117,7 +129,7 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
         )
     failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     if not failures:
-        return FailureReport("the run", "it failed before any step ran", _generic_todo(log_path))
+        return FailureReport("the run", "it failed before any step ran", _generic_todo(log_path, again))
     event = failures[0]
     data = event.step_failure_data
     user = data.user_failure_data if data else None
@@ -126,7 +138,7 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
         return FailureReport(
             f"step {event.step_key}",
             _first_line(user.description),
-            hint.value if hint is not None else _generic_todo(log_path),
+            hint.value if hint is not None else _generic_todo(log_path, again),
         )
     cause = _user_error(data.error) if data and data.error else None
     text = _first_line(cause.message) if cause else "unknown error"
@@ -137,16 +149,16 @@ def explain_failure(result, date: str, log_path: str | None) -> FailureReport:
     if attempts > 1:
         todo = (
             f"a transient failure (storage, network or a lost Ray worker) persisted through {attempts} attempts: "
-            "check the services with `videolake doctor`, then run the demo again"
+            f"check the services with `videolake doctor`, then {again}"
         )
     else:
-        todo = _generic_todo(log_path)
+        todo = _generic_todo(log_path, again)
     return FailureReport(f"step {event.step_key}", text, todo)
 
 
-def _generic_todo(log_path: str | None) -> str:
+def _generic_todo(log_path: str | None, again: str = "run the demo again") -> str:
     where = f"the event log ({log_path})" if log_path else "the output above"
-    return f"read the step's error in {where}, fix the cause, then run the demo again (`videolake doctor` checks the set-up)"
+    return f"read the step's error in {where}, fix the cause, then {again} (`videolake doctor` checks the set-up)"
 
 
 def _user_error(error):

@@ -67,7 +67,9 @@ def local_resources() -> dict:
 
     from videolake.resources import LakeResource, ObjectStoreResource
     from videolake.resources.alerts import alert_webhook_from_env
+    from videolake.resources.environment import warn_unknown_variables
 
+    warn_unknown_variables()  # a misspelled VIDEOLAKE_* setting is named, not silently ignored
     data = os.path.abspath(os.environ.get("VIDEOLAKE_DATA_DIR", "data"))
     ray_init = {"num_cpus": local_ray_cpus(), "include_dashboard": False, "ignore_reinit_error": True}
     return {

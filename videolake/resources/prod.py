@@ -274,7 +274,9 @@ def prod_resources() -> dict:
     from videolake.resources.alerts import alert_webhook_from_env
     from videolake.resources.captioner import captioner_from_env
     from videolake.resources.embedder import embedder_from_env
+    from videolake.resources.environment import warn_unknown_variables
 
+    warn_unknown_variables()  # a misspelled VIDEOLAKE_* setting is named, not silently ignored
     s3 = S3Resource(
         endpoint_url=_env_var("VIDEOLAKE_S3_ENDPOINT_URL"),
         region=_env_var("VIDEOLAKE_S3_REGION", "us-east-1"),
