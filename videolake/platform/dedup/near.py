@@ -28,8 +28,13 @@ Design, and why
   one same half of both is within ``max_half_distance`` (an overlay spoils the others). The fingerprint is
   ``(k * 20, 32)`` uint8: the 20 view hashes of each informative frame in that fixed order, a view too flat to hash
   (a half showing only sky) left all zeros and skipped.
-* **Index**: band keys of every view hash; clips sharing a key are candidates, verified with
-  ``is_near_duplicate``; groups are connected components. Across days the stored index files fewer keys per clip
+* **Motion views for still clips** (issue 41): a fixed camera filmed at two times is one picture to PDQ (four
+  clips of OpenCV's vtest.avi, different pedestrians, matched pairwise at share 1.0). When a clip's picture is
+  still (``still_max_moving``), each frame also hashes what moves in it (``motion_hashes``: |luma - the clip's
+  per-pixel median|, in the crop views), and two still clips' frames match only when their motion agrees too.
+* **Index**: band keys of every appearance view hash; clips sharing a key are candidates, verified with
+  ``is_near_duplicate``; groups follow ``dedup.grouping`` (every member matches its group's kept clip: never
+  connected components, which chain two shots through a longer clip that spans both). Across days the stored index files fewer keys per clip
   (``history_keys``: the views of a few evenly spread frames) and is probed with every frame's keys
   (``history_probe_keys``), so its size, which the day's lookup reads, stays ~600 keys a clip.
 
@@ -62,8 +67,9 @@ of at most 256 px each.
 Limits: a crop far from the views' grid (a 10 % crop offset 3 % / 7 %: 9 of 13 found; 2 % off, as in the set's
 off-grid crop, distances 36..58, just inside ``max_distance``); crops over 10 %; flips and rotations (``pdqhash``
 has dihedral hashes if they are needed); picture-in-picture. Measured outside the set and found 13/13: centred
-crops of 5 % and 8 %, the bottom 10 % cut, half size + 10 % crop + eq together. A static camera filmed at two
-times is the same picture to PDQ: such clips match. 20 views cost 4x the plain whole-frame hash.
+crops of 5 % and 8 %, the bottom 10 % cut, half size + 10 % crop + eq together. Two still clips of one camera of
+which one shows nobody moving have no motion to compare: they match on appearance. 20 views cost 4x the plain
+whole-frame hash. Figures after issue 41 (still clips, the grouping rule): docs/performance.md.
 """
 
 from __future__ import annotations
@@ -144,6 +150,28 @@ class NearDupConfig:
     history_frames: int = 4
     history_bands: int = 8
     history_bits: int = 28
+    # Motion views (``motion_hashes``): a fixed camera filmed at two times is the same picture to PDQ (OpenCV's
+    # vtest.avi, four 15 s clips of one surveillance camera with different pedestrians: every pair matched, crop
+    # distances 26..48, halves 2..18). So a clip whose picture is still, and whose frames only differ where
+    # something moves, also hashes what moves: each frame's |luma - the clip's per-pixel median| (the moving
+    # people, not the lawn), in the crop views. Off (False): the appearance rule alone, as before.
+    motion_views: bool = True
+    # A pixel moves when its luma is this far (0..255) from the clip's median at that pixel. At 16, the compression
+    # noise of tree.avi's bright foliage (handheld, nearly still: 0.1-1.6 % of pixels) made motion hashes of noise
+    # and lost 4 of its 16 copies; 24 and 32 lose none, and vtest's pedestrians (dark on grey) stay moving.
+    motion_delta: float = 24.0
+    # A clip is still (a fixed camera) when the median share of moving pixels over its frames is at most this.
+    # vtest's clips 0.024..0.040 (the copies alike), a still phone shot 0.005; handheld and edited footage of the
+    # corpus 0.087 (a phone filming a dog) .. 0.56; carphone and cup 0.19..0.20.
+    still_max_moving: float = 0.06
+    # A frame of a still clip has a motion hash when at least this share of its pixels moves (vtest: 1-4 %); a
+    # frame where nothing moves has none, and a pair of frames of which either has none is judged on appearance
+    # (a share near the threshold flickers between a clip and its copy).
+    motion_min_moving: float = 0.005
+    # Largest distance between the motion hashes of two frames (whole vs crop views, as ``max_distance``) of two
+    # still clips for the frames to match. vtest, (original, copy): median 4..16 (eq, slow-down, crop), a 20 %
+    # trim or 1-frame offset 33..39 (the sampled moments differ); different pedestrians: median 74..84, min 54.
+    max_motion_distance: int = 56
 
     def __post_init__(self) -> None:
         if not 0.5 <= self.crop_window <= 1.0:
@@ -170,8 +198,19 @@ def _views(crop_window: float, half_views: bool) -> tuple[tuple[tuple[float, flo
 
 
 def hashes_per_frame(config: NearDupConfig) -> int:
-    """Rows of a fingerprint per informative frame."""
+    """Appearance view hashes per informative frame (the rows per frame of a fingerprint without motion views)."""
     return len(_views(config.crop_window, config.half_views)[0])
+
+
+def motion_views_per_frame(config: NearDupConfig) -> int:
+    """Motion view hashes per frame of a fingerprint with motion views: the crop views (whole included)."""
+    return _views(config.crop_window, config.half_views)[1]
+
+
+# A fingerprint with motion views starts with this row: 256 set bits, which no PDQ hash has (PDQ thresholds at the
+# median: 128 set bits). Fingerprints without it (the layout before motion views, still stored in older days and
+# written by tests' planted prints) are appearance views only, and read as frames without motion.
+MOTION_MARKER = np.full((1, HASH_BYTES), 255, dtype=np.uint8)
 
 
 # --------------------------------------------------------------------------------------------- frame preparation
@@ -296,12 +335,62 @@ def frame_hashes(frame: np.ndarray, config: NearDupConfig = NearDupConfig()) -> 
 
 
 def clip_fingerprint(frames: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
-    """The fingerprint of one clip from its frames ((N, H, W, 3) uint8 RGB, evenly spread over the clip):
-    (k * hashes_per_frame, 32) uint8, the view hashes of its k informative frames in frame order; k may be 0."""
-    rows = [h for h in (frame_hashes(f, config) for f in frames) if h is not None]
-    if not rows:
+    """The fingerprint of one clip from its frames ((N, H, W, 3) uint8 RGB, evenly spread over the clip), k of them
+    informative (k may be 0: an empty fingerprint). With ``config.motion_views``: ``MOTION_MARKER``, then per
+    informative frame its ``hashes_per_frame`` appearance views and ``motion_views_per_frame`` motion views (all
+    zeros unless the clip is still and the frame has moving content, ``motion_hashes``); without: the appearance
+    views of each frame in frame order."""
+    per_frame = [frame_hashes(f, config) for f in frames]
+    kept = [i for i, h in enumerate(per_frame) if h is not None]
+    if not kept:
         return np.zeros((0, HASH_BYTES), dtype=np.uint8)
-    return np.concatenate(rows)
+    appearance = [h for h in per_frame if h is not None]
+    if not config.motion_views:
+        return np.concatenate(appearance)
+    motion = motion_hashes(np.asarray(frames), config)
+    rows = [np.concatenate([a, motion[i]]) for a, i in zip(appearance, kept)]
+    return np.concatenate([MOTION_MARKER, *rows])
+
+
+def motion_hashes(frames: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
+    """Per frame, the PDQ hashes of what moves in it, (N, motion_views_per_frame, 32) uint8, all zeros for a frame
+    without moving content or of a clip that is not still.
+
+    What moves is |luma - the clip's per-pixel median luma| over the frame's content box (bars cut as for its
+    appearance views), hashed in the same crop views, so a cropped copy's motion is a crop view of its original's.
+    Why only still clips: the median of a moving camera's frames is a blur that a trim or speed change alters, and
+    its appearance hashes already tell its moments apart; a still camera's median is its background, the same in
+    every copy, and what differs from it is what a person watches."""
+    views, n_crops = _views(config.crop_window, config.half_views)
+    out = np.zeros((len(frames), n_crops, HASH_BYTES), dtype=np.uint8)
+    if len(frames) < 3:
+        return out
+    luma = np.stack([_pdq_luma(f) for f in frames])
+    residual = np.abs(luma - np.median(luma, axis=0))
+    moving = (residual > config.motion_delta).mean(axis=(1, 2))
+    if float(np.median(moving)) > config.still_max_moving:
+        return out
+    for i, frame in enumerate(frames):
+        box = content_box(frame, config.bar_tolerance)
+        if box is None or moving[i] < config.motion_min_moving:
+            continue
+        top, bottom, left, right = box
+        content = np.ascontiguousarray(residual[i, top:bottom, left:right])
+        ch, cw = content.shape
+        regions = [(round(y0 * ch), round(y1 * ch), round(x0 * cw), round(x1 * cw)) for y0, y1, x0, x1 in views]
+        regions = regions[:n_crops]
+        if min(min(b - a, d - c) for a, b, c, d in regions) < 2:
+            continue
+        if max(max(b - a, d - c) for a, b, c, d in regions) <= _PDQ_SMALL:
+            out[i] = _pdq_small(content, regions)[0]
+        else:
+            import pdqhash
+
+            rgb = np.repeat(np.clip(content, 0, 255).astype(np.uint8)[..., None], 3, axis=-1)
+            for j, (a, b, c, d) in enumerate(regions):
+                bits, _ = pdqhash.compute(np.ascontiguousarray(rgb[a:b, c:d]))
+                out[i, j] = np.packbits(np.asarray(bits, dtype=np.uint8))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------- matching
@@ -315,11 +404,38 @@ def hamming_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 _MISSING = 1 << 10  # distance given to a missing (all-zero) view: farther than any threshold
 
 
-def _frames(fingerprint: np.ndarray, config: NearDupConfig) -> np.ndarray:
+def _layout(fingerprint: np.ndarray, config: NearDupConfig) -> tuple[np.ndarray, np.ndarray | None]:
+    """(appearance views (k, hashes_per_frame, 32), motion views (k, motion_views_per_frame, 32) or None for a
+    fingerprint without motion views) of either layout (``clip_fingerprint``)."""
     v = hashes_per_frame(config)
-    if fingerprint.ndim != 2 or fingerprint.shape[1] != HASH_BYTES or len(fingerprint) % v:
+    if fingerprint.ndim != 2 or fingerprint.shape[1] != HASH_BYTES:
+        raise ValueError(f"fingerprint of shape {fingerprint.shape} is not (rows, {HASH_BYTES})")
+    if len(fingerprint) and bool((fingerprint[0] == 255).all()):
+        per = v + motion_views_per_frame(config)
+        body = fingerprint[1:]
+        if len(body) % per:
+            raise ValueError(f"fingerprint of {len(body)} rows after its marker is not k * {per}")
+        frames = body.reshape(-1, per, HASH_BYTES)
+        return frames[:, :v], frames[:, v:]
+    if len(fingerprint) % v:
         raise ValueError(f"fingerprint of shape {fingerprint.shape} is not (k * {v}, {HASH_BYTES})")
-    return fingerprint.reshape(-1, v, HASH_BYTES)
+    return fingerprint.reshape(-1, v, HASH_BYTES), None
+
+
+def _frames(fingerprint: np.ndarray, config: NearDupConfig) -> np.ndarray:
+    """The appearance views of each frame, (k, hashes_per_frame, 32)."""
+    return _layout(fingerprint, config)[0]
+
+
+def appearance_rows(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
+    """The appearance view hashes of a fingerprint of either layout, (k * hashes_per_frame, 32): what its band
+    keys are made of."""
+    return _frames(fingerprint, config).reshape(-1, HASH_BYTES)
+
+
+def frame_count(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig()) -> int:
+    """The informative frames of a fingerprint of either layout."""
+    return len(_frames(fingerprint, config))
 
 
 def _view_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -356,7 +472,27 @@ def frame_distances(
 def frame_match_matrix(a: np.ndarray, b: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
     """(k, m) bool: does frame i of ``a`` show what frame j of ``b`` shows (see ``frame_distances``)?"""
     crop, half = frame_distances(a, b, config)
-    return (crop <= config.max_distance) | (half <= config.max_half_distance)
+    match = (crop <= config.max_distance) | (half <= config.max_half_distance)
+    motion = motion_distances(a, b, config)
+    if motion is not None:
+        match &= motion <= config.max_motion_distance
+    return match
+
+
+def motion_distances(a: np.ndarray, b: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray | None:
+    """(k, m) distances between the motion hashes of the frames of ``a`` and ``b`` (whole vs crop views, either way
+    round), or None when either clip has no motion hash (not still, or nothing moves, or an older fingerprint):
+    then appearance alone decides. A pair of frames of which either has no motion hash is 0 (appearance decides):
+    a frame's moving share near ``motion_min_moving`` can fall on either side in a copy."""
+    _, ma = _layout(a, config)
+    _, mb = _layout(b, config)
+    if ma is None or mb is None or not ma.any() or not mb.any():
+        return None
+    has_a, has_b = np.asarray(ma.any(axis=(1, 2))), np.asarray(mb.any(axis=(1, 2)))
+    whole_a = np.repeat(ma[:, :1], ma.shape[1], axis=1)
+    whole_b = np.repeat(mb[:, :1], mb.shape[1], axis=1)
+    d = np.minimum(_view_distances(whole_a, mb).min(axis=-1), _view_distances(ma, whole_b).min(axis=-1))
+    return np.where(has_a[:, None] & has_b[None, :], d, 0)
 
 
 def _directional_shares(a: np.ndarray, b: np.ndarray, config: NearDupConfig) -> tuple[float, float]:
@@ -427,7 +563,7 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 
 def index_keys(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
     """The band keys the index files a clip under (``config.index_bands`` bands of ``config.index_bits`` bits)."""
-    return band_keys(fingerprint, config.index_bands, config.index_bits)
+    return band_keys(appearance_rows(fingerprint, config), config.index_bands, config.index_bits)
 
 
 def _spread_frames(fingerprint: np.ndarray, frames: int, config: NearDupConfig) -> np.ndarray:
@@ -435,7 +571,7 @@ def _spread_frames(fingerprint: np.ndarray, frames: int, config: NearDupConfig) 
     has no more), in the fingerprint's layout."""
     per_frame = _frames(fingerprint, config)
     if len(per_frame) <= frames:
-        return fingerprint
+        return per_frame.reshape(-1, HASH_BYTES)
     pick = np.unique(np.round(np.linspace(0, len(per_frame) - 1, frames)).astype(np.int64))
     return per_frame[pick].reshape(-1, HASH_BYTES)
 
@@ -452,7 +588,7 @@ def history_keys(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig(
 def history_probe_keys(fingerprint: np.ndarray, config: NearDupConfig = NearDupConfig()) -> np.ndarray:
     """The keys a clip is looked up with in the index of earlier days: the same bands of every frame's views (a
     clip's frames and an earlier copy's filed frames need not be sampled at the same times)."""
-    return band_keys(fingerprint, config.history_bands, config.history_bits)
+    return band_keys(appearance_rows(fingerprint, config), config.history_bands, config.history_bits)
 
 
 def candidate_pairs(fingerprints: list[np.ndarray], config: NearDupConfig = NearDupConfig()) -> list[tuple[int, int]]:
@@ -468,31 +604,3 @@ def candidate_pairs(fingerprints: list[np.ndarray], config: NearDupConfig = Near
             for y in range(x + 1, len(members)):
                 pairs.add((members[x], members[y]))
     return sorted(pairs)
-
-
-def group_near_duplicates(
-    clip_ids: list[str], fingerprints: list[np.ndarray], config: NearDupConfig = NearDupConfig()
-) -> dict[str, str]:
-    """clip_id -> group id (the smallest clip_id of its group) for every clip in a group of two or more.
-
-    Groups are the connected components of the verified pairs: candidates from band keys, each checked with
-    ``is_near_duplicate``. Deterministic: the same input gives the same output whatever its order."""
-    if len(clip_ids) != len(fingerprints):
-        raise ValueError("one fingerprint per clip id")
-    if len(set(clip_ids)) != len(clip_ids):
-        raise ValueError("clip ids must be unique")
-    parent = list(range(len(clip_ids)))
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i, j in candidate_pairs(fingerprints, config):
-        if root(i) != root(j) and is_near_duplicate(fingerprints[i], fingerprints[j], config):
-            parent[max(root(i), root(j))] = min(root(i), root(j))
-    members: dict[int, list[str]] = defaultdict(list)
-    for i, cid in enumerate(clip_ids):
-        members[root(i)].append(cid)
-    return {cid: min(group) for group in members.values() if len(group) > 1 for cid in sorted(group)}
