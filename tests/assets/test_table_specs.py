@@ -44,14 +44,14 @@ def test_each_spec_is_consistent():
         seen.add(spec.name)
 
 
-def test_each_specs_gates_are_built_from_its_module_against_its_upstream():
+def test_each_specs_gates_are_built_from_its_module_against_its_upstream_and_gated_against_tables():
     import importlib
 
     from videolake.platform.gates import context_tables
 
     for spec in TABLE_SPECS:
         assert callable(importlib.import_module(spec.gate_module).build)
-        assert context_tables(spec.name) == ((spec.upstream,) if spec.upstream else ())
+        assert context_tables(spec.name) == ((spec.upstream,) if spec.upstream else ()) + spec.gated_against
 
 
 def test_the_asset_graph_follows_the_specs_upstreams(monkeypatch, tmp_path):

@@ -20,29 +20,23 @@ runs from a wiped lake: the same faults and checks, one whole pipeline run fewer
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from dagster_home import write_instance_yaml
-from free_port import free_port
+from dagster_dev import Deployment as DagsterDev
+from dagster_dev import wait_for as _wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-REPO = Path(__file__).resolve().parents[2]
 DAY = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2)).isoformat()
 START = (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=10)).isoformat()
 TABLES = ("raw_videos", "scene_clips", "filtered_clips", "clip_captions")
 VOLATILE = {"ingested_at", "captioned_at", "latency_s"}  # wall-clock columns: differ between any two runs
 KEYS = {"raw_videos": "video_id", "scene_clips": "clip_id", "filtered_clips": "clip_id", "clip_captions": "clip_id"}
-SERVER_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 900  # one whole pipeline run on a shared 2-core machine
 MONITOR_POLL_S = 3
 RECOVERY_BOUND_S = 600  # kill -> retried run succeeded, upper bound asserted (measured figures are printed)
@@ -81,84 +75,12 @@ def _land(store: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-class Deployment:
-    """`dagster dev` in its own process group, over ``home`` (DAGSTER_HOME) and ``data`` (VIDEOLAKE_DATA_DIR)."""
+class Deployment(DagsterDev):
+    """The deployment of this module: run monitoring polls every MONITOR_POLL_S instead of every 10 s, so each kill
+    is found on the next pass (the test waits for two of them)."""
 
     def __init__(self, root: Path) -> None:
-        self.home, self.data = root / "home", root / "data"
-        self.home.mkdir()
-        # The repository's dagster.yaml, run monitoring polling every MONITOR_POLL_S instead of every 10 s: each kill
-        # is found on the next pass, and the test waits for two of them.
-        write_instance_yaml(self.home, poll_interval_seconds=MONITOR_POLL_S)
-        self.port = free_port()
-        self.log_path = root / "dagster-dev.log"
-        self.proc: subprocess.Popen | None = None
-        self.extra_env: dict[str, str] = {}
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("VIDEOLAKE_", "DAGSTER_", "RAY_ADDRESS"))}
-        env.update(
-            {
-                "DAGSTER_HOME": str(self.home),
-                "VIDEOLAKE_DATA_DIR": str(self.data),
-                "VIDEOLAKE_PROFILE": "local",
-                "VIDEOLAKE_PARTITIONS_START": START,
-                "VIDEOLAKE_RAY_CPUS": "2",
-                "GX_ANALYTICS_ENABLED": "false",
-                "RAY_USAGE_STATS_ENABLED": "0",
-                "DAGSTER_DISABLE_TELEMETRY": "true",
-                "TOKENIZERS_PARALLELISM": "false",
-                "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-                "VLLM_CPU_KVCACHE_SPACE": "1",
-                "HF_HUB_OFFLINE": "1",
-                "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
-                **self.extra_env,
-            }
-        )
-        return env
-
-    def start(self) -> None:
-        import dagster as dg
-
-        with dg.DagsterInstance.from_config(str(self.home)) as instance:  # create the sqlite storage once
-            instance.get_runs(limit=1)
-        cmd = [str(Path(sys.executable).parent / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port)]
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            cmd,
-            cwd=REPO,
-            env=self.env(),
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        query = json.dumps(
-            {
-                "query": "{ workspaceOrError { ... on Workspace { locationEntries { loadStatus "
-                "locationOrLoadError { __typename } } } } }"
-            }
-        ).encode()
-        deadline = time.monotonic() + SERVER_TIMEOUT_S
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"dagster dev exited:\n{self.tail()}"
-            try:
-                req = urllib.request.Request(
-                    f"http://127.0.0.1:{self.port}/graphql", data=query, headers={"Content-Type": "application/json"}
-                )
-                with urllib.request.urlopen(req, timeout=10) as r:
-                    entries = json.loads(r.read())["data"]["workspaceOrError"]["locationEntries"]
-                if entries and all(e["loadStatus"] == "LOADED" for e in entries):
-                    kinds = {e["locationOrLoadError"]["__typename"] for e in entries}
-                    assert kinds == {"RepositoryLocation"}, f"code location failed to load:\n{self.tail()}"
-                    return
-            except (OSError, ValueError, KeyError):
-                pass
-            time.sleep(1)
-        raise AssertionError(f"dagster dev did not come up in {SERVER_TIMEOUT_S}s:\n{self.tail()}")
-
-    def tail(self, n: int = 80) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        super().__init__(root, START, monitor_poll_s=MONITOR_POLL_S)
 
     def submit(self) -> str:
         """Launch the pipeline for DAY the way the UI does (GraphQL launchRun -> run queue -> daemon -> launcher)."""
@@ -171,31 +93,6 @@ class Deployment:
             repository_name="__repository__",
             tags={"dagster/partition": DAY},
         )
-
-    def stop(self) -> None:
-        import psutil
-
-        if self.proc is None:
-            return
-        try:
-            tree = [self.proc.pid] + [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
-        except psutil.Error:
-            tree = [self.proc.pid]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in tree:
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -224,16 +121,6 @@ def _instance(dep: Deployment):
     import dagster as dg
 
     return dg.DagsterInstance.from_config(str(dep.home))
-
-
-def _wait(predicate, timeout_s: float, what: str, dep: Deployment, poll_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{dep.tail()}")
 
 
 def _events(instance, run_id: str, kind: str | None = None):

@@ -444,21 +444,58 @@ def test_scene_every_video_has_clips_fails(cfg):
     assert res["coverage"].passed is True  # v4 is reported once, by every_video_has_clips
 
 
-def test_scene_duration_in_bounds_fails(cfg):
+def _rate_from(rows: int) -> GateConfig:
+    return load_gate_config(None, {"scene_clips": {"min_rows_for_rate": rows}}, env={})
+
+
+def test_scene_duration_in_bounds_fails_on_a_share_and_names_the_sources():
     rows = good_clip_rows()
     rows[0]["duration_s"] = 0.0  # v1 clip 0
     rows[4]["duration_s"] = 21.0  # v2 clip 1: over max_clip_s 20 + tolerance 0.5
     rows[5]["duration_s"] = 20.5  # v2 clip 2: exactly at the bound, passes
-    r = gates_clips(rows, cfg)["duration_in_bounds"]
+    r = gates_clips(rows, _rate_from(10))["duration_in_bounds"]
     assert_failed(
         r,
-        {"duration_out_of_bounds": 2, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 0},
-        (clip_id("v1", 0, 30), clip_id("v2", 30, 60)),
+        {
+            "duration_out_of_bounds": 2 / 12,
+            "rows": 12,
+            "clips_out_of_bounds": 2,
+            "sources_out_of_bounds": ["s3://in/v1.mp4", "s3://in/v2.mp4"],
+            "detect_error_clips_exempt": 0,
+            "clips_without_max_clip_s": 0,
+        },
+        ("s3://in/v1.mp4", "s3://in/v2.mp4"),
     )
-    assert r.thresholds == {"min_duration_s_exclusive": 0.0, "duration_tolerance_s": 0.5}
+    assert r.thresholds == {
+        "min_duration_s_exclusive": 0.0,
+        "duration_tolerance_s": 0.5,
+        "max_out_of_bounds_rate": 0.05,
+        "min_rows_for_rate": 10,
+    }
 
 
-def test_scene_duration_is_bounded_by_each_rows_own_max_clip_s(cfg):
+def test_scene_duration_one_clip_over_its_bound_in_a_day_is_set_aside_not_blocking():
+    # One file's clip over its bound (a still held for 25 s) among 40 clips: 2.5 % <= 5 %, the gate passes, counts
+    # it and names the file; filtered_clips rejects the clip too_long.
+    rows = good_clip_rows() + [
+        r for v in ("v5", "v6", "v7", "v8") for r in clips_of(v, [(i * 10, i * 10 + 10) for i in range(7)])
+    ]
+    rows[4]["duration_s"] = 25.0
+    raw = good_raw_rows() + [raw_row(v) for v in ("v5", "v6", "v7", "v8")]
+    r = gates_clips(rows, load_gate_config(None, env={}), raw_rows=raw)["duration_in_bounds"]
+    assert r.passed is True, r
+    assert (r.measured["rows"], r.measured["clips_out_of_bounds"]) == (40, 1)
+    assert r.measured["sources_out_of_bounds"] == ["s3://in/v2.mp4"]
+    assert r.measured["duration_out_of_bounds"] == pytest.approx(1 / 40)
+    # below min_rows_for_rate (20), a small day with the same clip passes with a note
+    small = gates_clips(
+        good_clip_rows()[:4] + [dict(good_clip_rows()[4], duration_s=25.0)], load_gate_config(None, env={})
+    )
+    assert small["duration_in_bounds"].passed is True
+    assert "not enforced" in small["duration_in_bounds"].description
+
+
+def test_scene_duration_is_bounded_by_each_rows_own_max_clip_s():
     # The gate has no max_clip_s of its own: a row cut under max_clip_s 1 s fails at 1.6 s, one cut under 20 s
     # passes at 19 s, and a row written before the column existed (no bound) is counted, not checked.
     rows = good_clip_rows()
@@ -466,11 +503,11 @@ def test_scene_duration_is_bounded_by_each_rows_own_max_clip_s(cfg):
     rows[2].update(max_clip_s=1.0, duration_s=1.5)  # v1 clip 2: exactly at its bound
     rows[4].update(duration_s=19.0)  # v2 clip 1, bound 20
     rows[7].update(max_clip_s=None, duration_s=30.0)  # v3 clip 1: no bound recorded
-    r = gates_clips(rows, cfg)["duration_in_bounds"]
+    r = gates_clips(rows, _rate_from(10))["duration_in_bounds"]
     assert_failed(
         r,
-        {"duration_out_of_bounds": 1, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 1},
-        (rows[1]["clip_id"],),
+        {"clips_out_of_bounds": 1, "detect_error_clips_exempt": 0, "clips_without_max_clip_s": 1},
+        ("s3://in/v1.mp4",),
     )
 
 
@@ -484,8 +521,11 @@ def test_scene_duration_bound_exempts_detect_error_fallback_clip(cfg):
     res = gates_clips(rows, cfg, raw_rows=raw)
     assert_all_passed(res, "scene_clips")
     assert res["duration_in_bounds"].measured == {
+        "duration_out_of_bounds": 0.0,
+        "rows": 10,
+        "clips_out_of_bounds": 0,
+        "sources_out_of_bounds": [],
         "detect_error_clips_exempt": 1,
-        "duration_out_of_bounds": 0,
         "clips_without_max_clip_s": 0,
     }
 
@@ -504,6 +544,45 @@ def test_filtered_clips_good_partition_passes_every_gate(cfg):
         "duplicated": 0,
     }
     assert res["pass_rate"].measured == {"rows": 12, "passed": 9, "pass_rate": pytest.approx(0.75)}
+
+
+def _set_aside(rows: list[dict], at: int, reason: str) -> None:
+    rows[at].update(
+        passed=False, reject_reason=reason, reject_detail="why", source_uri=f"s3://in/{rows[at]['video_id']}.mp4"
+    )
+
+
+def test_filtered_undecodable_clips_are_counted_and_named_and_block_only_in_bulk(cfg):
+    # one undecodable clip of 12 is 8 % > 5 %: the gate fails naming the file; the too_long one is counted too
+    rows = good_score_rows()
+    _set_aside(rows, 4, "undecodable")  # v2
+    _set_aside(rows, 8, "too_few_frames;too_long")  # v3
+    r = gates_scores(rows, cfg)["undecodable_rate"]
+    assert_failed(
+        r,
+        {
+            "undecodable_rate": 1 / 12,
+            "rows": 12,
+            "undecodable": 1,
+            "undecodable_sources": ["s3://in/v2.mp4"],
+            "too_long": 1,
+            "too_long_sources": ["s3://in/v3.mp4"],
+        },
+        ("s3://in/v2.mp4",),
+    )
+    assert r.thresholds == {"max_undecodable_rate": 0.05, "min_rows_for_rate": 10}
+    # the same clip in a day of 24 clips (4 %) is set aside and the day goes on
+    more = [*good_clip_rows(), *[c for v in ("v5", "v6", "v7", "v8") for c in clips_of(v)]]
+    raw = good_raw_rows() + [raw_row(v) for v in ("v5", "v6", "v7", "v8")]
+    rows = [score_row(c) for c in more]
+    _set_aside(rows, 4, "undecodable")
+    r = gates_scores(rows, cfg, clip_rows=more, raw_rows=raw)["undecodable_rate"]
+    assert r.passed is True, r
+    assert (r.measured["rows"], r.measured["undecodable"], r.measured["undecodable_sources"]) == (
+        24,
+        1,
+        ["s3://in/v2.mp4"],
+    )
 
 
 def test_filtered_scored_exactly_once_fails(cfg):
@@ -757,10 +836,10 @@ def test_gates_use_only_the_rows_they_are_given(cfg):
     assert res_e["clip_video_known"].failing_ids == (clip_id("vE", 0, 10),)
     # Failing ids of a D partition with its own defect never name E's rows.
     d_rows = good_clip_rows(D)
-    d_rows[0]["duration_s"] = 0.0
+    d_rows[1]["start_frame"] = 20  # v1's second clip overlaps its first
     res_d = gates_clips(d_rows, cfg, raw_rows=good_raw_rows(D))
     reported = {i for r in res_d.values() for i in r.failing_ids}
-    assert reported == {clip_id("v1", 0, 30)} and not reported & e_ids
+    assert reported == {clip_id("v1", 30, 60)} and not reported & e_ids
 
 
 def test_run_gates_refuses_rows_of_two_partitions(cfg):

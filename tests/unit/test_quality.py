@@ -370,7 +370,8 @@ def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
         and blur["duplicate_group"] == moving["clip_id"] == moving["duplicate_group"]
     )
     assert black["duplicate_group"] is None and black["near_hashes"] == b""  # flat frames: no fingerprint
-    assert len(moving["near_hashes"]) == 16 * 20 * 32  # 16 informative frames, 20 views of 32 bytes each
+    # a marker row, then 16 informative frames of 20 appearance and 16 motion views (the crop views) of 32 bytes
+    assert len(moving["near_hashes"]) == (1 + 16 * (20 + 16)) * 32
 
 
 def test_filtered_clips_run_config_adds_plugin_scorers_after_the_built_ins():

@@ -79,14 +79,13 @@ def test_transnetv2_runs_on_the_clusters_gpus_and_a_rerun_reuses_every_video(gpu
         stats = FrameStats.from_npz_bytes(store.get_bytes(store.key_from_uri(uri)))
         assert stats.num_frames == rows[-1]["end_frame"]
         assert [r["start_s"] for r in rows] == [float(stats.pts_s[r["start_frame"]]) for r in rows]
-    # so scorers working from statistics decode no video again: with the sources gone, every clip is still scored
-    # (the near-duplicate fingerprint looks at pixels and opens the source: it is off here)
-    for name in (HARD.name, SHORT.name):
-        (tmp_path / "store" / "landing" / DAY / f"{name}.mp4").unlink()
+    # so scorers working from statistics decode no video again for them (the source is read only to check that
+    # each passed clip decodes as the shard encoder will read it): every clip is scored
     score_partitions(lake, store, days, QualityConfig(dup_max_distance=-1))
     scored = lake.read_partitions("filtered_clips", days).to_pylist()
     assert sorted(r["clip_id"] for r in scored) == sorted(c["clip_id"] for c in clips)
     assert not [r for r in scored if "score_error" in (r["reject_reason"] or "")]
+    assert not [r for r in scored if "undecodable" in (r["reject_reason"] or "")]
     assert len({c["clip_id"] for c in clips}) == len(clips) == len(truth[HARD.name]) + len(truth[SHORT.name]) + 2
 
     again = split_partitions(lake, store, days, config)
@@ -180,10 +179,17 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
         assert store.exists(store.key_from_uri(uri))
 
 
-def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg):
+def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg, monkeypatch):
+    from videolake.platform import frames
     from videolake.platform.frames import FrameStats
     from videolake.platform.quality import QualityConfig, score_video_clips
     from videolake.platform.stages.score import score_one
+
+    # The source is opened once a video in any case: every passed clip is checked to decode as the shard encoder
+    # will read it (stages.score.set_aside). The statistics are computed again only where the rows name none.
+    computed = []
+    compute = frames.compute_frame_stats
+    monkeypatch.setattr(frames, "compute_frame_stats", lambda *a, **k: computed.append(1) or compute(*a, **k))
 
     store = _CountingStore(str(tmp_path / "store"))
     path, truth = render(SHORT, tmp_path / "render")
@@ -204,32 +210,33 @@ def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp
     quality = QualityConfig(dup_max_distance=-1)  # scorers of statistics only
     _CountingStore.opened = 0
     scored = score_one((video, rows), store=store, quality_config=quality)
-    assert _CountingStore.opened == 0  # no second decode
+    assert (_CountingStore.opened, len(computed)) == (1, 0)  # opened for the decode check; no statistics again
     assert scored == score_video_clips(rows, stats, video, quality)
     assert [r["clip_id"] for r in scored] == [r["clip_id"] for r in rows]
     # rows naming no statistics (a detector that keeps none), or naming a deleted object: one decode, same clips
     for stats_uri in (None, store.uri("cache/framestats/gone.npz")):
         _CountingStore.opened = 0
+        computed.clear()
         again = score_one(
             (video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store, quality_config=quality
         )
-        assert _CountingStore.opened == 1
+        assert (_CountingStore.opened, len(computed)) == (1, 1)
         assert [r["clip_id"] for r in again] == [r["clip_id"] for r in rows]
     # the near-duplicate fingerprint (on by default) looks at pixels: the luma detection kept each clip's sampled
-    # frames with the statistics, so the video is not opened; without them (statistics computed again) it is
-    # opened once for all its clips, and the fingerprints are the same
+    # frames with the statistics; without them (statistics computed again) the video, opened once for all its
+    # clips, is decoded for them, and the fingerprints are the same
     assert stats.thumbnails is not None and stats.thumbnails.max_pixels == 128 * 72
     hashes = {}
-    for stats_uri, opened in ((uri, 0), (None, 1)):
+    for stats_uri in (uri, None):
         _CountingStore.opened = 0
         fingerprinted = score_one(
             (video, [{**r, "frame_stats_uri": stats_uri} for r in rows]), store=store, quality_config=QualityConfig()
         )
-        assert _CountingStore.opened == opened
+        assert _CountingStore.opened == 1
         assert [r["clip_id"] for r in fingerprinted] == [r["clip_id"] for r in rows]
         assert any(r["near_hashes"] for r in fingerprinted)
-        hashes[opened] = [r["near_hashes"] for r in fingerprinted]
-    assert hashes[0] == hashes[1]
+        hashes[stats_uri] = [r["near_hashes"] for r in fingerprinted]
+    assert hashes[uri] == hashes[None]
 
 
 class _ScriptedAutoscaler:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from videolake.platform.scenes.segments import cuts_to_ranges
+import numpy as np
+
+from videolake.platform.scenes.segments import cuts_to_ranges, frame_times
 
 
 def test_scenes_between_cuts_cover_all_frames():
@@ -58,3 +60,30 @@ def test_pieces_never_exceed_max_and_cover_everything():
         assert all(a < b for a, b in ranges)
         assert all(b1 == a2 for (_, b1), (a2, _) in zip(ranges, ranges[1:]))
         assert all(b - a <= 36 for a, b in ranges)
+
+
+def test_scenes_are_measured_by_their_frames_times_not_a_rate():
+    # tree.avi's kind: 68 frames over 29.6 s (empty repeat chunks), a header rate of 15 fps
+    times = np.linspace(0.0, 29.6, 69)
+    assert cuts_to_ranges([], 68, 15.0, 20.0) == [(0, 68)]  # by the header rate: one 29.6 s clip
+    assert cuts_to_ranges([], 68, 15.0, 20.0, times=times) == [(0, 34), (34, 68)]
+
+
+def test_a_frame_held_longer_than_the_bound_is_a_clip_of_its_own():
+    # 20 frames at 10 fps, one frame held 25 s, 20 frames at 10 fps: equal shares of the time cannot fit, the
+    # greedy cut does; only the held frame is over the bound
+    times = np.array([i / 10 for i in range(20)] + [2.0] + [27 + i / 10 for i in range(21)])
+    assert cuts_to_ranges([], 41, 10.0, 20.0, times=times) == [(0, 20), (20, 21), (21, 41)]
+
+
+def test_a_rate_change_within_a_scene_splits_by_time():
+    # 1 s at 30 fps then 3 s at 10 fps: pieces of equal time, not of equal frame counts
+    times = np.array([i / 30 for i in range(30)] + [1 + i / 10 for i in range(31)])
+    assert cuts_to_ranges([], 60, 30.0, 2.0, times=times) == [(0, 40), (40, 60)]
+
+
+def test_frame_times_sort_the_timestamps_and_end_at_the_content_end():
+    assert frame_times([0.0, 0.08, 0.04, 0.12], 4, 0.5, 25.0).tolist() == [0.0, 0.04, 0.08, 0.12, 0.5]
+    assert frame_times([0.0, 0.5, 1.0], 3, None, 25.0).tolist() == [0.0, 0.5, 1.0, 1.5]  # last lasts as the one before
+    assert frame_times(None, 3, None, 2.0).tolist() == [0.0, 0.5, 1.0, 1.5]  # no timestamps: the measured rate
+    assert frame_times([0.0, 1.0], 3, None, 2.0).tolist() == [0.0, 0.5, 1.0, 1.5]  # not one per frame: ignored

@@ -159,7 +159,7 @@ def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], 
 @dg.asset(
     **COMMON,
     deps=upstream_of("scene_clips"),
-    code_version="scene_clips-5",
+    code_version="scene_clips-6",
     description="Scene clips of every ok video, split at cuts (hard and gradual), long scenes split to max_clip_s.",
     metadata={"dagster/column_schema": column_schema(SCENE_CLIPS)},
 )
@@ -193,7 +193,7 @@ def scene_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("filtered_clips"),
-    code_version="filtered_clips-7",
+    code_version="filtered_clips-8",
     description="Quality scores of every scene clip (motion, sharpness, brightness, black/frozen ratio, text area, "
     "near-duplicates) with passed and the reject reason.",
     metadata={"dagster/column_schema": column_schema(FILTERED_CLIPS)},
@@ -225,7 +225,7 @@ def filtered_clips(
 @dg.asset(
     **COMMON,
     deps=upstream_of("training_shards"),
-    code_version="training_shards-1",
+    code_version="training_shards-2",
     description="The day's training set: one WebDataset sample (mp4 + json + txt, key = clip_id) per passed clip "
     "with an ok caption, packed into tar shards per bucket (resolution / aspect ratio / length) under shards/; one "
     "row per sample with its shard, sha256 and size.",

@@ -85,7 +85,13 @@ class FrameKeeper:
         from videolake.platform.frames import Thumbnails
 
         samples = [sample_indices(s, e, count) for s, e in ranges]
-        wanted = sorted({i for idx in samples if idx and idx[-1] < len(self.frames) for i in idx})
+        samples = [idx for idx in samples if idx and idx[-1] < len(self.frames)]
+        if not samples:
+            return None
+        # One array holds them, so one thumbnail size: a stream whose frame size changes midway (a broadcast
+        # capture) keeps the ranges of its first size; the others are decoded again when scored.
+        shape = self.frames[samples[0][0]].shape
+        wanted = sorted({i for idx in samples if all(self.frames[i].shape == shape for i in idx) for i in idx})
         if not wanted:
             return None
         images = np.stack([self.frames[i] for i in wanted])

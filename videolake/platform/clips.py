@@ -10,7 +10,15 @@ everything before it, ``frame_index`` demuxes the video packets once (no decodin
 timestamps: frame ``n`` is the frame with the n-th smallest pts, which holds for constant, 29.97 and variable frame
 rates alike. A read then seeks once, to the last keyframe at or before the first wanted frame, and decodes forward,
 numbering each decoded frame by looking its pts up in the index. Where timestamps cannot identify frames (missing or
-repeated pts, a seek that lands past the wanted frame) it falls back to decoding from the start and counting.
+repeated pts, a seek that lands past the wanted frame, a decoder whose output disagrees with the sorted timestamps)
+it falls back to decoding from the start and counting.
+
+The frames' order is the decoder's output: that is what the scene detector numbers and what a player shows. An AVI
+stores no presentation timestamps: FFmpeg guesses them from the packet order, and with MPEG-4 Part 2 "packed
+B-frames" (Xvid/DivX, ``Megamind.avi``) the decoder hands the frames out in the right order with each other's guessed
+timestamps (pts 1, 2, 3, 5, 4, 6, 8, 7 ...; the output order is the smooth one: mean luma change 2.9 a frame against
+3.8 in timestamp order). Such a file is read by counting (``FrameIndex.sequential``), and a read that meets a frame
+out of timestamp order goes on by counting from there (and remembers it for the video).
 """
 
 from __future__ import annotations
@@ -98,6 +106,10 @@ def _build_frame_index(path: str) -> FrameIndex:
             stream = container.streams.video[0]
             tb = stream.time_base or Fraction(1, 1)
             width, height = int(stream.codec_context.width or 0), int(stream.codec_context.height or 0)
+            # AVI has no timestamps of its own: with a codec that reorders frames, the guessed ones do not follow
+            # the decoder's output (see the module docstring).
+            if container.format.name == "avi" and bool(stream.codec_context.has_b_frames):
+                sequential = True
             for packet in container.demux(stream):
                 if packet.size == 0 or packet.is_discard:
                     continue
@@ -131,9 +143,23 @@ def iter_frames(path: str, start_frame: int, end_frame: int, threads: int = 0) -
         raise ValueError(f"frame range [{start_frame}, {end_frame}) is outside the video's {n} frames: {path}")
     if not index.sequential:
         got = yield from _iter_seek(path, index, start_frame, end_frame, threads)
-        if got is not None:
+        if got is True:
             return
+        if got is not None:  # frames up to got - 1 were read; the timestamps stopped naming the frames there
+            _mark_sequential(path, index)
+            start_frame = got
     yield from _iter_sequential(path, start_frame, end_frame, threads)
+
+
+def _mark_sequential(path: str, index: FrameIndex) -> None:
+    """Remember that ``path``'s timestamps do not name its decoded frames: later reads count from the start."""
+    import dataclasses
+
+    log.info("%s: decoded frames out of timestamp order; it is read by counting frames", path)
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    with _INDEX_LOCK:
+        _INDEX_CACHE[key] = dataclasses.replace(index, sequential=True)
 
 
 def _check(frame: Any, i: int, path: str) -> None:
@@ -150,8 +176,9 @@ def _threads(stream: Any, threads: int) -> None:
 
 
 def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int = 0):
-    """Seek to the keyframe at or before ``start`` and decode forward. Returns None (before yielding anything)
-    when the timestamps turn out not to identify the frames, so the caller falls back to counting."""
+    """Seek to the keyframe at or before ``start`` and decode forward. Returns True when the range was read; None
+    (before yielding anything) when the timestamps turn out not to identify the frames, or the number of the next
+    frame to read once they stop doing so, so the caller goes on by counting."""
     import av
 
     keys = np.flatnonzero(index.keyframe[: start + 1])
@@ -166,20 +193,18 @@ def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int 
             for packet in container.demux(stream):
                 for frame in packet.decode():
                     if frame.pts is None:
-                        if expected == start:
-                            return None
-                        raise ValueError(f"frame after {expected - 1} has no timestamp")
+                        return None if expected == start else expected
                     i = int(np.searchsorted(index.pts, frame.pts))
                     if i >= index.num_frames or index.pts[i] != frame.pts:
-                        if expected == start:
-                            return None
-                        raise ValueError(f"decoded a frame (pts {frame.pts}) that is not in the index")
+                        return None if expected == start else expected
                     if i < expected:
+                        if expected > start:  # a frame already read, again: out of timestamp order
+                            return expected
                         continue  # before the range (the GOP's head, or leading frames of an open GOP)
                     if i > expected:
-                        if expected == start:
-                            return None  # the seek landed past the range start
-                        raise ValueError(f"frames {expected}..{i - 1} did not decode")
+                        # the seek landed past the range start, or a frame comes out ahead of its turn (or is lost):
+                        # counting from the start settles which
+                        return None if expected == start else expected
                     _check(frame, i, path)
                     yield i, frame
                     expected += 1
@@ -251,18 +276,27 @@ def iter_wanted_frames(path: str, wanted: list[int], *, fast: bool = True) -> It
     index = frame_index(path)
     if need[0] < 0 or need[-1] >= index.num_frames:
         raise ValueError(f"frames {need[0]}..{need[-1]} are outside the video's {index.num_frames} frames: {path}")
-    got = yield from _iter_wanted(path, index, need, fast, skip=not index.sequential)
+    done: set[int] = set()
+    got = yield from _iter_wanted(path, index, need, fast, skip=not index.sequential, done=done)
     if got is None:  # timestamps do not name frames: count them, decoding all
-        yield from _iter_wanted(path, index, need, fast, skip=False)
+        if done:
+            _mark_sequential(path, index)
+        yield from _iter_wanted(path, index, [i for i in need if i not in done], fast, skip=False)
 
 
-def _iter_wanted(path: str, index: FrameIndex, need: list[int], fast: bool, skip: bool):
-    """``iter_wanted_frames``' pass; returns None before yielding anything when a pts is not in the index."""
+def _iter_wanted(path: str, index: FrameIndex, need: list[int], fast: bool, skip: bool, done: set | None = None):
+    """``iter_wanted_frames``' pass; returns None when a pts does not name the next frame (not in the index, or out
+    of order), ``done`` holding the frames yielded before."""
     import av
 
+    done = set() if done is None else done
+    if not need:
+        return True
     wanted = set(need)
     left = len(need)
     count = 0
+    last = -1  # the last frame numbered
+    held: tuple[int, Any] | None = None
 
     def number(frame: Any) -> int | None:
         nonlocal count
@@ -287,25 +321,115 @@ def _iter_wanted(path: str, index: FrameIndex, need: list[int], fast: bool, skip
                     ctx.skip_frame = "NONREF" if 0 <= k < index.num_frames and k not in wanted else "DEFAULT"
                 for frame in packet.decode():
                     i = number(frame)
-                    if i is None:
-                        if left == len(need):
-                            return None
-                        raise ValueError(f"decoded a frame (pts {frame.pts}) that is not in the index")
-                    if i in wanted:
-                        _check(frame, i, path)
-                        yield i, frame
+                    # A frame numbered by its pts is handed on once the next one confirms the order (a decoder that
+                    # pairs frames with each other's timestamps shows it one frame late).
+                    if i is None or i <= last:
+                        return None
+                    last = i
+                    if held is not None:
+                        yield held
+                        done.add(held[0])
                         left -= 1
+                        held = None
+                    if i in wanted and i not in done:
+                        _check(frame, i, path)
+                        held = (i, frame)
+                        if not skip or left == 1:
+                            yield held
+                            done.add(i)
+                            left -= 1
+                            held = None
                         if not left:
                             return True
+            if held is not None:
+                yield held
+                done.add(held[0])
+                left -= 1
+                if not left:
+                    return True
     except av.FFmpegError as exc:
         raise ValueError(f"sampled frames of {path} do not decode: {type(exc).__name__}: {exc}") from exc
     except ValueError:
         raise
     except Exception as exc:
         raise ValueError(f"sampled frames of {path} do not decode: {type(exc).__name__}: {exc}") from exc
-    if left == len(need) and skip:
+    if skip:  # frames went missing where timestamps number them: counting settles whether they decode
         return None
     raise ValueError(f"{left} of the {len(need)} sampled frames of {path} did not decode")
+
+
+def decode_error(path: str, start_frame: int, end_frame: int, threads: int = 1) -> str | None:
+    """Why frames [start_frame, end_frame) of ``path`` cannot be read as the shard encoder reads them
+    (``iter_frames`` from one seek, every frame clean, one frame size throughout: the encoder takes no size change
+    within a clip), or None when they can. The score stage asks this of every clip it passes, so a clip that would
+    not encode is rejected ``undecodable`` before any caption is spent on it."""
+    size: tuple[int, int] | None = None
+    count = 0
+    try:
+        for i, frame in iter_frames(path, start_frame, end_frame, threads):
+            if size is None:
+                size = (frame.width, frame.height)
+            elif (frame.width, frame.height) != size:
+                return (
+                    f"the frame size changes within the clip at frame {i}: {frame.width}x{frame.height}, was "
+                    f"{size[0]}x{size[1]}"
+                )
+            count += 1
+    except ValueError as exc:
+        return str(exc)[:500]
+    if count != end_frame - start_frame:
+        return f"{count} of the {end_frame - start_frame} frames of [{start_frame}, {end_frame}) decode"
+    return None
+
+
+def decode_errors(path: str, ranges: list[tuple[int, int]], threads: int = 1, max_gap: int = 120) -> list[str | None]:
+    """``decode_error`` of each range, decoding each run of nearby ranges once (as the shard encoder does: a gap of
+    up to ``max_gap`` frames is decoded through rather than sought over). A run whose pass fails is checked again
+    range by range, so one range's error is never another's."""
+    out: list[str | None] = [None] * len(ranges)
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    runs: list[list[int]] = []
+    for i in order:
+        last = ranges[runs[-1][-1]] if runs else None
+        if last is not None and last[1] <= ranges[i][0] <= last[1] + max_gap:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for run in runs:
+        start, end = ranges[run[0]][0], ranges[run[-1]][1]
+        sizes: dict[int, tuple[int, int]] = {}
+        counts = dict.fromkeys(run, 0)
+        try:
+            for n, frame in iter_frames(path, start, end, threads):
+                for k in run:
+                    s, e = ranges[k]
+                    if s <= n < e and out[k] is None:
+                        size = sizes.setdefault(k, (frame.width, frame.height))
+                        if (frame.width, frame.height) != size:
+                            out[k] = (
+                                f"the frame size changes within the clip at frame {n}: {frame.width}x{frame.height}, "
+                                f"was {size[0]}x{size[1]}"
+                            )
+                        counts[k] += 1
+        except ValueError:
+            for k in run:
+                out[k] = decode_error(path, *ranges[k], threads=threads)
+            continue
+        for k in run:
+            s, e = ranges[k]
+            if out[k] is None and counts[k] != e - s:
+                out[k] = f"{counts[k]} of the {e - s} frames of [{s}, {e}) decode"
+    return out
+
+
+def clip_rate(start_frame: int, end_frame: int, duration_s: float | None, video_fps: float | None) -> float:
+    """A clip's frame rate: its frames over its measured duration (scene_clips.duration_s, from the frames'
+    timestamps), so a clip encoded or described at a constant rate lasts as long as it did in its source (a
+    variable-rate or repeat-frame stretch has a rate of its own); the video's rate only when no duration is known."""
+    n = int(end_frame) - int(start_frame)
+    if duration_s is not None and duration_s > 0 and n > 0:
+        return n / float(duration_s)
+    return float(video_fps or 0.0)
 
 
 # ------------------------------------------------------------------------------------------------ frame sampling

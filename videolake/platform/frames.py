@@ -450,7 +450,9 @@ class FrameStatsAccumulator:
     def result(self, width: int, height: int) -> FrameStats:
         cat = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in self._parts.items()}
         return FrameStats(
-            pts_s=cat["pts_s"].astype(np.float64),
+            # in the order the frames decode: the k-th frame shown at the k-th smallest time (a decoder that pairs
+            # packed B-frames with each other's guessed timestamps hands them out unsorted; see clips.py)
+            pts_s=np.sort(cat["pts_s"].astype(np.float64)),
             luma_mean=cat["luma_mean"].astype(np.float32),
             luma_diff=cat["luma_diff"].astype(np.float32),
             sharpness=cat["sharpness"].astype(np.float32),

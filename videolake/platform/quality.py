@@ -237,15 +237,24 @@ class FramesScorer(Scorer):
 class DurationScorer(Scorer):
     columns = ("duration_s",)
     rules = ("too_short", "too_long")
+    version = "2"  # 2: too_long against the bound the clip was cut under too
 
     def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         d = float(clip.clip["duration_s"])
         rules = []
         if d < self.config.min_clip_s:
             rules.append("too_short")
-        if self.config.max_clip_s > 0 and d > self.config.max_clip_s:
+        if (self.config.max_clip_s > 0 and d > self.config.max_clip_s) or _over_cut_bound(clip.clip):
             rules.append("too_long")
         return {"duration_s": d}, rules
+
+
+def _over_cut_bound(clip: dict[str, Any]) -> bool:
+    """The clip is longer than the bound scene_clips cut it under (its row's ``max_clip_s``): the split cuts scenes
+    by their frames' timestamps, so only a single frame held longer than the bound (or a row cut before clips were
+    timed) gets here, and such a clip is set aside here rather than stopping the day at the scene_clips gate."""
+    bound = clip.get("max_clip_s")
+    return bound is not None and float(bound) > 0 and float(clip["duration_s"]) > float(bound) + 1e-6
 
 
 @SCORERS.register("resolution")
@@ -356,7 +365,8 @@ class NearDupScorer(Scorer):
     columns = ("near_hashes",)
     # 2: frames of at most 128x72 pixels (was 128x128: 170x96 for 16:9), decoded in one pass without the in-loop
     # deblocking filter (clip_pixels); fingerprints of version 1 differ by a few bits and are not mixed with these.
-    version = "2"
+    # 3: motion views of still clips (dedup.near.motion_hashes), after a marker row; version-2 prints still compare.
+    version = "3"
     # PDQ works on a 64x64 downscale. Frames of at most 128x72 pixels (128x72 for 16:9, 110x83 for 4:3, 72x128
     # portrait) give the same recall and precision on the real-footage set as 256 px (dedup.near), and keep every
     # view within PDQ's 128 px for which dedup.near hashes all views of a frame in numpy (2.2 ms a frame, not 4.7).
@@ -378,6 +388,7 @@ def _empty_row(clip: dict[str, Any], video: dict[str, Any] | None) -> dict[str, 
     row: dict[str, Any] = dict.fromkeys(ROW_COLUMNS)
     row["clip_id"] = clip["clip_id"]
     row["video_id"] = clip["video_id"]
+    row["source_uri"] = clip.get("source_uri") or (video or {}).get("source_uri")
     row["duration_s"] = float(clip["duration_s"])
     if video is not None:
         row["width"], row["height"] = video.get("width"), video.get("height")

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 REJECT_RULES: tuple[str, ...] = (
     "too_few_frames",  # fewer than 2 frames with statistics: nothing can be measured
     "too_short",  # duration_s < min_clip_s
-    "too_long",  # duration_s > max_clip_s (only when max_clip_s > 0)
+    "too_long",  # duration_s > max_clip_s, or over the bound scene_clips cut it under (its row's max_clip_s)
+    "undecodable",  # its frame range does not decode as the shard encoder reads it (reject_detail: the error)
     "low_resolution",  # width < min_width or height < min_height
     "black",  # black_ratio > max_black_ratio
     "too_dark",  # brightness < min_brightness

@@ -236,7 +236,7 @@ FILTERED_CLIPS = pa.schema(
             "near_hashes",
             pa.binary(),
             metadata={
-                "description": "the clip's near-duplicate fingerprint: 32-byte PDQ hashes of its informative frames, bars removed (dedup.near); empty when every frame is flat"
+                "description": "the clip's near-duplicate fingerprint: 32-byte PDQ hashes of its informative frames, bars removed, and for a still clip (a fixed camera) also of what moves in each frame (dedup.near); empty when every frame is flat"
             },
         ),
         pa.field(
@@ -279,6 +279,18 @@ FILTERED_CLIPS = pa.schema(
             metadata={
                 "description": "transient | permanent when the clip could not be scored (score_error, detect_error, video_missing); null for a scored clip"
             },
+        ),
+        pa.field(
+            "reject_detail",
+            pa.string(),
+            metadata={
+                "description": "why a clip broke a per-clip invariant: the decode error of an undecodable clip (read as the shard encoder reads it), the measured duration of a too_long one; null otherwise"
+            },
+        ),
+        pa.field(
+            "source_uri",
+            pa.string(),
+            metadata={"description": "object of the clip's source video (scene_clips.source_uri)"},
         ),
         pa.field(
             PARTITION_COLUMN,
@@ -606,6 +618,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             "clip_id": (("scene_clips", "clip_id"),),
             "video_id": (("scene_clips", "video_id"),),
             "duration_s": (("scene_clips", "duration_s"),),
+            "source_uri": (("scene_clips", "source_uri"),),
             "width": (("raw_videos", "width"),),
             "height": (("raw_videos", "height"),),
             "motion": _SCORED_FROM,

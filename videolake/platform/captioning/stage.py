@@ -82,16 +82,38 @@ def actor_env(config: CaptionerConfig) -> dict[str, str]:
 
 
 def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
-    """Passed clips of the range joined with their frame ranges (scene_clips) and frame rate (raw_videos)."""
+    """Passed clips of the range joined with their frame ranges (scene_clips) and frame rate: the clip's own, its
+    frames over its measured duration (``clips.clip_rate``; the video's, raw_videos, where none is known)."""
+    from videolake.platform.clips import clip_rate
+
     filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed"])
     passed = filtered.filter(pc.equal(filtered.column("passed"), True)).select(["clip_id"])
     clips = lake.read_partitions(
         "scene_clips",
         rng,
-        columns=["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "clip_uri", PARTITION_COLUMN],
+        columns=[
+            "clip_id",
+            "video_id",
+            "source_uri",
+            "start_frame",
+            "end_frame",
+            "duration_s",
+            "clip_uri",
+            PARTITION_COLUMN,
+        ],
     )
     videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps"])
     joined = passed.join(clips, "clip_id", join_type="inner").join(videos, "video_id", join_type="left outer")
+    rates = [
+        clip_rate(s, e, d, f)
+        for s, e, d, f in zip(
+            joined.column("start_frame").to_pylist(),
+            joined.column("end_frame").to_pylist(),
+            joined.column("duration_s").to_pylist(),
+            joined.column("fps").to_pylist(),
+        )
+    ]
+    joined = joined.set_column(joined.schema.get_field_index("fps"), "fps", pa.array(rates, pa.float64()))
     return joined.sort_by("clip_id").select(INPUT_COLUMNS)
 
 

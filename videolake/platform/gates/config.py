@@ -108,6 +108,10 @@ class SceneClipsGates(_TableGates):
     # Slack on each row's max_clip_s (the bound scene_clips cut it under, carried by the row) for frame rounding at
     # the split points, seconds.
     duration_tolerance_s: float = 0.5
+    # Why 0.05: a clip over its bound is one file's oddity (a still held longer than max_clip_s), set aside by
+    # filtered_clips as too_long; a twentieth of a day's clips over it means the split itself is broken.
+    max_out_of_bounds_rate: float = 0.05  # share of clips out of bounds that fails duration_in_bounds when exceeded
+    min_rows_for_rate: int = 20  # below this many clips duration_in_bounds passes with a note (one clip is 5 points)
     # No lower bound other than > 0 on purpose: short scenes are kept here and rejected later, with the reason
     # too_short, by the quality stage (filtered_clips), so every frame of a video stays accounted for.
     # Clips with a detect_error (the whole-video fallback clip of a video whose detection failed) are exempt from
@@ -121,6 +125,7 @@ class FilteredClipsGates(_TableGates):
         "scores_valid",
         "reject_reason_consistent",
         "duplicates_name_their_kept_clip",
+        "undecodable_rate",
         "pass_rate",
     )
     # A 0 % or 100 % pass rate means a broken scorer or thresholds that filter nothing: both are suspicious.
@@ -132,6 +137,9 @@ class FilteredClipsGates(_TableGates):
     # (detect_error, score_error, video_missing) as a rejected row with null scores. Passed clips always need
     # every score. True: every row needs every score.
     require_scores_on_rejected: bool = False
+    # Why 0.05: a clip that does not decode as the shard encoder reads it is one odd file (rejected undecodable,
+    # before captions); a twentieth of a day's clips means a broken decoder or store, not files.
+    max_undecodable_rate: float = 0.05  # share of clips rejected undecodable that fails undecodable_rate
     max_motion: float = 255.0  # motion is a mean abs luma difference: 0..max_motion
     max_brightness: float = 255.0  # brightness is a mean luma: 0..max_brightness
 
@@ -243,14 +251,19 @@ GATE_DOCS: dict[str, dict[str, str]] = {
         "clips_ordered_non_overlapping": "a video's clips are numbered 0, 1, ... in frame order and do not overlap.",
         "coverage": "the clips of every ok video cover at least coverage_min of its frames.",
         "every_video_has_clips": "every ok video of the partition has at least one clip.",
-        "duration_in_bounds": "0 < duration_s <= the row's max_clip_s + duration_tolerance_s (detect_error fallback "
-        "clips exempt; rows without max_clip_s are counted, not bounded).",
+        "duration_in_bounds": "share of clips with duration_s <= 0 or over the row's max_clip_s + duration_tolerance_s "
+        "<= max_out_of_bounds_rate (not enforced below min_rows_for_rate rows; those clips are rejected too_long by "
+        "filtered_clips; detect_error fallback clips exempt; rows without max_clip_s are counted, not bounded); names "
+        "their source objects.",
     },
     "filtered_clips": {
         "scored_exactly_once": "every scene clip of the partition has exactly one row; no rows for other clips.",
         "scores_valid": "scores are set (on passed rows, or all rows) and in range.",
         "reject_reason_consistent": "every rejected clip has a non-empty reject_reason; passed clips have none.",
         "duplicates_name_their_kept_clip": "every duplicate names its group's kept clip (of its day or earlier); a kept clip is never a duplicate.",
+        "undecodable_rate": "share of clips rejected undecodable (their frames do not decode as the shard encoder "
+        "reads them) <= max_undecodable_rate (not enforced below min_rows_for_rate rows); names their source objects "
+        "and those of too_long clips.",
         "pass_rate": "pass rate within [min_pass_rate, max_pass_rate] (not enforced below min_rows_for_rate rows).",
     },
     "clip_captions": {

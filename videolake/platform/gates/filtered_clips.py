@@ -29,8 +29,23 @@ def score_ranges(cfg: FilteredClipsGates) -> dict[str, tuple[float, float | None
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) -> tuple[list[Gate], dict[str, Frame]]:
     ranges = score_ranges(cfg)
     df = to_pandas(
-        tbl, ["clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kept_date", "partition_date", *ranges]
+        tbl,
+        [
+            "clip_id",
+            "passed",
+            "reject_reason",
+            "duplicate_group",
+            "duplicate_kept_date",
+            "partition_date",
+            "source_uri",
+            *ranges,
+        ],
     )
+    # Clips set aside for breaking a per-clip invariant (their frames do not decode as the shard encoder reads them;
+    # longer than the bound they were cut under): rows with reasons, counted, and a blocking share only in bulk.
+    rules = df["reject_reason"].map(lambda r: set(r.split(";")) if isinstance(r, str) else set())
+    df["is_undecodable"] = rules.map(lambda r: "undecodable" in r).astype("float64")
+    df["is_too_long"] = rules.map(lambda r: "too_long" in r).astype("float64")
     df["is_passed"] = (df["passed"] == True).astype("float64")  # noqa: E712 (a null passed counts as not passed)
     df["is_duplicate"] = df["reject_reason"].map(lambda r: isinstance(r, str) and "duplicate" in r.split(";"))
     # A duplicate names another clip, kept on its own day or an earlier one; a clip naming itself is a kept one.
@@ -125,6 +140,7 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
                 ),
             ),
         ),
+        _undecodable_gate(df, cfg),
         rate_gate(
             "pass_rate",
             "is_passed",
@@ -136,3 +152,40 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
         ),
     ]
     return gates, frames
+
+
+def _undecodable_gate(df, cfg: FilteredClipsGates) -> Gate:
+    """The clips whose frames do not decode as the shard encoder will read them are rejected ``undecodable`` before
+    any caption is spent; one odd file does not stop the day, a share above ``max_undecodable_rate`` does (a broken
+    decoder or store). Names the source objects either way."""
+    rate = cfg.max_undecodable_rate
+    flagged = df["is_undecodable"] > 0
+    sources = tuple(dict.fromkeys(str(u) for u in df.loc[flagged, "source_uri"]))
+    too_long = tuple(dict.fromkeys(str(u) for u in df.loc[df["is_too_long"] > 0, "source_uri"]))
+    return Gate(
+        "undecodable_rate",
+        f"share of clips rejected undecodable <= {rate:g} (not enforced below {cfg.min_rows_for_rate} rows)",
+        (
+            Check(
+                "undecodable_rate",
+                "ExpectColumnMeanToBeBetween",
+                {"column": "is_undecodable", "max_value": rate},
+                f"undecodable rate {{value}} > max {rate:g}",
+                measure="observed_value",
+            ),
+        ),
+        thresholds={"max_undecodable_rate": rate, "min_rows_for_rate": cfg.min_rows_for_rate},
+        min_rows=cfg.min_rows_for_rate,
+        extra_measured={
+            "rows": len(df),
+            "undecodable": int(flagged.sum()),
+            "undecodable_sources": list(sources[:MAX_SOURCES]),
+            "too_long": int((df["is_too_long"] > 0).sum()),
+            "too_long_sources": list(too_long[:MAX_SOURCES]),
+        },
+        examples=sources[:MAX_SOURCES],
+    )
+
+
+# Source objects a gate names (in its metadata and as its failing ids).
+MAX_SOURCES = 10

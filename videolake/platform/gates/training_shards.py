@@ -71,7 +71,7 @@ def build(
 ) -> tuple[list[Gate], dict[str, Frame]]:
     if found is None:
         found = evidence(tbl, cfg, None)
-    df = to_pandas(tbl, ["clip_id", "status", "shard_uri"])
+    df = to_pandas(tbl, ["clip_id", "status", "shard_uri", "source_uri"])
     df["is_failed"] = (df["status"] == "failed").astype("float64")
     captions = context["clip_captions"]
     eligible = [
@@ -146,7 +146,7 @@ def build(
             max_value=cfg.max_failure_rate,
             min_rows=cfg.min_rows_for_rate,
             counted="failed",
-            id_column="clip_id",
+            id_column="source_uri",  # the objects to leave out of the day (troubleshooting.md)
         ),
     ]
     return gates, frames

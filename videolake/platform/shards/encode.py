@@ -221,12 +221,13 @@ MAX_FLUSHING = 1
 
 
 def encode_clips(
-    src_path: str, ranges: list[tuple[int, int]], fps: float, config: ShardConfig
+    src_path: str, ranges: list[tuple[int, int]], fps: float | list[float], config: ShardConfig
 ) -> list[EncodedClip | Exception]:
-    """``encode_clip`` for each range of one video (sorted, non-overlapping), decoding each run of nearby clips
-    ONCE: FFmpeg's ``-ss`` per clip decodes from the keyframe before each clip, this decodes every frame once
+    """``encode_clip`` for each range of one video (sorted, non-overlapping), at ``fps`` (one rate, or one per
+    range: ``clips.clip_rate``), decoding each run of nearby clips ONCE: FFmpeg's ``-ss`` per clip decodes from the keyframe before each clip, this decodes every frame once
     (``videolake bench shards`` measures it against FFmpeg). A range that fails is its own exception in the result
     (after a decode error the rest of its run is encoded clip by clip), never the whole video's."""
+    rates = list(fps) if isinstance(fps, list) else [fps] * len(ranges)
     out: list[EncodedClip | Exception | None] = [None] * len(ranges)
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     runs: list[list[int]] = []
@@ -240,11 +241,11 @@ def encode_clips(
         else:
             runs.append([i])
     for run in runs:
-        _encode_run(src_path, [ranges[i] for i in run], fps, config, run, out)
+        _encode_run(src_path, [ranges[i] for i in run], [rates[i] for i in run], config, run, out)
     return [r if r is not None else ValueError("not encoded") for r in out]
 
 
-def _encode_run(src_path, run_ranges, fps, config, idx, out) -> None:
+def _encode_run(src_path, run_ranges, rates, config, idx, out) -> None:
     pos, encoder = 0, None
     # Clips whose input is complete, still flushing: the next clip is decoded meanwhile (at most MAX_FLUSHING).
     flushing: list[tuple[int, ClipEncoder]] = []
@@ -258,7 +259,7 @@ def _encode_run(src_path, run_ranges, fps, config, idx, out) -> None:
             if n < start:
                 continue
             if encoder is None:
-                encoder = ClipEncoder(fps, config, end - start)
+                encoder = ClipEncoder(rates[pos], config, end - start)
             encoder.feed(frame)
             if n == end - 1:
                 encoder.close()
@@ -279,7 +280,7 @@ def _encode_run(src_path, run_ranges, fps, config, idx, out) -> None:
             if out[idx[k]] is None:
                 try:
                     start, end = run_ranges[k]
-                    out[idx[k]] = encode_clip(src_path, start, end, fps, config)
+                    out[idx[k]] = encode_clip(src_path, start, end, rates[k], config)
                 except Exception as exc:  # noqa: BLE001 - the clip's own failure, recorded by the caller
                     out[idx[k]] = exc
         return

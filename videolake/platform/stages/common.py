@@ -26,7 +26,17 @@ SCORE_ERROR = "score_error"
 DUPLICATE_FILE = "duplicate_file"
 
 
-UNIT_VIDEO_COLUMNS = ["video_id", "source_uri", "fps", "num_frames", "width", "height", "status", "partition_date"]
+UNIT_VIDEO_COLUMNS = [
+    "video_id",
+    "source_uri",
+    "fps",
+    "num_frames",
+    "duration_s",
+    "width",
+    "height",
+    "status",
+    "partition_date",
+]
 
 
 def video_units(lake: Any, partitions: Any, tag: str) -> list[dict]:

@@ -48,7 +48,47 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
         source = SourcePixels(store, video, stack, clips, kept=stats.thumbnails if stats is not None else None)
         if stats is None:
             stats = compute_frame_stats(source.path())
-        return score_video_clips(clips, stats, video, quality_config, pixels=source)
+        rows = score_video_clips(clips, stats, video, quality_config, pixels=source)
+        return set_aside(rows, clips, source.path)
+
+
+def set_aside(rows: list[dict], clips: list[dict], path: Callable[[], str]) -> list[dict]:
+    """The clips that break a per-clip invariant, set aside with a reason and its detail instead of stopping the
+    day at a later gate: a passed clip whose frame range does not decode as the shard encoder will read it is
+    rejected ``undecodable`` (the decode error in ``reject_detail``; checked here, before any caption is spent), a
+    clip over the bound it was cut under gets the measured duration in ``reject_detail``. An undecodable clip takes
+    no part in near-duplicate grouping (it would be a group's kept clip that never reaches a shard)."""
+    from videolake.platform.clips import decode_errors
+    from videolake.platform.reject_rules import join_rules
+
+    by_id = {c["clip_id"]: c for c in clips}
+    passed = [r["clip_id"] for r in rows if r["passed"]]
+    # one decode of each run of nearby passed clips, as the shard encoder reads them
+    ranges = [(int(by_id[c]["start_frame"]), int(by_id[c]["end_frame"])) for c in passed]
+    errors = dict(zip(passed, decode_errors(path(), ranges))) if passed else {}
+    out = []
+    for row in rows:
+        clip = by_id[row["clip_id"]]
+        reasons = (row["reject_reason"] or "").split(";")
+        if "too_long" in reasons and clip.get("max_clip_s"):
+            row = {
+                **row,
+                "reject_detail": f"duration_s {float(clip['duration_s']):.3f} > max_clip_s {float(clip['max_clip_s']):g} "
+                "(measured from the frames' timestamps; a frame or scene the split could not cut shorter)",
+            }
+        if row["passed"]:
+            error = errors[row["clip_id"]]
+            if error is not None:
+                log.warning("clip %s does not decode: %s", row["clip_id"], error)
+                row = {
+                    **row,
+                    "passed": False,
+                    "reject_reason": join_rules([*reasons, "undecodable"]),
+                    "reject_detail": error,
+                    "near_hashes": None,
+                }
+        out.append(row)
+    return out
 
 
 class SourcePixels:
@@ -86,6 +126,8 @@ SCORE_CLIP_COLUMNS = [
     "detector_params",
     "detect_error",
     "frame_stats_uri",
+    "source_uri",
+    "max_clip_s",
     "partition_date",
 ]
 
@@ -197,7 +239,8 @@ def score_partitions(
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
     # content key of (video, detector, parameters), so clips cut by another detection are other units.
     versions = {name: SCORERS.get(name).version for name in quality_config.scorers}
-    version = stage_version("filtered_clips-6", {"config": _config_dict(quality_config), "scorer_versions": versions})
+    # -7: passed clips checked to decode as the shard encoder reads them; too_long against the clip's cut bound
+    version = stage_version("filtered_clips-7", {"config": _config_dict(quality_config), "scorer_versions": versions})
     units = score_units(lake, partitions)
     spec = table_spec("filtered_clips")
     step = PartitionStep(

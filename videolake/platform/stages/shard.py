@@ -51,7 +51,8 @@ SCORE_COLUMNS = ("motion", "sharpness", "brightness", "black_ratio", "frozen_rat
 def shard_version(config: ShardConfig) -> str:
     from videolake.platform.shards.encode import ENCODE_VERSION
 
-    return stage_version("training_shards-1", ENCODE_VERSION, _config_dict(config))
+    # -2: each clip encoded at its measured rate
+    return stage_version("training_shards-2", ENCODE_VERSION, _config_dict(config))
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -86,7 +87,9 @@ def eligible_clips(lake: Any, rng: PartitionRange) -> pa.Table:
         "scores",
         pa.array([json.dumps(dict(s or [])) for s in filtered.column("scores").to_pylist()], pa.string()),
     )
-    clips = lake.read_partitions("scene_clips", rng, columns=["clip_id", "start_frame", "end_frame", PARTITION_COLUMN])
+    clips = lake.read_partitions(
+        "scene_clips", rng, columns=["clip_id", "start_frame", "end_frame", "duration_s", PARTITION_COLUMN]
+    )
     videos = lake.read_partitions("raw_videos", rng, columns=["video_id", "fps", PARTITION_COLUMN])
     keys = ["clip_id", PARTITION_COLUMN]
     joined = (
@@ -169,6 +172,7 @@ def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version
     """TRAINING_SHARDS rows (without the shard columns) of one video's eligible clips, the video decoded once for
     nearby clips (``encode_clips``); each clip's sample is written as a fragment object. A clip that does not encode
     is a failed row with its reason and failure class."""
+    from videolake.platform.clips import clip_rate
     from videolake.platform.failures import failure_class
     from videolake.platform.shards.buckets import bucket_of
     from videolake.platform.shards.encode import encode_clips
@@ -177,10 +181,12 @@ def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version
     day, clips = payload["day"], payload["clips"]
     rows = []
     key = store.key_from_uri(clips[0]["source_uri"])
-    fps = float(clips[0].get("fps") or 0.0)
+    # Each clip at its own measured rate (its frames over its duration): a clip of a variable-rate video, or of
+    # an AVI's repeat-frame stretch, plays as long as it did in the source.
+    rates = [clip_rate(c["start_frame"], c["end_frame"], c.get("duration_s"), c.get("fps")) for c in clips]
     with store.open_local(key) as path:
-        results = encode_clips(path, [(int(c["start_frame"]), int(c["end_frame"])) for c in clips], fps, config)
-    for clip, encoded in zip(clips, results):
+        results = encode_clips(path, [(int(c["start_frame"]), int(c["end_frame"])) for c in clips], rates, config)
+    for clip, encoded, fps in zip(clips, results, rates):
         if isinstance(encoded, Exception):
             cls = failure_class(encoded)
             log.warning("clip %s does not encode (%s): %s", clip["clip_id"], cls, encoded)

@@ -67,6 +67,29 @@ def _stored_pts(store: ObjectStore, stats_uri: str | None) -> Any:
         return None
 
 
+def _index_pts(path: str, num_frames: int) -> Any:
+    """The frames' presentation times from the file's packets (no decode), for a detector that keeps no frame
+    statistics; None when they do not number the detector's frames (a count that differs, timestamps missing)."""
+    from videolake.platform.clips import frame_index
+
+    try:
+        index = frame_index(path)
+    except ValueError:
+        return None
+    if index.sequential or index.num_frames != num_frames:
+        return None
+    return index.pts.astype("float64") * float(index.time_base)
+
+
+def _content_end(video: dict, pts: Any) -> float | None:
+    """Where the video's content ends on the frames' clock: its first frame plus the duration the probe measured
+    from the stream's timestamps (the end of its last frame, which may be held by empty repeat chunks)."""
+    duration = video.get("duration_s")
+    if pts is None or len(pts) == 0 or not duration:
+        return None
+    return float(min(pts)) + float(duration)
+
+
 def _detect(detector: Any, path: str) -> tuple[Any, Any]:
     """The detection, and the ``FrameKeeper`` that kept its frames when the detector shares its decode pass (luma)."""
     from videolake.platform.scenes.luma import LumaDetector
@@ -88,7 +111,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
     """
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.base import SceneResult
-    from videolake.platform.scenes.segments import cuts_to_ranges
+    from videolake.platform.scenes.segments import cuts_to_ranges, frame_times
 
     detector = get_detector(config.detector, **config.detector_params)
     params = detector.params_json()
@@ -110,17 +133,24 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
                 num_frames=int(detected["num_frames"]),
                 stats=None,
             )
-        fps = float(result.fps or video["fps"] or 0.0)
-        ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s)
+        # The probe's rate (measured from timestamps) before the detector's (a header rate): it only numbers
+        # frames where no timestamps are known.
+        fps = float(video.get("fps") or result.fps or 0.0)
+        stats_uri: str | None = None
         if result.stats is not None:
-            stats = result.stats
-            if keeper is not None:  # the clips' sampled frames, for the score stage's fingerprint (no decode there)
-                stats = dataclasses.replace(stats, thumbnails=keeper.sampled(ranges))
-            stats_uri: str | None = FrameStatsSink(store, config, params)(video["video_id"], stats)
             pts = result.stats.pts_s
         else:
             stats_uri = (detected or {}).get("stats_uri")
             pts = _stored_pts(store, stats_uri)
+            if pts is None and path is not None:
+                pts = _index_pts(path, result.num_frames)
+        times = frame_times(pts, result.num_frames, _content_end(video, pts), fps)
+        ranges = cuts_to_ranges(result.cuts, result.num_frames, fps, config.max_clip_s, times=times)
+        if result.stats is not None:
+            stats = result.stats
+            if keeper is not None:  # the clips' sampled frames, for the score stage's fingerprint (no decode there)
+                stats = dataclasses.replace(stats, thumbnails=keeper.sampled(ranges))
+            stats_uri = FrameStatsSink(store, config, params)(video["video_id"], stats)
         clip_uris: dict[tuple[int, int], str] = {}
         if config.clip_mode == "files":
             from videolake.platform.clips import store_clip
@@ -132,19 +162,14 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
                 )
     rows = []
     for i, (start, end) in enumerate(ranges):
-        if pts is not None and end <= len(pts):
-            start_s = float(pts[start])
-            end_s = float(pts[end]) if end < len(pts) else float(pts[end - 1]) + (1.0 / fps if fps else 0.0)
-        else:
-            start_s, end_s = start / fps, end / fps
         rows.append(
             scene_row(
                 video,
                 i,
                 start,
                 end,
-                start_s,
-                end_s,
+                float(times[start]),
+                float(times[end]),
                 detector.name,
                 params,
                 clip_uri=clip_uris.get((start, end)),
@@ -197,6 +222,7 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
     stage rejects with its reason (never a silent drop, never a crashed partition)."""
     n = int(video["num_frames"] or 0)
     fps = float(video["fps"] or 0.0)
+    measured = video.get("duration_s")  # the probe's, from timestamps
     return [
         scene_row(
             video,
@@ -204,7 +230,7 @@ def detect_error_rows(video: dict, error: str, config: SplitConfig) -> list[dict
             0,
             n,
             0.0,
-            n / fps if fps else 0.0,
+            float(measured) if measured else (n / fps if fps else 0.0),
             config.detector,
             json.dumps(config.detector_params, sort_keys=True),
             error=error[:500],
@@ -240,7 +266,8 @@ def split_partitions(
     # instead of recording every video as a detection error. The canonical parameters define the version.
     detector = get_detector(config.detector, **config.detector_params)
     params = detector.params_json()
-    version = stage_version("scene_clips-5", _config_dict(config), params)  # -5: failure rows carry failure_class
+    # -5: failure rows carry failure_class; -6: clips timed and split by their frames' timestamps
+    version = stage_version("scene_clips-6", _config_dict(config), params)
     units = video_units(lake, partitions, "split")
     gpu_videos = _detect_on_gpus(lake, store, config, version, params, units, scalable_gpus)
     step = PartitionStep(summarize=table_spec("scene_clips").figures_of)
