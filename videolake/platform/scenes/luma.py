@@ -20,7 +20,11 @@ drifts that move flat areas across a bin edge). The content distance ``D(i, j)``
    its ratio stays low. Gradual candidates must also move the colour histograms (a pan mostly keeps them).
    Before all this, letterbox/pillarbox bars (blocks dark and still for the whole video) are dropped, so a cut
    inside a boxed picture scores like the same cut full-frame. A hard cut between similar shots may be smaller
-   than ``threshold`` (down to ``weak_share`` of it) when it beats the motion on both sides by ``strong_ratio``.
+   than ``threshold`` (down to ``weak_share`` of it) when it beats the motion on both sides by ``strong_ratio``
+   and stays that large once a uniform luma offset between the two frames is taken out (an auto-exposure step in
+   one take is mostly that offset). Before everything, isolated one-frame glitches (a corrupted frame of a damaged
+   file, a one-frame flash: far from both neighbours, which match each other) are replaced by the frame before
+   them (``repair_glitches``): left in, their two large changes count as motion beside a real cut a few frames away.
 2. Verification of gradual candidates (real footage: motion blur, whip pans, crash zooms made false cuts): the
    frames inside the span must lie *between* its two ends, as in a dissolve or a wipe (triangle excess
    ``(D(a, m) + D(m, e)) / D(a, e) <= max_excess``); spans through a flat frame (fades) are exempt.
@@ -62,7 +66,7 @@ from videolake.platform.frames import (
 )
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.scenes.luma_config import LumaConfig
-from videolake.platform.scenes.signals import CutSignals, CutSignalsAccumulator
+from videolake.platform.scenes.signals import HIST_BINS_Y, CutSignals, CutSignalsAccumulator
 from videolake.platform.scenes.sweep import sweep_cut
 
 log = logging.getLogger(__name__)
@@ -110,6 +114,41 @@ def active_area(sig: CutSignals) -> CutSignals:
     )
 
 
+def glitch_frames(sig: CutSignals, cfg: LumaConfig) -> np.ndarray:
+    """Indices of isolated one-frame glitches: a frame that differs from both neighbours by at least the smallest
+    cut (``weak_share`` x ``threshold``) while the neighbours match each other (within ``flash_return`` of that
+    change), as a corrupted frame of a damaged file (a block of garbage, a coloured bar) or a one-frame flash.
+
+    Two glitches side by side are not isolated (alternating content, e.g. a strobe) and are left alone."""
+    n = sig.num_frames
+    if n < 3:
+        return np.zeros(0, np.int64)
+    hw = np.float32(cfg.hist_weight)
+    d1 = _l1(sig.grid[1:], sig.grid[:-1]) + hw * np.abs(sig.hist[1:] - sig.hist[:-1]).sum(axis=1)  # D(t, t + 1)
+    d2 = _l1(sig.grid[2:], sig.grid[:-2]) + hw * np.abs(sig.hist[2:] - sig.hist[:-2]).sum(axis=1)  # D(t, t + 2)
+    step = np.minimum(d1[:-1], d1[1:])  # for t in [1, n - 1): min(D(t - 1, t), D(t, t + 1))
+    spike = (step >= cfg.weak_share * cfg.threshold) & (d2 <= cfg.flash_return * step)
+    isolated = spike.copy()
+    isolated[1:] &= ~spike[:-1]
+    isolated[:-1] &= ~spike[1:]
+    return np.flatnonzero(isolated) + 1
+
+
+def repair_glitches(sig: CutSignals, cfg: LumaConfig) -> CutSignals:
+    """``sig`` with every isolated one-frame glitch (``glitch_frames``) replaced by the frame before it, as a decoder
+    conceals a damaged frame. Left in, a glitch is no cut (the content returns: a flash) but its two large
+    frame-to-frame changes count as motion inside the shot around a real cut a few frames away, which then fails the
+    adaptive ratio (the change across a cut must beat the motion next to it)."""
+    bad = glitch_frames(sig, cfg)
+    if not len(bad):
+        return sig
+    grid, hist = sig.grid.copy(), sig.hist.copy()
+    grid[bad], hist[bad] = grid[bad - 1], hist[bad - 1]
+    luma_mean, contrast = sig.luma_mean.copy(), sig.contrast.copy()
+    luma_mean[bad], contrast[bad] = luma_mean[bad - 1], contrast[bad - 1]
+    return CutSignals(grid=grid, hist=hist, luma_mean=luma_mean, contrast=contrast, cells=sig.cells)
+
+
 def _l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(a - b).mean(axis=1)
 
@@ -119,6 +158,20 @@ def _gap_distance(sig: CutSignals, m: int, hist_weight: float) -> tuple[np.ndarr
     dg = _l1(sig.grid[m:], sig.grid[:-m])
     dh = np.abs(sig.hist[m:] - sig.hist[:-m]).sum(axis=1)
     return dg + np.float32(hist_weight) * dh, dh
+
+
+def _offset_free_step(sig: CutSignals, hist_weight: float) -> np.ndarray:
+    """D(t - 1, t) for t in [1, n) (index t - 1) with the uniform luma offset between the two frames taken out: the
+    Y blocks are compared after subtracting their mean difference, and the luma histogram EMD loses the part that
+    offset alone makes (|offset| in bins of 16 levels; an EMD is at least the difference of the means)."""
+    nb = sig.grid.shape[1] // 3
+    dg = sig.grid[1:] - sig.grid[:-1]
+    off = dg[:, :nb].mean(axis=1, keepdims=True)
+    dg[:, :nb] -= off
+    hy = HIST_BINS_Y - 1  # the luma part of the cumulative histograms, bins weighted 1/8
+    dh = np.abs(sig.hist[1:] - sig.hist[:-1])
+    dhy = np.maximum(dh[:, :hy].sum(axis=1) - np.abs(off[:, 0]) * np.float32(1 / (16 * 8)), 0.0)
+    return np.abs(dg).mean(axis=1) + np.float32(hist_weight) * (dhy + dh[:, hy:].sum(axis=1))
 
 
 def distance(sig: CutSignals, i: int, j: int, hist_weight: float) -> float:
@@ -134,6 +187,7 @@ def find_cuts(
     n = sig.num_frames
     if n < 2:
         return []
+    sig = repair_glitches(sig, cfg)
     if cfg.letterbox:
         sig = active_area(sig)
     cuts: list[tuple[int, float]] = []  # (frame, strength)
@@ -172,11 +226,14 @@ def find_cuts(
         if k == 1:
             ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
             # A cut between similar shots: a smaller change, but far above the motion on both sides.
+            # A brightness step (auto exposure, a light switched) is no such cut: the change must stay above
+            # that size once a uniform luma offset between the two frames is taken out.
             ok |= (
                 (N >= cfg.weak_share * cfg.threshold)
                 & (N >= cfg.strong_ratio * floor)
                 & ~np.isnan(S_pre)
                 & ~np.isnan(S_post)
+                & (_offset_free_step(sig, cfg.hist_weight)[b - 1] >= cfg.weak_share * cfg.threshold)
             )
             # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
             # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
