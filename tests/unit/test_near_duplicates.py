@@ -139,6 +139,53 @@ def test_reencodes_of_a_static_camera_a_frame_or_three_shorter_are_duplicates(st
     assert near_copies.pipeline_groups(fp, CONFIG) == expected
 
 
+@pytest.fixture(scope="module")
+def tree_clips(real_footage) -> tuple[np.ndarray, np.ndarray]:
+    """The two clips scene_clips cuts tree.avi into (Debian opencv-doc: a Cinepak AVI of 68 frames, a handheld
+    camera on a tree, a hand waving in from 23.5 s): frames [0, 34) and [34, 68), each as the scorer samples it
+    (``clips.sample_indices``, frames scaled to at most 128x72 by the pipeline's area scaler)."""
+    import av
+
+    from videolake.platform.clip_pixels import KEPT_COUNT, KEPT_MAX_PIXELS, RgbScaler
+    from videolake.platform.clips import sample_indices
+
+    scale = RgbScaler(KEPT_MAX_PIXELS)
+    with av.open(str(real_footage(["tree.avi"])["tree.avi"])) as container:
+        frames = np.stack([scale(f) for f in container.decode(container.streams.video[0])])
+    assert len(frames) == 68
+    return frames[sample_indices(0, 34, KEPT_COUNT)], frames[sample_indices(34, 68, KEPT_COUNT)]
+
+
+def _recompressed(frames: np.ndarray, brighten: float) -> np.ndarray:
+    """``frames`` brightened by ``brighten`` levels and recompressed (JPEG, quality 40): a re-encode of the footage."""
+    import io
+
+    from PIL import Image
+
+    out = []
+    for f in np.clip(frames.astype(np.int16) + int(brighten), 0, 255).astype(np.uint8):
+        buf = io.BytesIO()
+        Image.fromarray(f).save(buf, format="JPEG", quality=40)
+        out.append(np.asarray(Image.open(buf).convert("RGB")))
+    return np.stack(out)
+
+
+def test_a_hand_entering_a_still_shot_is_not_a_duplicate_of_the_shot(tree_clips):
+    """Issue 41, tree.avi: the second clip (a hand waves in over 7 of its 16 frames) was rejected as a near-duplicate
+    of the first. Both are still to the motion views, but the first clip's frames have no motion hash, so the hand
+    frames were judged on appearance (the foliage) and matched; and the share took the larger direction (every frame
+    of the first clip is in the second). Now a frame where something moves does not match one where nothing does,
+    and the share must hold both ways. Re-encodes of either clip (brightened, recompressed) stay its duplicates."""
+    first, second = (near.clip_fingerprint(c, CONFIG) for c in tree_clips)
+    assert near.motion_distances(first, second, CONFIG) is not None  # both still: motion views compared
+    assert not near.is_near_duplicate(first, second, CONFIG)
+    assert near.match_share(first, second, CONFIG) < CONFIG.min_share
+    for clip, fp in zip(tree_clips, (first, second)):
+        for brighten in (0, 20):
+            copy = near.clip_fingerprint(_recompressed(clip, brighten), CONFIG)
+            assert near.is_near_duplicate(fp, copy, CONFIG), brighten
+
+
 def test_whole_frame_pdq_alone_misses_crops_and_overlays(footage):
     """Why the crop views and halves exist: with the whole-frame PDQ hashes alone (plain vPDQ, the first view of
     each frame), 10 % crops and a logo box are missed; with the views they match."""
