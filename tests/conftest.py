@@ -68,9 +68,11 @@ SLOW_DIRS = ("assets", "browser", "integration", "ops")
 # (~60 s) on one worker while the other had been idle for 21 s.
 LONGEST_FIRST = (
     vllm_server.GROUP,  # 510
+    "integration/test_concurrent_days.py",  # ~280 alone (a deployment, 10 runs of four days)
     shared_ray.GROUP,  # 220
     "integration/test_kill_resume.py",  # 147
     "integration/test_pipeline_s3.py",  # 91
+    "integration/test_real_day.py",  # ~75 alone (17 real files through every table)
     "ops/test_cli.py",  # 52
     "assets/test_run_ray.py",  # 42
     "unit/test_scene_gpu_route.py",  # 37

