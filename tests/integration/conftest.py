@@ -58,6 +58,28 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return build_tiny_qwen_vl(tiny_model_path(run_dir(tmp_path_factory)))
 
 
+@pytest.fixture(scope="session")
+def tiny_captioner(tiny_model_dir):
+    """The captioner of the tests that run clip_captions on the tiny model (the CPU settings of tiny_bench_config).
+    The random-weight model's text is random: at a low temperature it can emit only special tokens for a clip (an
+    empty caption, a `failed` row by design)."""
+    from videolake.resources.captioner import CaptionerResource
+
+    return CaptionerResource(
+        model=tiny_model_dir,
+        model_name="tiny-qwen2.5-vl-random",
+        enforce_eager=True,
+        temperature=0.7,
+        top_p=0.95,
+        max_tokens=16,
+        sample_fps=4.0,
+        max_frames=4,
+        max_pixels=112 * 112,
+        num_actors=1,
+        engine_threads=1,  # as the tiny model's policy (TINY_MODEL_ENGINE_THREADS)
+    )
+
+
 def _make_video(ffmpeg: str, path, source: str) -> None:
     subprocess.run(
         [

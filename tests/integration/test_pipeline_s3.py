@@ -284,29 +284,14 @@ def _check_cpu_tables(resources, landed: list[Landed], day: str) -> dict[str, li
 
 # ------------------------------------------------------------------------------------------------- tests
 def test_one_partition_all_five_assets_a_release_and_the_loader_on_s3(
-    seaweed, prefix, landed, resources, tiny_model_dir
+    seaweed, prefix, landed, resources, tiny_captioner
 ):
     from videolake.assets import cpu_assets
     from videolake.assets.captions import build_clip_captions
     from videolake.assets.checks import build_all_gate_checks
     from videolake.platform.gates import LENIENT_CAPTION_CONTENT, gate_names
-    from videolake.resources.captioner import CaptionerResource
 
-    # The CPU settings of the captioning tests (tiny_bench_config). The random-weight model's text is random: at a
-    # low temperature it can emit only special tokens for a clip (an empty caption, a `failed` row by design).
-    captioner = CaptionerResource(
-        model=tiny_model_dir,
-        model_name="tiny-qwen2.5-vl-random",
-        enforce_eager=True,
-        temperature=0.7,
-        top_p=0.95,
-        max_tokens=16,
-        sample_fps=4.0,
-        max_frames=4,
-        max_pixels=112 * 112,
-        num_actors=1,
-        engine_threads=1,  # as the tiny model's policy (TINY_MODEL_ENGINE_THREADS)
-    )
+    captioner = tiny_captioner
     assets = [*cpu_assets.CPU_ASSETS, build_clip_captions(captioner)]
     checks = build_all_gate_checks(overrides=LENIENT_CAPTION_CONTENT)
     all_resources = {**resources, "caption_ray": LocalRay(ray_init_options=dict(RAY_INIT)), "captioner": captioner}

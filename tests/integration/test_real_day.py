@@ -81,7 +81,7 @@ class DayRun:
 
 
 @pytest.fixture(scope="module")
-def day(real_footage, tiny_model_dir, ray_local, tmp_path_factory) -> DayRun:
+def day(real_footage, tiny_captioner, ray_local, tmp_path_factory) -> DayRun:
     import shared_ray
     from dagster_ray import Lifecycle, LocalRay
 
@@ -90,7 +90,6 @@ def day(real_footage, tiny_model_dir, ray_local, tmp_path_factory) -> DayRun:
     from videolake.assets.checks import build_all_gate_checks
     from videolake.platform.gates import LENIENT_CAPTION_CONTENT
     from videolake.resources import LakeResource, ObjectStoreResource
-    from videolake.resources.captioner import CaptionerResource
 
     paths = real_footage(sorted(FILES))  # checked against the truth's SHA-256
     root = tmp_path_factory.mktemp("store")
@@ -99,20 +98,7 @@ def day(real_footage, tiny_model_dir, ray_local, tmp_path_factory) -> DayRun:
     for name, path in paths.items():
         shutil.copyfile(path, landing / name)
 
-    # The settings of the other tests that caption with the tiny model (tests/integration/test_pipeline_s3.py).
-    captioner = CaptionerResource(
-        model=tiny_model_dir,
-        model_name="tiny-qwen2.5-vl-random",
-        enforce_eager=True,
-        temperature=0.7,
-        top_p=0.95,
-        max_tokens=16,
-        sample_fps=4.0,
-        max_frames=4,
-        max_pixels=112 * 112,
-        num_actors=1,
-        engine_threads=1,
-    )
+    captioner = tiny_captioner
     # Both Ray resources join the module's Ray (ray_local) instead of starting and stopping one per step.
     joined = dict(ray_init_options=dict(shared_ray.OPTIONS), lifecycle=Lifecycle(connect=False))
     resources = {

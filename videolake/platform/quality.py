@@ -215,8 +215,11 @@ class Scorer(ABC):
         """Column values (None where not measurable) and the names of the rules that fire."""
 
 
-# Built-in scorers are defined below; installed packages add theirs through the entry-point group.
-SCORERS: Registry[Scorer] = Registry("quality scorer", entry_point_group="videolake.quality_scorers")
+# Built-in scorers are defined below, model-based ones (not run by default) in the builtins' modules; installed
+# packages add theirs through the entry-point group.
+SCORERS: Registry[Scorer] = Registry(
+    "quality scorer", builtins=("videolake.platform.text_overlay",), entry_point_group="videolake.quality_scorers"
+)
 
 
 def _mean(values: np.ndarray) -> float | None:

@@ -24,6 +24,7 @@ REJECT_RULES: tuple[str, ...] = (
     "high_motion",  # motion > max_motion
     "blurry",  # sharpness < min_sharpness
     "text",  # text_area > max_text_area
+    "text_overlay",  # text_overlay scorer (OCR, not run by default): text_overlay_area > its max_area
     "duplicate",  # a near- or semantic duplicate of the group's kept clip, the earliest by (partition_date, clip_id)
 )
 _RULE_ORDER = {name: i for i, name in enumerate(REJECT_RULES)}
