@@ -230,6 +230,22 @@ class StepProgress(threading.Thread):
             self.view.close()
 
 
+def run_with_progress(instance, run_id: str, execute, log_file: str | None):
+    """``execute()``'s result. With ``log_file``, Dagster's output goes to that file and the terminal shows one
+    line per step of run ``run_id`` (StepProgress); with None (--verbose), the event log prints as it comes."""
+    if log_file is None:
+        return execute()
+    os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    with output_to_file(log_file) as terminal:
+        progress = StepProgress(instance, run_id, step_view(terminal))
+        progress.start()
+        try:
+            return execute()
+        finally:
+            progress.stop.set()
+            progress.join(timeout=10)
+
+
 def report_stale_runs(instance, write=print) -> None:
     """Fail runs of this instance whose process is gone and free their pool slots; say what was done."""
     from videolake.instance.health import clean_stale_runs
@@ -300,18 +316,7 @@ def run(args: argparse.Namespace) -> int:
             partition_key=args.date, instance=instance, raise_on_error=False, run_id=run_id, tags=tags
         )
 
-    if args.verbose:
-        result = execute()
-    else:
-        os.makedirs(os.path.dirname(log_file), exist_ok=True)
-        with output_to_file(log_file) as terminal:
-            progress = StepProgress(instance, run_id, step_view(terminal))
-            progress.start()
-            try:
-                result = execute()
-            finally:
-                progress.stop.set()
-                progress.join(timeout=10)
+    result = run_with_progress(instance, run_id, execute, log_path)
     elapsed = time.monotonic() - t1
 
     print("[3/3] summary", flush=True)

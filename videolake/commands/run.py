@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -90,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from videolake.assets.errors import first_line
-    from videolake.commands.demo import StepProgress, output_to_file, report_stale_runs, step_view
+    from videolake.commands.demo import report_stale_runs, run_with_progress
     from videolake.commands.summary import explain_failure, print_summary
 
     try:
@@ -123,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
     log_path = None if args.verbose else log_file
     where = "" if args.verbose else f"; event log: {log_path}"
     print(f"materializing {what} for {span} ({len(days)} day(s)) on the Dagster instance at {home}{where}", flush=True)
-    if not args.verbose:
-        os.makedirs(os.path.dirname(log_file), exist_ok=True)
 
     from videolake.instance.day_queue import day_tags
     from videolake.instance.health import HOST_TAG, this_host
@@ -152,17 +149,7 @@ def run(args: argparse.Namespace) -> int:
                 asset_selection=selection,
             )
 
-        if args.verbose:
-            result = execute()
-        else:
-            with output_to_file(log_file) as terminal:
-                progress = StepProgress(instance, run_id, step_view(terminal))
-                progress.start()
-                try:
-                    result = execute()
-                finally:
-                    progress.stop.set()
-                    progress.join(timeout=10)
+        result = run_with_progress(instance, run_id, execute, log_path)
         print_summary(defs, day, result, time.monotonic() - t1)
         if result.success:
             results.append(DayResult(day, "succeeded", result.run_id))
