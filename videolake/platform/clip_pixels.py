@@ -19,7 +19,7 @@ scale with the same area scaler, so a clip's pixels are the same whichever route
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -98,97 +98,124 @@ class FrameKeeper:
         return Thumbnails(index=np.asarray(wanted, dtype=np.int64), images=images, max_pixels=self.max_pixels)
 
 
+Key = tuple[int, int]  # (count, max_pixels) of a request
+
+
 class VideoPixels:
     """A ``quality.PixelSource`` over one local video and its clips (scene_clips rows with start_frame, end_frame):
     ``pixels(clip, count, max_pixels)`` -> (n, H, W, 3) uint8 RGB, n = min(count, clip frames), the frames of
-    ``clips.sample_indices``, each scaled to at most ``max_pixels`` (aspect kept, never enlarged)."""
+    ``clips.sample_indices``, each scaled to at most ``max_pixels`` (aspect kept, never enlarged).
 
-    def __init__(self, path: str | Callable[[], str], clips: list[dict], kept: Any = None) -> None:
+    ``requests``: the (count, max_pixels) every scorer declared (``quality.frame_requests``). One decoding pass
+    serves all of them: each frame any request samples is decoded once and scaled once per request that samples it
+    (so a model scorer adds its model's cost, not another decode). A request not declared gets a pass of its own."""
+
+    def __init__(
+        self,
+        path: str | Callable[[], str],
+        clips: list[dict],
+        kept: Any = None,
+        requests: Iterable[tuple[int, int]] = (),
+    ) -> None:
         self._path = path
         self._kept = kept  # frames.Thumbnails the detection pass kept, or None
         self._kept_at = {int(i): k for k, i in enumerate(kept.index)} if kept is not None else {}
         self._ranges = sorted({(int(c["start_frame"]), int(c["end_frame"])) for c in clips})
-        self._passes: dict[tuple[int, int], _Pass] = {}
-        self.passes_started = 0  # how many decoding passes ran (tests: one per (count, size) when served in order)
+        self._declared: list[Key] = list(dict.fromkeys((int(c), int(m)) for c, m in requests))
+        self._passes: dict[Key, _Pass] = {}  # by request; the declared requests share one pass
+        self.passes_started = 0  # how many decoding passes ran (tests: one for all declared requests, in order)
         self.kept_served = 0  # clips served from the frames the detection pass kept
 
     def path(self) -> str:
         return self._path if isinstance(self._path, str) else self._path()
 
-    def __call__(self, clip: dict, count: int, max_pixels: int) -> np.ndarray:
+    def _kept_samples(self, key: Key, r: tuple[int, int]) -> list[int] | None:
         from videolake.platform.clips import sample_indices
 
+        if self._kept is None or self._kept.max_pixels != key[1]:
+            return None
+        wanted = sample_indices(r[0], r[1], key[0])
+        return wanted if wanted and all(i in self._kept_at for i in wanted) else None
+
+    def __call__(self, clip: dict, count: int, max_pixels: int) -> np.ndarray:
         key = (int(count), int(max_pixels))
         rng = (int(clip["start_frame"]), int(clip["end_frame"]))
-
-        def kept(r: tuple[int, int]) -> list[int] | None:
-            if self._kept is None or self._kept.max_pixels != key[1]:
-                return None
-            wanted = sample_indices(r[0], r[1], key[0])
-            return wanted if wanted and all(i in self._kept_at for i in wanted) else None
-
-        wanted = kept(rng)
+        wanted = self._kept_samples(key, rng)
         if wanted is not None:
             self.kept_served += 1
             return self._kept.images[[self._kept_at[i] for i in wanted]]
         p = self._passes.get(key)
-        if p is None or not p.can_serve(rng):
-            ranges = sorted({*(r for r in self._ranges if kept(r) is None), rng})
-            p = self._passes[key] = _Pass(self.path(), ranges, *key)
+        if p is None or not p.can_serve(key, rng):
+            keys = self._declared if key in self._declared else [key]
+            wants = {
+                k: sorted(
+                    {*(r for r in self._ranges if self._kept_samples(k, r) is None), *([rng] if k == key else [])}
+                )
+                for k in keys
+            }
+            p = _Pass(self.path(), {k: v for k, v in wants.items() if v})
+            for k in keys:
+                self._passes[k] = p
             self.passes_started += 1
-        return p.take(rng)
+        return p.take(key, rng)
 
 
 class _Pass:
-    """One decoding pass serving the sampled frames of ``ranges``, in order."""
+    """One decoding pass serving the sampled frames of each request's ``ranges``, each request's in order."""
 
-    def __init__(self, path: str, ranges: list[tuple[int, int]], count: int, max_pixels: int) -> None:
+    def __init__(self, path: str, wants: dict[Key, list[tuple[int, int]]]) -> None:
         from videolake.platform.clips import frame_index, sample_indices
 
         self.path = path
-        self.samples = {r: sample_indices(r[0], r[1], count) for r in ranges}
+        self.samples = {k: {r: sample_indices(r[0], r[1], k[0]) for r in ranges} for k, ranges in wants.items()}
         index = frame_index(path)
-        for (start, end), frames in self.samples.items():
-            if not frames or start < 0 or end > index.num_frames:
-                raise ValueError(
-                    f"frame range [{start}, {end}) is beyond the video's {index.num_frames} frames: {path}"
-                )
-        self.max_pixels = max_pixels
+        for per_range in self.samples.values():
+            for (start, end), frames in per_range.items():
+                if not frames or start < 0 or end > index.num_frames:
+                    raise ValueError(
+                        f"frame range [{start}, {end}) is beyond the video's {index.num_frames} frames: {path}"
+                    )
         self._frames: Iterator[tuple[int, Any]] | None = None
-        self._buffer: dict[int, np.ndarray] = {}
-        self._rgb = RgbScaler(max_pixels)
+        self._buffer: dict[tuple[Key, int], np.ndarray] = {}
+        self._rgb = {k: RgbScaler(k[1]) for k in self.samples}
         self._position = -1  # the last frame number the pass has decoded
-        self._served: set[tuple[int, int]] = set()
-        self._users: dict[int, int] = {}  # frame number -> unserved ranges that sample it
-        for frames in self.samples.values():
-            for i in frames:
-                self._users[i] = self._users.get(i, 0) + 1
+        self._served: set[tuple[Key, tuple[int, int]]] = set()
+        self._users: dict[tuple[Key, int], int] = {}  # (request, frame number) -> unserved ranges that sample it
+        self._keys_of: dict[int, list[Key]] = {}  # frame number -> the requests that sample it
+        for k, per_range in self.samples.items():
+            for frames in per_range.values():
+                for i in frames:
+                    self._users[(k, i)] = self._users.get((k, i), 0) + 1
+                    if k not in self._keys_of.setdefault(i, []):
+                        self._keys_of[i].append(k)
 
-    def can_serve(self, rng: tuple[int, int]) -> bool:
-        wanted = self.samples.get(rng)
+    def can_serve(self, key: Key, rng: tuple[int, int]) -> bool:
+        wanted = self.samples.get(key, {}).get(rng)
         return (
             wanted is not None
-            and rng not in self._served
-            and all(i > self._position or i in self._buffer for i in wanted)
+            and (key, rng) not in self._served
+            and all(i > self._position or (key, i) in self._buffer for i in wanted)
         )
 
-    def take(self, rng: tuple[int, int]) -> np.ndarray:
+    def take(self, key: Key, rng: tuple[int, int]) -> np.ndarray:
         from videolake.platform.clips import iter_wanted_frames
 
-        wanted = self.samples[rng]
+        wanted = self.samples[key][rng]
         if self._frames is None:
-            self._frames = iter_wanted_frames(self.path, [i for s in self.samples.values() for i in s])
+            self._frames = iter_wanted_frames(self.path, list(self._keys_of))
         while self._position < wanted[-1]:
             try:
                 i, frame = next(self._frames)
             except StopIteration:
                 raise ValueError(f"the frames of [{rng[0]}, {rng[1]}) did not decode: {self.path}") from None
-            self._buffer[i] = self._rgb(frame)
+            for k in self._keys_of.get(i, ()):
+                if self._users.get((k, i)):
+                    self._buffer[(k, i)] = self._rgb[k](frame)
             self._position = i
-        self._served.add(rng)
-        out = np.stack([self._buffer[i] for i in wanted])
-        for i in wanted:  # dropped once every range that samples it is served
-            self._users[i] -= 1
-            if not self._users[i]:
-                del self._buffer[i]
+        self._served.add((key, rng))
+        out = np.stack([self._buffer[(key, i)] for i in wanted])
+        for i in wanted:  # dropped once every range of this request that samples it is served
+            self._users[(key, i)] -= 1
+            if not self._users[(key, i)]:
+                del self._buffer[(key, i)]
         return out

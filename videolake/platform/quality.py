@@ -122,6 +122,10 @@ class QualityConfig:
     # The dhash scorer (not run by default): a middle frame with less structure than this (variance of the
     # Laplacian on the sampled grid, as min_sharpness) is flat and gets no dhash.
     min_hash_structure: float = 10.0
+    # A video's clips are scored this many at a time, each scorer once per batch (a model scorer runs its model on
+    # the batch's frames); the one decoding pass keeps the frames of about one batch, so memory stays bounded on
+    # long videos. Not part of any score.
+    batch_clips: int = 16
     # The scorers to run (names in SCORERS); columns of scorers not run stay null.
     scorers: tuple[str, ...] = DEFAULT_SCORERS
     # The settings of scorers that declare a ``Config`` of their own (plugins): scorer name -> {field: value}, each
@@ -151,6 +155,14 @@ class QualityConfig:
         unknown = sorted(set(self.scorer_params) - set(self.scorers))
         if unknown:
             raise ParamError(f"scorer_params names scorers that are not run: {unknown}; scorers: {list(self.scorers)}")
+
+
+@dataclass(frozen=True)
+class FrameRequest:
+    """Frames a scorer reads of each clip: ``count`` spread evenly over the clip, each at most ``max_pixels``."""
+
+    count: int
+    max_pixels: int
 
 
 # (clip row, count, max_pixels) -> uint8 RGB frames (count, H, W, 3) of the clip, upright, evenly spread over it.
@@ -204,6 +216,18 @@ class Scorer(ABC):
             self.Config, config.scorer_params.get(name), f"quality scorer {name!r}", "QualityConfig"
         )
 
+    def frames_wanted(self) -> FrameRequest | None:
+        """The frames this scorer reads of each clip through ``ClipView.frames(count, max_pixels)``, declared so that
+        the score stage decodes the frames of every scorer, and checks that the clips decode, in ONE pass over the
+        video (``clip_pixels.VideoPixels``); a request not declared still works, at the cost of another pass.
+        Default: None (statistics only)."""
+        return None
+
+    def unit_resources(self) -> UnitResources:
+        """What this scorer needs of a worker with these settings (a model scorer set to a GPU asks for one).
+        Default: the class's ``resources``."""
+        return self.resources
+
     def setup(self) -> None:
         """Once per worker process, before the first clip (load a model here). Default: nothing."""
 
@@ -214,11 +238,21 @@ class Scorer(ABC):
     def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         """Column values (None where not measurable) and the names of the rules that fire."""
 
+    def score_batch(self, clips: list[ClipView]) -> list[tuple[dict[str, Any], list[str]]]:
+        """``score`` of each of one video's clips, in order. A model scorer overrides it to run its model once on
+        the frames of all the clips (one batch a video, on the worker that holds the model). Default: one by one."""
+        return [self.score(clip) for clip in clips]
+
+
+# The modules of videolake/platform/scorers/ (model scorers, not run by default unless DEFAULT_SCORERS names them).
+MODEL_SCORER_MODULES: tuple[str, ...] = ("text_overlay",)
 
 # Built-in scorers are defined below, model-based ones (not run by default) in the builtins' modules; installed
 # packages add theirs through the entry-point group.
 SCORERS: Registry[Scorer] = Registry(
-    "quality scorer", builtins=("videolake.platform.text_overlay",), entry_point_group="videolake.quality_scorers"
+    "quality scorer",
+    builtins=tuple(f"videolake.platform.scorers.{name}" for name in MODEL_SCORER_MODULES),
+    entry_point_group="videolake.quality_scorers",
 )
 
 
@@ -375,6 +409,9 @@ class NearDupScorer(Scorer):
     # view within PDQ's 128 px for which dedup.near hashes all views of a frame in numpy (2.2 ms a frame, not 4.7).
     max_pixels: ClassVar[int] = 128 * 72
 
+    def frames_wanted(self) -> FrameRequest | None:
+        return None if self.config.dup_max_distance < 0 else FrameRequest(self.config.dup_frames, self.max_pixels)
+
     def score(self, clip: ClipView) -> tuple[dict[str, Any], list[str]]:
         from videolake.platform.dedup.near import clip_fingerprint
 
@@ -417,7 +454,18 @@ def _video_size(video: dict[str, Any] | None, stats: FrameStats) -> tuple[int | 
 
 def scorer_resources(config: QualityConfig) -> UnitResources:
     """What one video's scoring task needs: the union of the configured scorers' declared resources."""
-    return UnitResources.union(SCORERS.get(name).resources for name in config.scorers)
+    return UnitResources.union(SCORERS.get(name)(config).unit_resources() for name in config.scorers)
+
+
+def frame_requests(config: QualityConfig) -> list[FrameRequest]:
+    """The distinct frame requests of the configured scorers (``Scorer.frames_wanted``), in scorer order: what the
+    score stage's one pass over a video decodes."""
+    out: list[FrameRequest] = []
+    for scorer in active_scorers(config):
+        wanted = scorer.frames_wanted()
+        if wanted is not None and wanted not in out:
+            out.append(wanted)
+    return out
 
 
 def check_scorers(config: QualityConfig) -> None:
@@ -471,7 +519,7 @@ def score_video_clips(
     config = config or QualityConfig()
     scorers = active_scorers(config)
     width, height = _video_size(video, stats)
-    rows = []
+    views = []
     for clip in clips:
         start, end = int(clip["start_frame"]), int(clip["end_frame"])
         if end > stats.num_frames:
@@ -479,24 +527,47 @@ def score_video_clips(
                 "clip %s ends at frame %d but the statistics cover %d frames", clip["clip_id"], end, stats.num_frames
             )
         frames = stats.slice(max(0, start), max(max(0, start), min(end, stats.num_frames)))
-        view = ClipView(clip=clip, stats=frames, width=width, height=height, pixels=pixels)
+        views.append(ClipView(clip=clip, stats=frames, width=width, height=height, pixels=pixels))
+    rows = []
+    for clip in clips:
         row = _empty_row(clip, video)
         row["width"], row["height"] = width, height
-        rules: list[str] = []
-        extra: dict[str, float | None] = {}
-        for scorer in scorers:
-            values, fired = scorer.score(view)
-            for name, value in values.items():
-                if name in _TABLE_COLUMNS:
-                    row[name] = value
-                else:
-                    extra[name] = _score_number(scorer, name, value)
-            rules.extend(fired)
-        row[SCORES_COLUMN] = extra or None
-        row["reject_reason"] = join_rules(rules)
-        row["passed"] = row["reject_reason"] is None
         rows.append(row)
+    rules: list[list[str]] = [[] for _ in clips]
+    extra: list[dict[str, float | None]] = [{} for _ in clips]
+    step = max(1, config.batch_clips)
+    for at in range(0, len(views), step):
+        for scorer in scorers:  # scorer by scorer: a model scorer sees a batch of the video's clips at once
+            _score_batch(
+                scorer, views[at : at + step], rows[at : at + step], rules[at : at + step], extra[at : at + step]
+            )
+    for row, row_rules, row_extra in zip(rows, rules, extra):
+        row[SCORES_COLUMN] = row_extra or None
+        row["reject_reason"] = join_rules(row_rules)
+        row["passed"] = row["reject_reason"] is None
     return rows
+
+
+def _score_batch(
+    scorer: Scorer,
+    views: list[ClipView],
+    rows: list[dict[str, Any]],
+    rules: list[list[str]],
+    extra: list[dict[str, float | None]],
+) -> None:
+    """One scorer over one batch of clips: its values into the rows (columns) or their scores maps, its rules."""
+    results = scorer.score_batch(views)
+    if len(results) != len(views):
+        raise RuntimeError(
+            f"quality scorer {scorer.registered_name!r} returned {len(results)} results for {len(views)} clips"
+        )
+    for row, row_rules, row_extra, (values, fired) in zip(rows, rules, extra, results):
+        for name, value in values.items():
+            if name in _TABLE_COLUMNS:
+                row[name] = value
+            else:
+                row_extra[name] = _score_number(scorer, name, value)
+        row_rules.extend(fired)
 
 
 _TABLE_COLUMNS = frozenset(ROW_COLUMNS) - {SCORES_COLUMN}

@@ -45,7 +45,9 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
         except FileNotFoundError:
             log.warning("frame statistics %s of video %s are gone: decoding the video again", uri, video["video_id"])
     with contextlib.ExitStack() as stack:
-        source = SourcePixels(store, video, stack, clips, kept=stats.thumbnails if stats is not None else None)
+        source = SourcePixels(
+            store, video, stack, clips, kept=stats.thumbnails if stats is not None else None, config=quality_config
+        )
         if stats is None:
             stats = compute_frame_stats(source.path())
         rows = score_video_clips(clips, stats, video, quality_config, pixels=source)
@@ -97,13 +99,19 @@ class SourcePixels:
     one pass (``clip_pixels.VideoPixels``); ``stack`` closes it after the video."""
 
     def __init__(
-        self, store: ObjectStore, video: dict, stack: Any, clips: Sequence[dict] = (), kept: Any = None
+        self,
+        store: ObjectStore,
+        video: dict,
+        stack: Any,
+        clips: Sequence[dict] = (),
+        kept: Any = None,
+        config: Any = None,
     ) -> None:
         from videolake.platform.clip_pixels import VideoPixels
 
         self._store, self._video, self._stack = store, video, stack
         self._path: str | None = None
-        self._pixels = VideoPixels(self.path, list(clips), kept)
+        self._pixels = VideoPixels(self.path, list(clips), kept, requests=_requests(config))
 
     def path(self) -> str:
         if self._path is None:
@@ -113,6 +121,13 @@ class SourcePixels:
 
     def __call__(self, clip: dict, count: int, max_pixels: int) -> Any:
         return self._pixels(clip, count, max_pixels)
+
+
+def _requests(config: Any) -> list[tuple[int, int]]:
+    """The (count, max_pixels) frame requests of the configured scorers: one pass over the video serves them all."""
+    from videolake.platform.quality import QualityConfig, frame_requests
+
+    return [(r.count, r.max_pixels) for r in frame_requests(config or QualityConfig())]
 
 
 SCORE_CLIP_COLUMNS = [
@@ -349,8 +364,9 @@ def _score_stats_for_bench(
     return score_video_clips(clips, stats, video, QualityConfig(), pixels=_file_pixels(path, clips, kept))
 
 
-def _file_pixels(path: str, clips: list[dict], kept: Any = None) -> Any:
-    """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first)."""
+def _file_pixels(path: str, clips: list[dict], kept: Any = None, config: Any = None) -> Any:
+    """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first),
+    one pass serving the frame requests of ``config``'s scorers (the defaults' when None)."""
     from videolake.platform.clip_pixels import VideoPixels
 
-    return VideoPixels(path, clips, kept)
+    return VideoPixels(path, clips, kept, requests=_requests(config))

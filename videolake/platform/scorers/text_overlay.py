@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from videolake.platform.params import param
-from videolake.platform.quality import SCORERS, ClipView, Scorer
+from videolake.platform.quality import SCORERS, ClipView, FrameRequest, Scorer
 from videolake.platform.unit_resources import UnitResources
 
 
@@ -134,6 +134,9 @@ class TextOverlayScorer(Scorer):
     rules = ("text_overlay",)
     version = "1"
     resources: ClassVar[UnitResources] = UnitResources()
+
+    def frames_wanted(self) -> FrameRequest:
+        return FrameRequest(self.params.frames, self.params.max_pixels)
 
     def setup(self) -> None:
         ocr_engine(self.params.threads, self.params.det_min_side)
