@@ -17,7 +17,6 @@ from videolake.platform.embedding.semantic import (
     components,
     duplicate_pairs,
     kmeans,
-    semantic_groups,
     similarity_summary,
 )
 from videolake.platform.embedding.tiny_model import COMPLETE_MARKER, build_tiny_clip
@@ -274,49 +273,13 @@ def _planted(d: int = 32, n_far: int = 30, seed: int = 0):
     return x.astype(np.float32)
 
 
-def test_semantic_groups_finds_exactly_the_planted_groups_and_keeps_by_rank():
-    x = _planted()
-    n = len(x)
-    sims = (x.astype(np.float64) @ x.T.astype(np.float64))[np.triu_indices(n, 1)]
-    assert np.sort(sims)[-6] > 0.99 and np.sort(sims)[-7] < 0.99  # exactly the 6 planted pairs above 0.99
-    ids = [f"c{i:02d}" for i in range(n)]
-    scores = np.full(n, 0.3)
-    scores[0], scores[1] = np.nan, 0.1  # A: the NaN never wins
-    scores[2], scores[3], scores[4] = 0.5, 0.9, 0.9  # B: a tie on the score, broken by the earlier partition
-    order = [("2024-01-02", c) for c in ids]
-    order[4] = ("2024-01-01", ids[4])
-    order[7] = ("2024-01-01", ids[7])  # C: same score, the earliest partition wins over the smaller clip_id
-    config = SemanticDedupConfig(n_clusters=3, seed=0)
-    got = semantic_groups(ids, x, scores, order, config)
-    assert got == {
-        "c00": "c01",
-        "c01": "c01",
-        "c02": "c04",
-        "c03": "c04",
-        "c04": "c04",
-        "c05": "c07",
-        "c06": "c07",
-        "c07": "c07",
-    }
-    # a tighter eps: the chain (0.995) drops out, the 0.999 groups stay
-    tight = semantic_groups(ids, x, scores, order, SemanticDedupConfig(n_clusters=3, eps=0.003))
-    assert tight == {"c00": "c01", "c01": "c01", "c02": "c04", "c03": "c04", "c04": "c04"}
-    # the same with every clip in one cluster (no pair can be split) and the labels passed in
-    one = semantic_groups(ids, x, scores, order, labels=np.zeros(n, dtype=np.int64))
-    assert one == got
-
-
 def test_eps_zero_groups_only_equal_vectors():
     x = _planted()
     nudged = x[9].copy()
     nudged[0] = np.nextafter(nudged[0], np.float32(2))  # one float32 step away
     x = np.concatenate([x, x[8:9], 2 * x[8:9], nudged[None]])  # 38 = 8 copied, 39 = 8 scaled by 2, 40 ~ 9
     n = len(x)
-    ids = [f"c{i:02d}" for i in range(n)]
-    order = [("2024-01-01", c) for c in ids]
     labels = np.zeros(n, dtype=np.int64)
-    exact = semantic_groups(ids, x, np.zeros(n), order, SemanticDedupConfig(eps=0.0), labels=labels)
-    assert exact == {"c08": "c08", "c38": "c08", "c39": "c08"}
     assert duplicate_pairs(x, labels, 0.0).tolist() == [[8, 38], [8, 39], [38, 39]]
     assert [9, 40] in duplicate_pairs(x, labels, 1e-6).tolist()
 
@@ -324,15 +287,6 @@ def test_eps_zero_groups_only_equal_vectors():
 def test_components_are_connected_groups():
     assert components(6, np.array([[0, 3], [3, 5], [1, 2]])) == [[0, 3, 5], [1, 2]]
     assert components(3, np.zeros((0, 2), dtype=np.int64)) == []
-
-
-def test_semantic_groups_rejects_bad_input():
-    x = _planted()[:3]
-    with pytest.raises(ValueError, match="unique"):
-        semantic_groups(["a", "a", "b"], x, np.zeros(3), [("d", "a")] * 3)
-    x[1] = 0
-    with pytest.raises(ValueError, match="zero rows"):
-        semantic_groups(["a", "b", "c"], x, np.zeros(3), [("d", "a")] * 3)
 
 
 def test_similarity_summary_counts():
@@ -369,12 +323,11 @@ def test_similarity_summary_counts():
     ]
 
 
-def test_similarity_summary_agrees_with_semantic_groups():
+def test_similarity_summary_agrees_with_the_pairs_and_their_groups():
     x = _planted()
     config = SemanticDedupConfig(n_clusters=3)
     labels = cluster_labels(x, config)
     by_eps = {b["eps"]: b for b in similarity_summary(x, labels)["by_eps"]}
-    ids = [f"c{i:02d}" for i in range(len(x))]
-    groups = semantic_groups(ids, x, np.zeros(len(x)), [("d", c) for c in ids], config, labels=labels)
-    removed = sum(1 for c, kept in groups.items() if c != kept)
+    groups = components(len(x), duplicate_pairs(x, labels, 0.01))
+    removed = sum(len(g) - 1 for g in groups)
     assert by_eps[0.01]["duplicates"] == removed == 5 and by_eps[0.01]["pairs"] == 6 and by_eps[0.01]["groups"] == 3

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from videolake.platform import probe as P
-from videolake.platform.probe import ProbeConfig, probe_video, raw_video_row, video_id_for
+from videolake.platform.probe import ProbeConfig, probe_video, raw_video_row
 from videolake.platform.schemas import RAW_VIDEOS
 
 SRC = "testsrc2=size=320x240:rate={rate}"
@@ -227,11 +227,6 @@ def test_min_duration_is_configurable(media):
 def test_random_bytes_never_raise(media):
     out = probe_video(str(media / "random.bin"))
     assert out.reject_reason in P.REJECT_REASONS
-
-
-def test_video_id_is_sha256_of_bytes(media):
-    path = media / "hevc.mp4"
-    assert video_id_for(str(path)) == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_raw_video_row_matches_schema(media):

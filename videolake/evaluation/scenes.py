@@ -10,7 +10,8 @@ a gradual transition spans its mixed frames and the detector must report exactly
 
 ``CASES`` is a self-contained suite (hard cuts, dissolves, fades, wipes, flashes, fast motion, noise, no-cut,
 variable frame rate, 29.97 fps, h264/hevc/vp9/mpeg4, 240p..1080p) built with ffmpeg's lavfi sources, so the harness
-runs without any other part of videolake. ``run_suite`` prints precision/recall per detector and case.
+runs without any other part of videolake. ``python -m videolake.evaluation.scenes`` prints precision/recall per
+detector and set.
 """
 
 from __future__ import annotations
@@ -459,34 +460,6 @@ def markdown_table(results: dict[str, dict[str, dict]]) -> str:
             cells.append(f"{r['precision']:.3f} / {r['recall']:.3f} / **{r['f1']:.3f}** ({r['tp'] + r['fn']} cuts)")
         lines.append(f"| `{d}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def run_suite(
-    detectors: Sequence[str] = ("luma", "adaptive", "content"),
-    out_dir: str = "/tmp/videolake-scenes-suite",
-    cases: Sequence[Case] = CASES,
-    params: dict[str, dict] | None = None,
-    verbose: bool = True,
-) -> dict[str, dict]:
-    """Build every case of ``cases`` (cached in ``out_dir``), run each detector, print precision/recall."""
-    os.makedirs(out_dir, exist_ok=True)
-    items = []
-    for case in cases:
-        path = next(
-            (
-                os.path.join(out_dir, f"{case.name}.{e}")
-                for e in ("mp4", "webm", "avi")
-                if os.path.exists(os.path.join(out_dir, f"{case.name}.{e}.json"))
-            ),
-            None,
-        )
-        if path is None:
-            path, truth = build_case(case, out_dir)
-        else:
-            with open(path + ".json") as fh:
-                truth = json.load(fh)
-        items.append((case.name, path, truth))
-    return {name: _score(name, items, (params or {}).get(name), verbose) for name in detectors}
 
 
 def evaluate_dir(

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 
 TRANSIENT = "transient"
 PERMANENT = "permanent"
-FAILURE_CLASSES = (TRANSIENT, PERMANENT)
 
 # Ray: a worker, actor, node or object lost with its process: the work can run again elsewhere.
 _RAY_TRANSIENT = (

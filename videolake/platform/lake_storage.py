@@ -33,8 +33,6 @@ AWS_CONDITIONAL_PUT = "AWS_CONDITIONAL_PUT"
 
 ADDRESSING_STYLES = ("auto", "path", "virtual")
 
-SECRET_OPTION_KEYS = frozenset({AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN})
-
 
 def storage_options_for_s3(
     *,
@@ -78,17 +76,6 @@ def storage_options_for_s3(
     if conditional_put:
         options[AWS_CONDITIONAL_PUT] = conditional_put
     return options
-
-
-def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
-    """The same options with secrets masked: safe for logs and asset metadata."""
-    return {k: ("***" if k.upper() in SECRET_OPTION_KEYS else v) for k, v in options.items()}
-
-
-def s3_table_uri(bucket: str, prefix: str, table: str) -> str:
-    """``s3://bucket/prefix/table`` (prefix optional), the URI delta-rs takes for a table."""
-    parts = [p.strip("/") for p in (prefix, table) if p and p.strip("/")]
-    return f"s3://{bucket}/" + "/".join(parts)
 
 
 def is_s3_uri(uri: str) -> bool:

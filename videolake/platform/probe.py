@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from videolake.platform.objectstore.base import sha256_file
-
 log = logging.getLogger(__name__)
 
 # Reject reasons (exact strings: they are stored in raw_videos.reject_reason and used by the synth generator).
@@ -100,11 +98,6 @@ class ProbeOutcome:
     @property
     def ok(self) -> bool:
         return self.reject_reason is None
-
-
-def video_id_for(path: str) -> str:
-    """The video's id: sha256 (hex) of its bytes, so the same content always gets the same id."""
-    return sha256_file(path)
 
 
 # ------------------------------------------------------------------------------------------------ signatures

@@ -229,7 +229,6 @@ class Reconciled:
     outside_run: list[str] = field(default_factory=list)  # of those, the days the run did not materialize
     judged_days: list[str] = field(default_factory=list)  # every day judged
     candidates: int = 0  # clips of other days found through the index and verified
-    kept_marked: int = 0  # kept clips of earlier days whose own duplicate_group was set or cleared
     indexed_days: list[str] = field(default_factory=list)  # days the index had no rows for, indexed first
     clips_of_copies: int = 0  # rows removed: clips of videos raw_videos marked as copies after they were cut
 
@@ -599,7 +598,7 @@ def _judge(
         if changed and day not in run_days:
             work |= set(_pointing(lake, [day]).column(PARTITION_COLUMN).to_pylist()) - done
     out.changed_days.sort()
-    out.kept_marked = _mark_kept(lake, kept_elsewhere)
+    _mark_kept(lake, kept_elsewhere)
     out.outside_run = [d for d in out.changed_days if dt.date.fromisoformat(d) not in set(run_days)]
     if out.changed_days:
         log.info("filtered_clips: near-duplicate verdicts changed in %s", out.changed_days)

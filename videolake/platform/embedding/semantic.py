@@ -28,7 +28,7 @@ remove.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,47 +195,6 @@ def components(n: int, pairs: np.ndarray) -> list[list[int]]:
     for i in range(n):
         groups.setdefault(root(i), []).append(i)
     return [g for _, g in sorted(groups.items()) if len(g) >= 2]
-
-
-def _rank_key(score: float, order_key: tuple) -> tuple:
-    """Smaller is better: the highest score first (NaN last), then the earliest (partition_date, clip_id)."""
-    s = float(score)
-    return (math.inf if math.isnan(s) else -s, tuple(order_key))
-
-
-def semantic_groups(
-    clip_ids: Sequence[str],
-    embeddings: np.ndarray,
-    rank_score: Sequence[float] | np.ndarray,
-    order_keys: Sequence[tuple[Hashable, ...]],
-    config: SemanticDedupConfig = SemanticDedupConfig(),
-    *,
-    labels: np.ndarray | None = None,
-) -> dict[str, str]:
-    """{clip_id: the kept clip_id of its group} for every member of a duplicate group of >= 2 clips (the kept clip
-    maps to itself); clips without a duplicate are absent.
-
-    ``rank_score``: higher is kept (NaN: never preferred); ``order_keys``: (partition_date, clip_id) per clip, the
-    tie-break (earliest kept). ``labels``: clusters computed beforehand (``cluster_labels``), else computed here.
-    """
-    ids = [str(c) for c in clip_ids]
-    n = len(ids)
-    scores = np.asarray(rank_score, dtype=np.float64)
-    if len(set(ids)) != n:
-        raise ValueError("clip_ids must be unique")
-    if len(embeddings) != n or scores.shape != (n,) or len(order_keys) != n:
-        raise ValueError(f"clip_ids, embeddings, rank_score and order_keys must have {n} rows each")
-    if n == 0:
-        return {}
-    x = unit_rows(embeddings)
-    if labels is None:
-        labels = kmeans(x, config.clusters_for(n), iterations=config.iterations, seed=config.seed)[1]
-    out: dict[str, str] = {}
-    for group in components(n, duplicate_pairs(x, labels, config.eps, config.block_rows)):
-        kept = min(group, key=lambda i: _rank_key(float(scores[i]), order_keys[i]))
-        for i in group:
-            out[ids[i]] = ids[kept]
-    return out
 
 
 def similarity_summary(

@@ -52,14 +52,3 @@ def bucket_of(width: int, height: int, num_frames: int, config: ShardConfig) -> 
         raise ValueError(f"a clip has a positive size, got {width}x{height}")
     aspect = aspect_bucket(width, height, config).replace(":", "_")
     return f"resolution_{resolution_bucket(width, height, config)}/aspect_{aspect}/{frames_bucket(num_frames, config)}"
-
-
-def bucket_names(config: ShardConfig) -> list[str]:
-    """Every bucket name ``config`` can give (for the docs and the loader's ``buckets=`` filter)."""
-    lengths = [frames_bucket(e - 1, config) for e in config.frame_edges] + [frames_bucket(10**9, config)]
-    return [
-        f"resolution_{r}/aspect_{a.replace(':', '_')}/{f}"
-        for r in (0, *config.resolutions)
-        for a in config.aspects
-        for f in lengths
-    ]

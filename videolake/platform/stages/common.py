@@ -23,7 +23,6 @@ STATUS_REJECTED = "rejected"
 INGEST_ERROR = "ingest_error"
 DETECT_ERROR = "detect_error"
 SCORE_ERROR = "score_error"
-DUPLICATE_FILE = "duplicate_file"
 
 
 UNIT_VIDEO_COLUMNS = [
