@@ -4,10 +4,8 @@ sleep, no Ray cluster."""
 
 from __future__ import annotations
 
-import sys
 import types
 
-import pyarrow as pa
 import pytest
 
 from videolake.platform.progress import ProgressLine, StageReporter, format_duration, parse_line
@@ -138,63 +136,6 @@ def test_parse_line_reads_back_every_kind_of_line_and_nothing_else():
         "",
     ]:
         assert parse_line(other) is None
-
-
-# ------------------------------------------------------------------------------------------------ run_units
-
-
-@pytest.fixture
-def fake_ray(monkeypatch):
-    """Just enough of ray / ray.data for run_units' loop: the units are "computed" in order, one summary per
-    batch, and the fake clock advances 2 s per unit: no cluster."""
-    clock = Clock()
-
-    class Dataset:
-        def __init__(self, items):
-            self.items = items
-
-        def map(self, fn, **_):
-            return Dataset([fn(i) for i in self.items])
-
-        def iter_batches(self, **_):
-            for s in self.items:
-                clock.t += 2
-                yield pa.Table.from_pylist([s])
-
-    ctx = types.SimpleNamespace(max_errored_blocks=0, enable_progress_bars=True, op_resource_reservation_enabled=True)
-    data = types.SimpleNamespace(
-        from_items=lambda items, **_: Dataset(items), DataContext=types.SimpleNamespace(get_current=lambda: ctx)
-    )
-    ray = types.SimpleNamespace(is_initialized=lambda: True, data=data)
-    monkeypatch.setitem(sys.modules, "ray", ray)
-    monkeypatch.setitem(sys.modules, "ray.data", data)
-    return clock
-
-
-def test_run_units_reports_k_of_n_with_n_its_unit_count(fake_ray):
-    from videolake.platform.units import run_units
-
-    def task(row):
-        reused = row["unit_key"] in {"u0", "u1"}
-        return {
-            "key": row["unit_key"],
-            "partition_date": "2026-01-01",
-            "reused": reused,
-            "rows": 1,
-            "seconds": 0.0 if reused else 2.0,
-            "error": None,
-        }
-
-    units = [{"unit_key": f"u{i}", "partition_date": "2026-01-01", "payload": "{}"} for i in range(6)]
-    lines: list[str] = []
-    prog = run_units(units, task, progress=StageReporter("split", lines.append, clock=fake_ray))
-    assert prog.units_total == 6
-    assert lines == [
-        "split: 0/6 units (0 reused, 0 computed), 0s elapsed",  # planned: N = 6
-        "split: 3/6 units (2 reused, 1 computed), 0.17 units/s, ETA 18s",  # 6 s in: the first line >= 5 s later
-        "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, ETA 0s",
-        "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, done in 12s",
-    ]
 
 
 def test_the_cpu_assets_write_the_stage_lines_to_the_step_log():

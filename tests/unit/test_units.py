@@ -305,3 +305,54 @@ def test_unit_resources_ray_args_and_union():
     # the built-in plugins declare the default: one CPU per unit
     assert scorer_resources(QualityConfig()) == UnitResources()
     assert get_detector("luma").resources() == UnitResources()
+
+
+def _progress_task(row: dict) -> dict:
+    reused = row["unit_key"] in {"u0", "u1"}
+    return {
+        "key": row["unit_key"],
+        "partition_date": "2026-01-01",
+        "reused": reused,
+        "rows": 1,
+        "seconds": 0.0 if reused else 2.0,
+        "error": None,
+    }
+
+
+def test_run_units_reports_k_of_n_with_n_its_unit_count():
+    """The stage lines of run_units on the real local Ray: N planned first, then k/N as units come back (the
+    reporter's clock reads 2 s per unit done, so the lines are exact), then the final line."""
+    import ray.data
+
+    from videolake.platform.progress import StageReporter
+    from videolake.platform.units import run_units
+
+    class Clock:
+        t = 1000.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    clock = Clock()
+
+    class Reporter(StageReporter):
+        def update(self, done: int, **kw) -> None:
+            clock.t = 1000.0 + 2.0 * done  # 2 s per unit done
+            super().update(done, **kw)
+
+    units = [{"unit_key": f"u{i}", "partition_date": "2026-01-01", "payload": "{}"} for i in range(6)]
+    lines: list[str] = []
+    options = ray.data.DataContext.get_current().execution_options
+    order = options.preserve_order
+    options.preserve_order = True  # u0 and u1 (reused) first, so the counts of each line are known
+    try:
+        prog = run_units(units, _progress_task, progress=Reporter("split", lines.append, clock=clock))
+    finally:
+        options.preserve_order = order
+    assert (prog.units_total, prog.units_reused, prog.units_computed) == (6, 2, 4)
+    assert lines == [
+        "split: 0/6 units (0 reused, 0 computed), 0s elapsed",  # planned: N = 6
+        "split: 3/6 units (2 reused, 1 computed), 0.17 units/s, ETA 18s",  # 6 s in: the first line >= 5 s later
+        "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, ETA 0s",
+        "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, done in 12s",
+    ]
