@@ -492,20 +492,16 @@ def pipeline_groups_across_days(fp: Fingerprinted, config: near.NearDupConfig = 
 def components(fp: Fingerprinted, config: near.NearDupConfig = near.NearDupConfig()) -> dict[str, str]:
     """The rule before issue 41, for comparison: groups are the connected components of the verified pairs (A ~ B
     and B ~ C group A with C), the smallest clip id kept; clip -> kept clip for the others."""
-    parent = list(range(len(fp.ids)))
+    import numpy as np
 
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    from videolake.platform.embedding.semantic import components as connected
 
-    for i, j in near.candidate_pairs(fp.fingerprints, config):
-        if root(i) != root(j) and near.is_near_duplicate(fp.fingerprints[i], fp.fingerprints[j], config):
-            parent[max(root(i), root(j))] = min(root(i), root(j))
-    members: dict[int, list[str]] = {}
-    for i, cid in enumerate(fp.ids):
-        members.setdefault(root(i), []).append(cid)
+    pairs = [
+        (i, j)
+        for i, j in near.candidate_pairs(fp.fingerprints, config)
+        if near.is_near_duplicate(fp.fingerprints[i], fp.fingerprints[j], config)
+    ]
+    members = {k: [fp.ids[i] for i in g] for k, g in enumerate(connected(len(fp.ids), np.asarray(pairs)))}
     return {c: min(g) for g in members.values() for c in g if c != min(g)}
 
 
