@@ -356,3 +356,56 @@ def test_run_units_reports_k_of_n_with_n_its_unit_count():
         "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, ETA 0s",
         "split: 6/6 units (2 reused, 4 computed), 0.33 units/s, done in 12s",
     ]
+
+
+def _decide_last_ok(t: pa.Table) -> pa.Table:
+    """A day-wide decision on narrow columns: the greatest video_id of the day stays ok, the others are rejected."""
+    ids = t.column("video_id").to_pylist()
+    top = max(ids)
+    return pa.table(
+        {
+            "video_id": ids,
+            "status": ["ok" if v == top else "rejected" for v in ids],
+            "reject_reason": [None if v == top else "not_last" for v in ids],
+        },
+        schema=pa.schema([RAW_VIDEOS.field(c) for c in ("video_id", "status", "reject_reason")]),
+    )
+
+
+def test_a_decide_step_reads_its_columns_of_the_day_and_rewrites_the_rows_in_bounded_tasks(tmp_path, monkeypatch):
+    """With ``PartitionStep.decide`` the day's rows are never one task's: its narrow columns decide, then the rows
+    are rewritten in tasks of at most FINALIZE_MAX_UNITS unit files (one data file each), every row with its
+    decided values and the day's figures from the decision."""
+    import videolake.platform.units as U
+
+    monkeypatch.setattr(U, "FINALIZE_MAX_UNITS", 2)
+    lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
+    calls.mkdir()
+    step = PartitionStep(
+        decide=_decide_last_ok,
+        decide_columns=("video_id", "status", "reject_reason"),
+        summarize=lambda t: {"ok": t.column("status").to_pylist().count("ok")},
+    )
+    run = run_stage(
+        lake,
+        "raw_videos",
+        "v1",
+        PartitionRange.of(DAYS),
+        _units(5),
+        partial(_process, calls=str(calls)),
+        _on_error,
+        step,
+        None,
+    )
+    rows = lake.read_partitions("raw_videos", PartitionRange.of(DAYS)).sort_by("video_id").to_pylist()
+    for day in DAYS:
+        mine = [r for r in rows if r["partition_date"].isoformat() == day]
+        assert [(r["video_id"], r["status"], r["reject_reason"]) for r in mine] == [
+            (f"{day}-{i}", "ok" if i == 4 else "rejected", None if i == 4 else "not_last") for i in range(5)
+        ]
+        assert all(r["size_bytes"] == 1 and r["source_uri"] == f"file:///{r['video_id']}" for r in mine)
+        assert run.per_partition[day] == {U.ROW_COUNT: 5, "ok": 1}
+    from deltalake import DeltaTable
+
+    per_day = [p for p in DeltaTable(lake.table_uri("raw_videos")).file_uris()]
+    assert sorted(sum(f"partition_date={d}/" in p for p in per_day) for d in DAYS) == [3, 3]  # 5 unit files, tasks of 2

@@ -376,10 +376,19 @@ def run_units(
 @dataclass(frozen=True)
 class PartitionStep:
     """Per-partition logic a stage runs at finalize (on a Ray worker): rows of one day in, rows of one day out,
-    plus a small dict of that day's figures for the UI. Default: rows as they are, figures = row count."""
+    plus a small dict of that day's figures for the UI. Default: rows as they are, figures = row count.
+
+    ``reduce`` sees every row of the day in one task. A day-wide decision that needs only a few columns of each row
+    (the near-duplicate verdicts) is a ``decide`` instead: it gets the day's ``decide_columns`` (read narrow from
+    every unit file, in one task) and returns them for the same rows with the values it decided, keyed by the
+    table's key; the rows are then rewritten with those values in tasks of at most FINALIZE_MAX_UNITS unit files,
+    so no task holds the day's whole rows. ``summarize`` then reads the decided columns (the day's figures must be
+    figures of those columns)."""
 
     reduce: Callable[[pa.Table], pa.Table] | None = None
     summarize: Callable[[pa.Table], dict] | None = None
+    decide: Callable[[pa.Table], pa.Table] | None = None
+    decide_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -397,6 +406,7 @@ def _finalize_part(
     part: int,
     step: PartitionStep,
     extra_columns: tuple[str, ...] = (),
+    decided: pa.Table | None = None,
 ) -> tuple[list[DataFile], dict]:
     files = checkpoints.files
     schema = TABLES[table]
@@ -405,20 +415,58 @@ def _finalize_part(
         data = pa.concat_tables(tables, promote_options="permissive")
     else:
         data = schema.empty_table()
-    if step.reduce is not None:
-        data = step.reduce(data)
-    summary = step.summarize(data) if step.summarize else {}
-    summary = {ROW_COUNT: data.num_rows, **summary}
+    if decided is not None:  # the day's figures came with the decision (``_decide_day``)
+        data, summary = _apply_decided(data, decided, PRIMARY_KEYS[table]), {}
+    else:
+        if step.reduce is not None:
+            data = step.reduce(data)
+        summary = step.summarize(data) if step.summarize else {}
+        summary = {ROW_COUNT: data.num_rows, **summary}
     from videolake.platform.lake import conform
 
     data = conform(data.select([c for c in data.column_names if c in schema.names or c in extra_columns]), schema)
     if data.num_rows == 0:
         return [], summary
-    key = PRIMARY_KEYS[table]
-    data = data.sort_by(key).drop_columns([PARTITION_COLUMN])
+    data = data.sort_by([(k, "ascending") for k in PRIMARY_KEYS[table]]).drop_columns([PARTITION_COLUMN])
     rel = f"{PARTITION_COLUMN}={day}/part-{token}-{part:05d}.parquet"
     size = files.write_parquet(files.path(table, rel), data)
     return [DataFile(path=rel, size=size, partition_date=day, rows=data.num_rows, stats=file_stats(data))], summary
+
+
+def _decide_day(checkpoints: Checkpoints, table: str, day: str, paths: list[str], step: PartitionStep) -> tuple:
+    """A day's ``step.decide`` over its unit files' ``decide_columns`` only, and the day's figures of the result."""
+    import pyarrow.parquet as pq
+
+    schema = TABLES[table]
+    wanted = list(step.decide_columns)
+    parts = []
+    for p in paths:
+        present = set(pq.read_schema(p, filesystem=checkpoints.files.fs).names)
+        parts.append(checkpoints.files.read_parquet(p, columns=[c for c in wanted if c in present]))
+    empty = pa.schema([schema.field(c) for c in wanted if c in schema.names]).empty_table()
+    narrow = pa.concat_tables([empty, *parts], promote_options="permissive")
+    decided = step.decide(narrow) if step.decide else narrow
+    summary = step.summarize(decided) if step.summarize else {}
+    return decided, {ROW_COUNT: decided.num_rows, **summary}
+
+
+def _apply_decided(data: pa.Table, decided: pa.Table, key: list[str]) -> pa.Table:
+    """``data`` with the columns of ``decided`` (rows matched by ``key``, a single column) set from it."""
+    import pyarrow.compute as pc
+
+    (k,) = key
+    at = pc.index_in(data.column(k), value_set=decided.column(k))
+    if at.null_count:
+        raise ValueError(f"{at.null_count} rows of {k} have no decided values")
+    for name in decided.column_names:
+        if name == k:
+            continue
+        column = decided.column(name).take(at)
+        if name in data.column_names:
+            data = data.set_column(data.column_names.index(name), name, column)
+        else:
+            data = data.append_column(name, column)
+    return data
 
 
 def finalize(
@@ -431,20 +479,31 @@ def finalize(
     """Turn each day's unit checkpoints into table data files, on Ray workers; returns the files and a token.
 
     With a per-partition reduce the whole day is one task (its logic needs every row of the day); without one,
-    a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day.
+    a day is split into tasks of at most FINALIZE_MAX_UNITS unit files, so no task's memory grows with the day's
+    rows: a ``decide`` step reads only its narrow columns of the whole day (one task a day), then the rows are
+    rewritten in those bounded tasks.
     """
     token = uuid.uuid4().hex[:16]
+    on_ray = any(unit_paths_by_day.values())
+    days = sorted(unit_paths_by_day)
+    decided: dict[str, tuple] = {}
+    if step.decide is not None:
+        args = [(checkpoints, table, d, unit_paths_by_day[d], step) for d in days]
+        decided = dict(zip(days, call_each(_decide_day, args, on_ray=on_ray)))
     calls: list[Any] = []
     days_of: list[str] = []
-    for day, paths in sorted(unit_paths_by_day.items()):
+    for day in days:
+        paths = unit_paths_by_day[day]
         chunk = len(paths) if step.reduce is not None else FINALIZE_MAX_UNITS
         chunks = [paths[i : i + chunk] for i in range(0, len(paths), max(chunk, 1))] or [[]]
         for group in chunks:
-            calls.append((checkpoints, table, day, group, token, len(calls), step))
+            calls.append(
+                (checkpoints, table, day, group, token, len(calls), step, (), decided[day][0] if decided else None)
+            )
             days_of.append(day)
-    results = call_each(_finalize_part, calls, on_ray=any(unit_paths_by_day.values()))
+    results = call_each(_finalize_part, calls, on_ray=on_ray)
     files: list[DataFile] = []
-    per_day: dict[str, dict] = {}
+    per_day: dict[str, dict] = {day: dict(found[1]) for day, found in decided.items()}
     for day, (fs_, summary) in zip(days_of, results):
         files.extend(fs_)
         merged = per_day.setdefault(day, {})

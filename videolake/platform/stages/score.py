@@ -15,7 +15,7 @@ import pyarrow as pa
 from videolake.platform.failures import PERMANENT
 from videolake.platform.objectstore import ObjectStore
 from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import FILTERED_CLIPS, clip_id, table_spec
+from videolake.platform.schemas import clip_id, table_spec
 from videolake.platform.stages.common import (
     DETECT_ERROR,
     SCORE_ERROR,
@@ -259,7 +259,9 @@ def score_partitions(
     units = score_units(lake, partitions)
     spec = table_spec("filtered_clips")
     step = PartitionStep(
-        reduce=lambda t: _assign_duplicates_table(t, quality_config, assign_duplicates), summarize=spec.figures_of
+        decide=partial(_assign_duplicates_table, quality_config=quality_config, assign=assign_duplicates),
+        decide_columns=DUPLICATE_DECISION_COLUMNS,
+        summarize=spec.figures_of,
     )
     run = run_stage(
         lake,
@@ -334,11 +336,24 @@ def judge_across_days(
     return reconciled.outside_run
 
 
-def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable) -> pa.Table:
-    from videolake.platform.lake import rows_to_table
+# What the day's near-duplicate decision reads and sets (``dedup.cross_day.assign_day``), and what the day's figures
+# read: the finalize reads only these of the day's rows at once (``units.PartitionStep.decide``).
+DUPLICATE_DECISION_COLUMNS = (
+    "clip_id",
+    "near_hashes",
+    "reject_reason",
+    "passed",
+    "duplicate_group",
+    "duplicate_kept_date",
+    "duplicate_kind",
+    "partition_date",
+)
 
+
+def _assign_duplicates_table(t: pa.Table, quality_config: Any, assign: Callable) -> pa.Table:
+    """The day's duplicate verdicts over its narrow decision columns (the same columns out, clip_id order)."""
     rows = t.sort_by("clip_id").to_pylist()
-    return rows_to_table(assign(rows, quality_config), FILTERED_CLIPS) if rows else t
+    return pa.Table.from_pylist(assign(rows, quality_config), schema=t.schema) if rows else t
 
 
 def _score_stats_for_bench(
