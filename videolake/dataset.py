@@ -5,7 +5,8 @@
     for batch in loader: ...                    # frames: B x T x H x W x 3 uint8, one bucket per batch
     torch.save(loader.state_dict(), path)       # resume: loader.load_state_dict(torch.load(path))
 
-A release (``releases/<NAME>/manifest.json``, written by ``videolake.platform.releases``) lists its shards; each
+A release (``releases/<NAME>/manifest.json``, written by ``videolake.platform.releases``, or the folder ``videolake
+release export`` writes, whose manifest names its shards relative to itself) lists its shards; each
 shard is a plain tar of samples ``<clip_id>.json``, ``<clip_id>.mp4``, ``<clip_id>.txt`` and holds clips of ONE
 bucket (resolution x aspect x length). The samples stream through a ``webdataset.DataPipeline``; the shards are
 opened with pyarrow filesystems (local or S3, the same way the lake reaches them), so no ``gopen`` handler is
@@ -87,14 +88,18 @@ class Shard:
     bucket: str
     bytes: int = 0
     sha256: str = ""
+    # The uri as the manifest names it ("" = ``uri``): an exported release's relative one, so that a loader position
+    # saved on one copy of the folder resumes on another.
+    ref: str = ""
 
 
 @dataclass(frozen=True)
 class Release:
     uri: str  # the release folder as given
     name: str
-    shards: tuple[Shard, ...]  # in manifest order (sorted by uri)
+    shards: tuple[Shard, ...]  # in manifest order (sorted by uri); an export's resolved against its folder
     manifest: Mapping[str, Any]
+    exported: bool = False  # a folder written by `videolake release export` (shard uris relative to it)
 
     @property
     def buckets(self) -> list[str]:
@@ -148,8 +153,9 @@ def _join(uri: str, name: str) -> str:
 
 
 def read_release(uri: str, storage_options: Mapping[str, str] | None = None) -> Release:
-    """The release at ``uri`` (its folder: ``.../releases/<NAME>``). Raises FileNotFoundError when there is no such
-    release or it has no manifest.json, ValueError when the manifest is not a videolake release."""
+    """The release at ``uri`` (its folder: ``.../releases/<NAME>``, or a folder written by ``videolake release
+    export``, read with no lake: its shard uris resolve against ``uri``). Raises FileNotFoundError when there is no
+    such release or it has no manifest.json, ValueError when the manifest is not a videolake release."""
     import pyarrow.fs as pafs
 
     fs, folder = _resolve(uri, storage_options)
@@ -170,10 +176,12 @@ def read_release(uri: str, storage_options: Mapping[str, str] | None = None) -> 
     if not isinstance(manifest, dict) or manifest.get("format") != RELEASE_FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise ValueError(f"{_join(uri, MANIFEST)} is not a {RELEASE_FORMAT} manifest (format: {got!r})")
+    exported = isinstance(manifest.get("export"), dict)
     try:
         shards = tuple(
             Shard(
-                uri=str(s["uri"]),
+                uri=_shard_uri(uri, str(s["uri"]), exported),
+                ref=str(s["uri"]) if exported else "",
                 samples=int(s["samples"]),
                 bucket=str(s["bucket"]),
                 bytes=int(s.get("bytes", 0)),
@@ -181,9 +189,31 @@ def read_release(uri: str, storage_options: Mapping[str, str] | None = None) -> 
             )
             for s in manifest["shards"]
         )
+    except ExportedShardError as exc:
+        raise ValueError(f"{_join(uri, MANIFEST)}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{_join(uri, MANIFEST)}: a shard entry lacks uri/samples/bucket: {exc!r}") from exc
-    return Release(uri=uri, name=str(manifest.get("name", "")), shards=shards, manifest=manifest)
+    return Release(uri=uri, name=str(manifest.get("name", "")), shards=shards, manifest=manifest, exported=exported)
+
+
+class ExportedShardError(ValueError):
+    """A shard uri of an exported release that does not lie inside its folder."""
+
+
+def _shard_uri(folder: str, shard: str, exported: bool) -> str:
+    """The uri to read ``shard`` from. An exported release (``videolake release export``: its manifest has an
+    ``export`` field) names its shards relative to its folder (``shards/<file>.tar``): they resolve against the
+    folder it is read from, wherever it was copied to. A relative uri never climbs out of the folder (``..``), and
+    an exported release names no shard outside it. Other manifests name their shards by absolute uri."""
+    relative = "://" not in shard and not shard.startswith("/")
+    if not relative:
+        if exported:
+            raise ExportedShardError(f"the exported release names shard {shard!r} outside its folder")
+        return shard
+    parts = shard.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ExportedShardError(f"shard uri {shard!r} is not a plain path inside the release folder")
+    return _join(folder, shard)
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -553,7 +583,7 @@ class _ReleaseDatasetBase:
 
     def _identity(self) -> dict[str, Any]:
         """What fixes each worker's stream of items, besides epoch and num_workers."""
-        digest = hashlib.sha256("\n".join(f"{s.uri} {s.samples}" for s in self.shards).encode()).hexdigest()
+        digest = hashlib.sha256("\n".join(f"{s.ref or s.uri} {s.samples}" for s in self.shards).encode()).hexdigest()
         return {
             "release": self.release.name,
             "shards_sha256": digest,
@@ -641,8 +671,8 @@ def open_release(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     verify_shards: bool = True,
 ):
-    """The release at ``uri`` (a folder ``.../releases/<NAME>``: local path, file:// or s3:// URI) as a PyTorch
-    ``IterableDataset`` for ``rank`` of ``world_size``.
+    """The release at ``uri`` (a folder ``.../releases/<NAME>``, or an exported release's folder wherever it was
+    copied: local path, file:// or s3:// URI) as a PyTorch ``IterableDataset`` for ``rank`` of ``world_size``.
 
     Yields dicts ``frames`` (uint8 tensor T x H x W x 3, T = min(num_frames, clip frames), evenly spread),
     ``caption`` (str), ``meta`` (the sample's json), ``__key__`` (the clip id), ``__url__`` (its shard),

@@ -1,4 +1,4 @@
-"""`videolake release create|verify|list` and `videolake vacuum`: dataset releases of the gated days, and a Delta
+"""`videolake release create|verify|list|export` and `videolake vacuum`: dataset releases of the gated days, and a Delta
 vacuum that keeps what releases pin (docs/releases.md).
 
 The lake, the object store and the gate thresholds are the ones the code location uses (VIDEOLAKE_PROFILE, its
@@ -50,6 +50,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
     listing = sub.add_parser("list", help="the releases with their days, samples and hours")
     listing.add_argument("--json", action="store_true", help="one JSON object per release")
+    export = sub.add_parser(
+        "export",
+        help="write a release as one self-contained folder (shards, manifest, card, Croissant)",
+        description="Write release NAME into DEST (a local folder or s3://bucket/prefix): its shards copied byte for "
+        "byte (sha256 checked), a manifest whose shard uris are relative to the folder, the card, and Croissant 1.1 "
+        "metadata (croissant.json, validated with mlcroissant). open_release(DEST) reads it with no lake.",
+    )
+    export.add_argument("name")
+    export.add_argument("dest", help="a new local folder, or s3://bucket/prefix (the profile's S3 connection)")
+    export.add_argument("--license", help="the dataset's license for croissant.json (SPDX id or URL)")
+    export.add_argument(
+        "--rai",
+        metavar="FILE",
+        help="a JSON object of Croissant properties that replace the generated ones, e.g. "
+        '{"rai:personalSensitiveInformation": "...", "rai:dataLimitations": [...], "creator": {...}}',
+    )
+    export.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_vacuum_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with lake_and_store() as (lake, store, config):
-            return {"create": _create, "verify": _verify, "list": _list}[args.release_command](
+            return {"create": _create, "verify": _verify, "list": _list, "export": _export}[args.release_command](
                 args, lake, store, config
             )
     except ReleaseError as exc:
@@ -217,6 +234,44 @@ def _list(args, lake, store, config) -> int:
             )
     if not releases and not args.json:
         print(f"no releases under {store.uri('releases/')}")
+    return 0
+
+
+def _export(args, lake, store, config) -> int:
+    from videolake.platform.releases.croissant import CroissantError
+    from videolake.platform.releases.export import ExportError, destination, export_release
+
+    overrides = None
+    if args.rai:
+        try:
+            with open(args.rai, encoding="utf-8") as fh:
+                overrides = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ExportError(f"--rai {args.rai}: {exc}") from exc
+        if not isinstance(overrides, dict):
+            raise ExportError(f"--rai {args.rai}: a JSON object of Croissant properties is expected")
+    try:
+        result = export_release(
+            store,
+            args.name,
+            destination(args.dest, like=store),
+            storage_options=lake.storage_options or None,
+            license=args.license,
+            overrides=overrides,
+        )
+    except CroissantError as exc:
+        raise ExportError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(vars(result), indent=2, default=list))
+        return 0
+    print(
+        f"release {result.name} exported to {result.dest}: {result.shards} shard(s), {result.samples} samples, "
+        f"{result.bytes} bytes (sha256 checked), {len(result.files)} file(s)"
+    )
+    print(f"  manifest:  {result.manifest_uri}")
+    print(f"  croissant: {result.croissant_uri} (mlcroissant: valid, {len(result.warnings)} warning(s))")
+    for w in result.warnings:
+        print(f"    warning: {w}")
     return 0
 
 
