@@ -25,6 +25,10 @@ REJECT_RULES: tuple[str, ...] = (
     "blurry",  # sharpness < min_sharpness
     "text",  # text_area > max_text_area
     "text_overlay",  # text_overlay scorer (OCR, not run by default): text_overlay_area > its max_area
+    "nsfw",  # nsfw scorer (open_nsfw, not run by default): nsfw_score > its max_score
+    "faces",  # faces scorer with policy reject_any: a face in the clip
+    "large_face",  # faces scorer with policy reject_large: face_area > its max_face_area
+    "low_aesthetic",  # aesthetic scorer (a model directory): aesthetic_score < its min_score
     "duplicate",  # a near- or semantic duplicate of the group's kept clip, the earliest by (partition_date, clip_id)
 )
 _RULE_ORDER = {name: i for i, name in enumerate(REJECT_RULES)}

@@ -416,7 +416,7 @@ def _finalize_part(
     else:
         data = schema.empty_table()
     if decided is not None:  # the day's figures came with the decision (``_decide_day``)
-        data, summary = _apply_decided(data, decided, PRIMARY_KEYS[table]), {}
+        data, summary = _apply_decided(data, decided, list(PRIMARY_KEYS[table])), {}
     else:
         if step.reduce is not None:
             data = step.reduce(data)
