@@ -69,18 +69,24 @@ def recorded_verdict(
     """The failed blocking gates of ``table``/``day`` from the instance's check evaluations, or None when they
     cannot be relied on (a gate never evaluated on the day, a run in progress, an evaluation of an older
     materialization, a materialization of other data than the table's version ``pinned_version``)."""
-    from dagster._core.event_api import PartitionKeyFilter  # not re-exported by `dagster`
-    from dagster._core.storage.asset_check_execution_record import COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
-
-    from videolake.assets.metadata import step_figures
-    from videolake.platform.gates import TABLE_GATES, gate_names
-    from videolake.platform.releases.create import _day_files
+    from videolake.platform.gates import TABLE_GATES
 
     if table not in TABLE_GATES or pinned_version is None:
         return None
-    asset = dg.AssetKey(table)
+    mat = _pinned_materialization(instance, lake, table, day, pinned_version)
+    if mat is None:
+        return None
+    return _failed_blocking_checks(instance, table, day, mat)
+
+
+def _pinned_materialization(instance: dg.DagsterInstance, lake, table: str, day: str, pinned_version: int):
+    """The latest materialization of ``table``/``day`` when it wrote this lake's table and the day's data files of
+    ``pinned_version``; None otherwise (then its check evaluations judged other data)."""
+    from videolake.assets.metadata import step_figures
+    from videolake.platform.releases.create import _day_files
+
     mats = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[day]), limit=1
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[day]), limit=1
     ).records
     if not mats:
         return None
@@ -94,7 +100,18 @@ def recorded_verdict(
         lake, table, pinned_version, [day]
     ):
         return None
-    keys = [dg.AssetCheckKey(asset, g) for g in gate_names(table)]
+    return mat
+
+
+def _failed_blocking_checks(instance: dg.DagsterInstance, table: str, day: str, mat) -> list[str] | None:
+    """The names of the gates of ``table`` whose latest evaluation on ``day`` failed with severity ERROR, or None
+    when a gate has no completed evaluation that targets ``mat``."""
+    from dagster._core.event_api import PartitionKeyFilter  # not re-exported by `dagster`
+    from dagster._core.storage.asset_check_execution_record import COMPLETED_ASSET_CHECK_EXECUTION_RECORD_STATUSES
+
+    from videolake.platform.gates import gate_names
+
+    keys = [dg.AssetCheckKey(dg.AssetKey(table), g) for g in gate_names(table)]
     records = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         keys, partition_filter=PartitionKeyFilter(key=day)
     )

@@ -22,6 +22,7 @@ import datetime as dt
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,29 +90,14 @@ def run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from videolake.assets.errors import first_line
-    from videolake.commands.demo import report_stale_runs, run_with_progress
-    from videolake.commands.summary import explain_failure, print_summary
+    from videolake.commands.demo import report_stale_runs
 
     try:
-        days = _days(args.start, args.end)
-        from videolake.definitions import build_definitions
-
-        defs = build_definitions()
-        job = defs.resolve_job_def("videolake_daily")
-        selection = _selection(job, args.assets)
-        valid = set(job.partitions_def.get_partition_keys()) if job.partitions_def else set(days)
-        outside = [d for d in days if d not in valid]
-        if outside:
-            first = min(valid) if valid else "?"
-            raise ValueError(
-                f"{outside[0]} is not a partition of the daily job (days from {first}, "
-                "VIDEOLAKE_PARTITIONS_START, to yesterday UTC)"
-            )
-        assert defs.resources is not None  # build_definitions always binds them
-        landed = landing_days(defs.resources["object_store"])
+        plan = _plan(args)
     except Exception as exc:  # noqa: BLE001 (wrong arguments or a broken environment: one line, no traceback)
         print(f"error: {exc if isinstance(exc, ValueError) else first_line(exc)}")
         return 2
+    days, selection = plan.days, plan.selection
     instance = dg.DagsterInstance.get()
     report_stale_runs(instance)
 
@@ -123,43 +109,90 @@ def run(args: argparse.Namespace) -> int:
     where = "" if args.verbose else f"; event log: {log_path}"
     print(f"materializing {what} for {span} ({len(days)} day(s)) on the Dagster instance at {home}{where}", flush=True)
 
-    from videolake.instance.day_queue import day_tags
-    from videolake.instance.health import HOST_TAG, this_host
-
     results: list[DayResult] = []
     for i, day in enumerate(days, 1):
         head = f"[{i}/{len(days)}] {day}"
-        if needs_landing and day not in landed:
+        if needs_landing and day not in plan.landed:
             print(f"{head}: no landing data (skipped)", flush=True)
             results.append(DayResult(day, "skipped", note="no landing data"))
             continue
         print(f"{head}", flush=True)
-        run_id = str(uuid.uuid4())
-        # the day tag a queued run gets at submit (instance/day_queue.py): queued runs of this day wait for this one
-        tags = {HOST_TAG: this_host(), "videolake/trigger": "run", "videolake/range": span, **day_tags([day])}
-        t1 = time.monotonic()
+        results.append(_run_day(plan, instance, day, span, log_path))
+        print(f"  {day} {results[-1].status} (run {results[-1].run_id})", flush=True)
+    return _report(results, span, t0, log_path)
 
-        def execute(day=day, run_id=run_id, tags=tags):
-            return job.execute_in_process(
-                partition_key=day,
-                instance=instance,
-                raise_on_error=False,
-                run_id=run_id,
-                tags=tags,
-                asset_selection=selection,
-            )
 
-        result = run_with_progress(instance, run_id, execute, log_path)
-        print_summary(defs, day, result, time.monotonic() - t1)
-        if result.success:
-            results.append(DayResult(day, "succeeded", result.run_id))
-        else:
-            again = f"run the day again (`videolake run --start {day}`)"
-            for line in explain_failure(result, day, log_path, again=again).lines(None):
-                print(f"  {line}")
-            results.append(DayResult(day, "FAILED", result.run_id))
-        print(f"  {day} {results[-1].status} (run {result.run_id})", flush=True)
+@dataclass(frozen=True)
+class _Plan:
+    """What ``run`` materializes: the days, the job and its asset selection (None: all), the days with landed data."""
 
+    days: list[str]
+    defs: Any
+    job: Any
+    selection: list | None
+    landed: set[str]
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """The run's plan from the arguments; ValueError (or the environment's error) when it cannot run."""
+    days = _days(args.start, args.end)
+    from videolake.definitions import build_definitions
+
+    defs = build_definitions()
+    job = defs.resolve_job_def("videolake_daily")
+    selection = _selection(job, args.assets)
+    _check_partitions(job, days)
+    assert defs.resources is not None  # build_definitions always binds them
+    landed = landing_days(defs.resources["object_store"])
+    return _Plan(days, defs, job, selection, landed)
+
+
+def _check_partitions(job, days: list[str]) -> None:
+    """ValueError naming the first of ``days`` that is not a partition of the daily job."""
+    valid = set(job.partitions_def.get_partition_keys()) if job.partitions_def else set(days)
+    outside = [d for d in days if d not in valid]
+    if outside:
+        first = min(valid) if valid else "?"
+        raise ValueError(
+            f"{outside[0]} is not a partition of the daily job (days from {first}, "
+            "VIDEOLAKE_PARTITIONS_START, to yesterday UTC)"
+        )
+
+
+def _run_day(plan: _Plan, instance, day: str, span: str, log_path: str | None) -> DayResult:
+    """Run the daily job for ``day`` with progress, print its summary (and why it failed), and say how it went."""
+    from videolake.commands.demo import run_with_progress
+    from videolake.commands.summary import explain_failure, print_summary
+    from videolake.instance.day_queue import day_tags
+    from videolake.instance.health import HOST_TAG, this_host
+
+    run_id = str(uuid.uuid4())
+    # the day tag a queued run gets at submit (instance/day_queue.py): queued runs of this day wait for this one
+    tags = {HOST_TAG: this_host(), "videolake/trigger": "run", "videolake/range": span, **day_tags([day])}
+    t1 = time.monotonic()
+
+    def execute(day=day, run_id=run_id, tags=tags):
+        return plan.job.execute_in_process(
+            partition_key=day,
+            instance=instance,
+            raise_on_error=False,
+            run_id=run_id,
+            tags=tags,
+            asset_selection=plan.selection,
+        )
+
+    result = run_with_progress(instance, run_id, execute, log_path)
+    print_summary(plan.defs, day, result, time.monotonic() - t1)
+    if result.success:
+        return DayResult(day, "succeeded", result.run_id)
+    again = f"run the day again (`videolake run --start {day}`)"
+    for line in explain_failure(result, day, log_path, again=again).lines(None):
+        print(f"  {line}")
+    return DayResult(day, "FAILED", result.run_id)
+
+
+def _report(results: list[DayResult], span: str, t0: float, log_path: str | None) -> int:
+    """Print the range's outcome; the exit status: 0 when every day that ran succeeded, 1 otherwise or none ran."""
     failed = [r.day for r in results if r.status == "FAILED"]
     ran = [r for r in results if r.status != "skipped"]
     skipped = len(results) - len(ran)

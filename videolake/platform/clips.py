@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -175,14 +176,27 @@ def _threads(stream: Any, threads: int) -> None:
         stream.thread_type = "AUTO"
 
 
+def _frame_at(index: FrameIndex, pts: Any) -> int:
+    """The number of the frame whose timestamp is ``pts``, or -1 when it names none (missing, or not in the index)."""
+    if pts is None:
+        return -1
+    i = int(np.searchsorted(index.pts, pts))
+    return i if i < index.num_frames and index.pts[i] == pts else -1
+
+
+def _key_frame_before(index: FrameIndex, frame: int) -> int:
+    """The last keyframe at or before ``frame`` (0 when none is marked): where a seek to it lands."""
+    keys = np.flatnonzero(index.keyframe[: frame + 1])
+    return int(keys[-1]) if keys.size else 0
+
+
 def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int = 0):
     """Seek to the keyframe at or before ``start`` and decode forward. Returns True when the range was read; None
     (before yielding anything) when the timestamps turn out not to identify the frames, or the number of the next
     frame to read once they stop doing so, so the caller goes on by counting."""
     import av
 
-    keys = np.flatnonzero(index.keyframe[: start + 1])
-    key_frame = int(keys[-1]) if keys.size else 0
+    key_frame = _key_frame_before(index, start)
     expected = start
     try:
         with av.open(path) as container:
@@ -192,36 +206,44 @@ def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int 
                 container.seek(int(index.pts[key_frame]), stream=stream, backward=True, any_frame=False)
             for packet in container.demux(stream):
                 for frame in packet.decode():
-                    if frame.pts is None:
-                        return None if expected == start else expected
-                    i = int(np.searchsorted(index.pts, frame.pts))
-                    if i >= index.num_frames or index.pts[i] != frame.pts:
-                        return None if expected == start else expected
-                    if i < expected:
-                        if expected > start:  # a frame already read, again: out of timestamp order
-                            return expected
-                        continue  # before the range (the GOP's head, or leading frames of an open GOP)
-                    if i > expected:
-                        # the seek landed past the range start, or a frame comes out ahead of its turn (or is lost):
-                        # counting from the start settles which
+                    i = _frame_at(index, frame.pts)
+                    if i != expected:
+                        if 0 <= i < expected and expected == start:
+                            continue  # before the range (the GOP's head, or leading frames of an open GOP)
+                        # A timestamp that names no frame; a frame already read, again (out of timestamp order); the
+                        # seek landing past the range start, or a frame out ahead of its turn (or lost): counting
+                        # from the start (or from the next frame to read) settles which
                         return None if expected == start else expected
                     _check(frame, i, path)
                     yield i, frame
                     expected += 1
                     if expected >= end:
                         return True
-            for frame in stream.codec_context.decode(None):  # delayed frames at the end of the stream
-                i = int(np.searchsorted(index.pts, frame.pts)) if frame.pts is not None else -1
-                if i == expected and i < end:
-                    _check(frame, i, path)
-                    yield i, frame
-                    expected += 1
+            expected = yield from _seek_flush(stream, index, expected, end, path)
     except av.FFmpegError as exc:  # (FFmpeg errors are ValueErrors too: wrap them first, with the range)
         raise ValueError(f"frames {expected}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
     except ValueError:
         raise
     except Exception as exc:
         raise ValueError(f"frames {expected}..{end - 1} of {path} do not decode: {type(exc).__name__}: {exc}") from exc
+    return _seek_outcome(path, start, end, expected)
+
+
+def _seek_flush(stream: Any, index: FrameIndex, expected: int, end: int, path: str):
+    """Yield the decoder's delayed frames at the end of the stream that continue the range; returns the number of
+    the next frame to read. (The decoder hands them all out at once, so a decode error comes before any is yielded.)"""
+    for frame in stream.codec_context.decode(None):  # delayed frames at the end of the stream
+        i = int(np.searchsorted(index.pts, frame.pts)) if frame.pts is not None else -1
+        if i == expected and i < end:
+            _check(frame, i, path)
+            yield i, frame
+            expected += 1
+    return expected
+
+
+def _seek_outcome(path: str, start: int, end: int, expected: int) -> bool | None:
+    """``_iter_seek``'s result once the stream ended with ``expected`` the next frame to read: True when the range
+    was read, None when nothing of it was (count from the start); raises when the video ends within the range."""
     if expected < end:
         if expected == start:
             return None
@@ -294,36 +316,22 @@ def _iter_wanted(path: str, index: FrameIndex, need: list[int], fast: bool, skip
         return True
     wanted = set(need)
     left = len(need)
-    count = 0
+    counted = itertools.count()  # the frame numbers when not numbering by timestamp: decoder output order
     last = -1  # the last frame numbered
     held: tuple[int, Any] | None = None
-
-    def number(frame: Any) -> int | None:
-        nonlocal count
-        count += 1
-        if not skip:
-            return count - 1
-        if frame.pts is None:
-            return None
-        i = int(np.searchsorted(index.pts, frame.pts))
-        return i if i < index.num_frames and index.pts[i] == frame.pts else None
 
     try:
         with av.open(path) as container:
             stream = container.streams.video[0]
-            ctx = stream.codec_context
-            ctx.thread_count = 1
-            if fast:
-                ctx.options = {"skip_loop_filter": "all"}
+            ctx = _single_thread_decoder(stream, fast)
             for packet in container.demux(stream):
                 if skip:
-                    k = int(np.searchsorted(index.pts, packet.pts)) if packet.pts is not None else -1
-                    ctx.skip_frame = "NONREF" if 0 <= k < index.num_frames and k not in wanted else "DEFAULT"
+                    ctx.skip_frame = _skip_frame(index, wanted, packet.pts)
                 for frame in packet.decode():
-                    i = number(frame)
+                    i = _frame_at(index, frame.pts) if skip else next(counted)
                     # A frame numbered by its pts is handed on once the next one confirms the order (a decoder that
                     # pairs frames with each other's timestamps shows it one frame late).
-                    if i is None or i <= last:
+                    if i <= last:  # (-1: the pts names no frame)
                         return None
                     last = i
                     if held is not None:
@@ -356,6 +364,21 @@ def _iter_wanted(path: str, index: FrameIndex, need: list[int], fast: bool, skip
     if skip:  # frames went missing where timestamps number them: counting settles whether they decode
         return None
     raise ValueError(f"{left} of the {len(need)} sampled frames of {path} did not decode")
+
+
+def _single_thread_decoder(stream: Any, fast: bool) -> Any:
+    """``stream``'s codec context set to decode on one thread, without the deblocking filter when ``fast``."""
+    ctx = stream.codec_context
+    ctx.thread_count = 1
+    if fast:
+        ctx.options = {"skip_loop_filter": "all"}
+    return ctx
+
+
+def _skip_frame(index: FrameIndex, wanted: set[int], pts: Any) -> str:
+    """The decoder's ``skip_frame`` for a packet: skip it unless it is a reference when its frame is not wanted."""
+    k = int(np.searchsorted(index.pts, pts)) if pts is not None else -1
+    return "NONREF" if 0 <= k < index.num_frames and k not in wanted else "DEFAULT"
 
 
 def decode_error(path: str, start_frame: int, end_frame: int, threads: int = 1) -> str | None:

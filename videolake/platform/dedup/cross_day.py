@@ -141,7 +141,7 @@ def assign_day(
     the semantic rule found (either id may be an earlier clip's). Returns new dicts in the input order.
     """
     from videolake.platform.dedup.grouping import assign
-    from videolake.platform.dedup.near import NearDupConfig, is_near_duplicate
+    from videolake.platform.dedup.near import NearDupConfig
 
     config = config or NearDupConfig()
     out = [dict(r) for r in rows]
@@ -149,59 +149,92 @@ def assign_day(
     # cannot tell whether those later clips still name it): kept, unless this judgement makes it a group's member.
     # One that rows of this day named is judged here from scratch like the others.
     marked = {c: d for c, d in _self_marks(out, day).items() if c not in _named_here(out)}
-    for r in out:  # forget an earlier assignment
+    _forget_verdicts(out)
+    nodes = _Nodes(out, day, earlier)
+    edges = _edges(nodes, config, semantic_pairs)
+    n = len(out)
+    fixed = {n + j: nodes.index.get(nodes.kept_of(n + j)[1], -1) for j in range(len(nodes.prior))}
+    order = sorted(range(n), key=lambda i: out[i]["clip_id"])
+    _record_groups(nodes, assign(order, edges, fixed))
+    for r in out:
+        if r["duplicate_group"] is None and r["clip_id"] in marked:
+            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], marked[r["clip_id"]]
+    return out
+
+
+def _forget_verdicts(out: list[dict[str, Any]]) -> None:
+    """Clear the rows' duplicate verdicts (an earlier assignment), keeping their other reject reasons."""
+    for r in out:
         reasons = [x for x in (r.get("reject_reason") or "").split(";") if x and x != DUPLICATE]
         r["reject_reason"] = join_rules(reasons)
         r["passed"] = r["reject_reason"] is None
         r["duplicate_group"] = r["duplicate_kept_date"] = r["duplicate_kind"] = None
-    n = len(out)
-    prints = [fingerprint_of(r.get("near_hashes")) for r in out]
-    prior = sorted((e for e in earlier if e[PARTITION_COLUMN] < day), key=lambda e: (e[PARTITION_COLUMN], e["clip_id"]))
-    prior_prints = [fingerprint_of(e.get("near_hashes")) for e in prior]
-    index = {r["clip_id"]: i for i, r in enumerate(out)}
-    index.update({e["clip_id"]: n + j for j, e in enumerate(prior)})
 
-    def kept_of(i: int) -> tuple[dt.date, str]:
-        if i < n:
-            return day, out[i]["clip_id"]
-        e = prior[i - n]
+
+class _Nodes:
+    """The nodes ``assign_day`` groups: the day's rows (0 .. n - 1), then the candidates of earlier days (n ..) in
+    (day, clip_id) order, with their fingerprints and an index by clip id."""
+
+    def __init__(self, out: list[dict[str, Any]], day: dt.date, earlier: Sequence[Mapping[str, Any]]) -> None:
+        self.out, self.day, self.n = out, day, len(out)
+        self.prints = [fingerprint_of(r.get("near_hashes")) for r in out]
+        self.prior = sorted(
+            (e for e in earlier if e[PARTITION_COLUMN] < day), key=lambda e: (e[PARTITION_COLUMN], e["clip_id"])
+        )
+        self.prior_prints = [fingerprint_of(e.get("near_hashes")) for e in self.prior]
+        self.index = {r["clip_id"]: i for i, r in enumerate(out)}
+        self.index.update({e["clip_id"]: self.n + j for j, e in enumerate(self.prior)})
+
+    def kept_of(self, i: int) -> tuple[dt.date, str]:
+        """(day, clip_id) of the kept clip of node ``i``'s group (itself for a day clip: judged from scratch)."""
+        if i < self.n:
+            return self.day, self.out[i]["clip_id"]
+        e = self.prior[i - self.n]
         if e.get("duplicate_group"):
             return e["duplicate_kept_date"], e["duplicate_group"]
         return e[PARTITION_COLUMN], e["clip_id"]
 
+    def fingerprint(self, i: int) -> np.ndarray:
+        """Node ``i``'s fingerprint."""
+        return self.prints[i] if i < self.n else self.prior_prints[i - self.n]
+
+
+def _edges(nodes: _Nodes, config: Any, semantic_pairs: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
+    """The verified matches (a, b) -> kind (near or semantic) between a day clip a and another node b."""
+    from videolake.platform.dedup.near import is_near_duplicate
+
+    n, index = nodes.n, nodes.index
     # Only a group's kept clip can be joined (``grouping``): a day clip that shares keys with a member of an earlier
     # group is verified against that group's kept clip too, when it is among the candidates.
-    pairs = set(_candidate_pairs(prints + prior_prints, n, config))
+    pairs = set(_candidate_pairs(nodes.prints + nodes.prior_prints, n, config))
     for a, b in list(pairs):
-        if b >= n and kept_of(b)[1] in index and index[kept_of(b)[1]] >= n:
-            pairs.add((a, index[kept_of(b)[1]]))
+        if b >= n and nodes.kept_of(b)[1] in index and index[nodes.kept_of(b)[1]] >= n:
+            pairs.add((a, index[nodes.kept_of(b)[1]]))
     edges: dict[tuple[int, int], str] = {}
     for a, b in sorted(pairs):
-        fb = prints[b] if b < n else prior_prints[b - n]
-        if is_near_duplicate(prints[a], fb, config):
+        if is_near_duplicate(nodes.prints[a], nodes.fingerprint(b), config):
             edges[(a, b)] = NEAR
     for x, y in semantic_pairs:
         if x in index and y in index and x != y:
             edges.setdefault((index[x], index[y]), SEMANTIC)  # a near edge either way round wins (``assign``)
-    fixed = {n + j: index.get(kept_of(n + j)[1], -1) for j in range(len(prior))}
-    order = sorted(range(n), key=lambda i: out[i]["clip_id"])
-    joined = assign(order, edges, fixed)
+    return edges
+
+
+def _record_groups(nodes: _Nodes, joined: dict[int, tuple[int, str]]) -> None:
+    """Write ``assign``'s grouping into the day's rows: members name their kept clip and are rejected duplicate; a
+    day clip that members name names itself."""
     named = {kept for kept, _ in joined.values()}
-    for m in range(n):
-        r = out[m]
+    for m in range(nodes.n):
+        r = nodes.out[m]
         if m in joined:
             kept, kind = joined[m]
-            kept_day, kept_id = kept_of(kept)
+            kept_day, kept_id = nodes.kept_of(kept)
             r["duplicate_group"], r["duplicate_kept_date"] = kept_id, kept_day
             r["reject_reason"] = join_rules((r["reject_reason"] or "").split(";") + [DUPLICATE])
             r["passed"] = False
             r["duplicate_kind"] = kind
         elif m in named:
-            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], day
-    for r in out:
-        if r["duplicate_group"] is None and r["clip_id"] in marked:
-            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], marked[r["clip_id"]]
-    return out
+            r["duplicate_group"], r["duplicate_kept_date"] = r["clip_id"], nodes.day
 
 
 def _self_marks(rows: Sequence[Mapping[str, Any]], day: dt.date) -> dict[str, dt.date]:
@@ -547,8 +580,6 @@ def _judge(
     lake: Any, run: Any, config: Any, semantic: Callable[[str], Any] | None, indexed_days: list[str]
 ) -> Reconciled:
     """One attempt of ``reconcile``'s judgement on ``lake`` (a ``TableTransaction`` of filtered_clips)."""
-    from videolake.platform.lake import PartitionRange
-
     out = Reconciled(indexed_days=list(indexed_days))
     run_days = list(run.days())
     # Later days whose rows name a run day as their kept clip's day: that clip may be gone or no longer kept; and
@@ -563,33 +594,7 @@ def _judge(
         day = min(work)
         work.discard(day)
         done.add(day)
-        rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()]))
-        rows, copies = _without_clips_of_copies(lake, rows, day)
-        out.clips_of_copies += copies
-        day_keys = _day_keys(rows, config)
-        hits = _lookup(lake, day_keys.column("band_key").to_numpy(), day)
-        earlier_pairs = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
-        earlier = _seen_both_ways(
-            earlier_pairs, rows, _candidates(lake, earlier_pairs.select(["clip_key", PARTITION_COLUMN])), config
-        )
-        found = semantic(day.isoformat()) if semantic else None
-        if found is not None:
-            earlier += _semantic_candidates(lake, found, earlier)
-        earlier += _kept_clips_of(lake, earlier, day)
-        out.candidates += len(earlier)
-        old = rows.to_pylist()
-        new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())
-        kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
-        # and the day's own kept clips, before and after: later days' rows may name them (``_mark_kept`` checks)
-        kept_elsewhere |= {(day, c) for c in {*_self_marks(old, day), *_self_marks(new, day)}}
-        out.judged_days.append(day.isoformat())
-        changed = copies > 0 or [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
-        if changed:
-            from videolake.platform.lake import rows_to_table
-            from videolake.platform.schemas import FILTERED_CLIPS
-
-            lake.write_partitions(TABLE, rows_to_table(new, FILTERED_CLIPS), PartitionRange.of([day.isoformat()]))
-            out.changed_days.append(day.isoformat())
+        changed, hits, found = _judge_day(lake, day, config, semantic, out, kept_elsewhere)
         # Later days that share a key with a day the run wrote, or with a day whose verdicts changed, may change
         # with it; so may the days whose rows name a changed day as their kept clip's day.
         if changed or day in fresh:
@@ -603,3 +608,46 @@ def _judge(
     if out.changed_days:
         log.info("filtered_clips: near-duplicate verdicts changed in %s", out.changed_days)
     return out
+
+
+def _judge_day(
+    lake: Any,
+    day: dt.date,
+    config: Any,
+    semantic: Callable[[str], Any] | None,
+    out: Reconciled,
+    kept_elsewhere: set[tuple[dt.date, str]],
+) -> tuple[bool, pa.Table, Any]:
+    """Judge one day again and rewrite it when its verdicts changed (counted in ``out``; the kept clips its rows
+    name go to ``kept_elsewhere``). Returns whether it changed, the index hits of its keys on other days, and
+    what the semantic rule found for it (None without one)."""
+    from videolake.platform.lake import PartitionRange
+
+    rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()]))
+    rows, copies = _without_clips_of_copies(lake, rows, day)
+    out.clips_of_copies += copies
+    day_keys = _day_keys(rows, config)
+    hits = _lookup(lake, day_keys.column("band_key").to_numpy(), day)
+    earlier_pairs = _sharing(day_keys, hits.filter(pc.less(hits.column(PARTITION_COLUMN), day)))
+    earlier = _seen_both_ways(
+        earlier_pairs, rows, _candidates(lake, earlier_pairs.select(["clip_key", PARTITION_COLUMN])), config
+    )
+    found = semantic(day.isoformat()) if semantic else None
+    if found is not None:
+        earlier += _semantic_candidates(lake, found, earlier)
+    earlier += _kept_clips_of(lake, earlier, day)
+    out.candidates += len(earlier)
+    old = rows.to_pylist()
+    new = assign_day(old, day, earlier, config, found.pairs if found is not None else ())
+    kept_elsewhere |= _kept_in_earlier_days(old, day) | _kept_in_earlier_days(new, day)
+    # and the day's own kept clips, before and after: later days' rows may name them (``_mark_kept`` checks)
+    kept_elsewhere |= {(day, c) for c in {*_self_marks(old, day), *_self_marks(new, day)}}
+    out.judged_days.append(day.isoformat())
+    changed = copies > 0 or [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
+    if changed:
+        from videolake.platform.lake import rows_to_table
+        from videolake.platform.schemas import FILTERED_CLIPS
+
+        lake.write_partitions(TABLE, rows_to_table(new, FILTERED_CLIPS), PartitionRange.of([day.isoformat()]))
+        out.changed_days.append(day.isoformat())
+    return changed, hits, found

@@ -215,22 +215,16 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
         out.pairs.append((ids[int(a)], ids[int(b)]))
     on_day = pc.equal(clusters.column(PARTITION_COLUMN), pa.scalar(date, pa.date32()))
     own_models = pc.unique(clusters.filter(on_day).column("model")).to_pylist()
-    clusters = clusters.filter(pc.invert(on_day))
-    if clusters.num_rows == 0:
-        return out
-    dim = x.shape[1]
-    model = own_models[0] if len(own_models) == 1 else None
-    lengths = pc.list_value_length(clusters.column("centroid")).to_numpy(zero_copy_only=False)
-    same = lengths == dim
-    if model is not None:  # another model's vectors cannot be compared (an unknown model: by dimension only)
-        others = clusters.column("model").to_pylist()
-        same &= np.array([m is None or m == model for m in others], dtype=bool)
-    clusters = clusters.filter(pa.array(same))
+    clusters = _comparable_clusters(clusters.filter(pc.invert(on_day)), own_models, x.shape[1])
     if clusters.num_rows == 0:
         return out
     flat = pc.list_flatten(clusters.column("centroid").combine_chunks()).to_numpy(zero_copy_only=False)
     near = _within_bound(
-        x, flat.reshape(-1, dim).astype(np.float64), clusters.column("radius").to_numpy(), config.eps, config.block_rows
+        x,
+        flat.reshape(-1, x.shape[1]).astype(np.float64),
+        clusters.column("radius").to_numpy(),
+        config.eps,
+        config.block_rows,
     )
     days = clusters.column(PARTITION_COLUMN).to_pylist()
     numbers = clusters.column("cluster").to_pylist()
@@ -242,14 +236,40 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
     out.clusters_read = sum(len(v) for v in wanted.values())
     if not wanted:
         return out
+    earlier = lake.read_where(INDEX_TABLE, ["clip_id", "embedding", PARTITION_COLUMN], _in_clusters(wanted))
+    _add_earlier_pairs(out, ids, x, earlier, config)
+    return out
+
+
+def _comparable_clusters(clusters: pa.Table, own_models: list, dim: int) -> pa.Table:
+    """The clusters whose vectors can be compared with the day's: same dimension and, when the day's rows name one
+    model, that model (or none)."""
+    if clusters.num_rows == 0:
+        return clusters
+    model = own_models[0] if len(own_models) == 1 else None
+    lengths = pc.list_value_length(clusters.column("centroid")).to_numpy(zero_copy_only=False)
+    same = lengths == dim
+    if model is not None:  # another model's vectors cannot be compared (an unknown model: by dimension only)
+        others = clusters.column("model").to_pylist()
+        same &= np.array([m is None or m == model for m in others], dtype=bool)
+    return clusters.filter(pa.array(same))
+
+
+def _in_clusters(wanted: dict[dt.date, list[int]]) -> Any:
+    """The filter of the index rows of the clusters ``wanted`` names per day."""
     where = None
     for d, cs in sorted(wanted.items()):
         term = (pc.field(PARTITION_COLUMN) == d) & pc.field("cluster").isin(pa.array(cs, pa.int32()))
         where = term if where is None else where | term
-    earlier = lake.read_where(INDEX_TABLE, ["clip_id", "embedding", PARTITION_COLUMN], where)
+    return where
+
+
+def _add_earlier_pairs(out: SemanticMatches, ids: list, x: np.ndarray, earlier: pa.Table, config: Any) -> None:
+    """Add to ``out`` the pairs of the day's clips (``ids``, vectors ``x``) with the ``earlier`` days' clips, and
+    those earlier clips (clip_id, day)."""
     y = _vectors(earlier)
-    if len(y) == 0 or y.shape[1] != dim:
-        return out
+    if len(y) == 0 or y.shape[1] != x.shape[1]:
+        return
     other_ids = earlier.column("clip_id").to_pylist()
     other_days = earlier.column(PARTITION_COLUMN).to_pylist()
     found = set()
@@ -259,4 +279,3 @@ def matches_of_day(lake: Any, day: str, config: Any) -> SemanticMatches:
             out.pairs.append((ids[s + i], other_ids[j]))
             found.add((other_ids[j], other_days[j]))
     out.earlier = sorted(found, key=lambda t: (t[1], t[0]))
-    return out

@@ -3,6 +3,8 @@ once, scores are in range, rejections carry reasons, and the pass rate sits insi
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from videolake.platform.gates.config import FilteredClipsGates
@@ -28,6 +30,62 @@ def score_ranges(cfg: FilteredClipsGates) -> dict[str, tuple[float, float | None
 
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) -> tuple[list[Gate], dict[str, Frame]]:
     ranges = score_ranges(cfg)
+    df = _rows(tbl, ranges)
+    scene_ids, stale, ids = _reconciled_ids(df, context)
+    frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
+
+    need_scores = None if cfg.require_scores_on_rejected else PASSED
+    rows = len(df)
+    gates = [
+        exactly_once_gate(
+            "scored_exactly_once",
+            "every scene clip of the partition has exactly one score row, and there are no others",
+            "clip_id",
+            missing="{n} scene clip(s) not scored",
+            extra="{n} scored clip(s) not in scene_clips",
+            duplicated="{n} clip(s) scored more than once",
+            extra_measured={
+                "scene_clips": len({i for i in scene_ids if i is not None}),
+                "rows": rows,
+                "clips_of_copies": len(stale),
+            },
+        ),
+        Gate(
+            "scores_valid",
+            "scores are set" + ("" if need_scores is None else " on passed rows") + " and in range",
+            tuple(_score_checks(ranges, need_scores)),
+            thresholds={c: ([lo, hi] if hi is not None else [lo, None]) for c, (lo, hi) in ranges.items()}
+            | {"require_scores_on_rejected": cfg.require_scores_on_rejected},
+        ),
+        reason_consistent_gate(
+            "every rejected clip has a reject_reason and no passed clip has one",
+            bad=REJECTED,
+            good=PASSED,
+            bad_noun="rejected",
+            good_noun="passed",
+            first=(
+                Check(
+                    "null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"
+                ),
+            ),
+        ),
+        _duplicates_gate(),
+        _undecodable_gate(df, cfg),
+        rate_gate(
+            "pass_rate",
+            "is_passed",
+            df,
+            min_value=cfg.min_pass_rate,
+            max_value=cfg.max_pass_rate,
+            min_rows=cfg.min_rows_for_rate,
+            counted="passed",
+        ),
+    ]
+    return gates, frames
+
+
+def _rows(tbl: pa.Table, ranges: dict[str, tuple[float, float | None]]) -> Any:
+    """filtered_clips as a DataFrame with the per-row flags the checks count."""
     df = to_pandas(
         tbl,
         [
@@ -56,6 +114,12 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
         | (df["duplicate_kept_date"] > df["partition_date"])
     ).astype(bool)
     df["kept_rejected_as_duplicate"] = ((df["duplicate_group"] == df["clip_id"]) & df["is_duplicate"]).astype(bool)
+    return df
+
+
+def _reconciled_ids(df: Any, context: dict[str, pa.Table]) -> tuple[list, set, Any]:
+    """(scene_clips' clip ids, the ids of clips of videos found to be copies, the id reconciliation frame of the
+    others against the rows)."""
     scene = context["scene_clips"]
     scene_ids = scene.column("clip_id").to_pylist()
     # Clips of a video that another day's run marked as a copy after this day cut it (days that run at the same
@@ -69,9 +133,11 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
     ids = id_reconciliation(
         [i for i in scene_ids if i not in stale], [i for i in df["clip_id"].tolist() if i not in stale], "clip_id"
     )
-    frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
+    return scene_ids, stale, ids
 
-    need_scores = None if cfg.require_scores_on_rejected else PASSED
+
+def _score_checks(ranges: dict[str, tuple[float, float | None]], need_scores: str | None) -> list[Check]:
+    """Every score is set (on passed rows only when ``need_scores`` says so) and within its range."""
     who = "row(s)" if need_scores is None else "passed row(s)"
     score_checks = [
         Check(f"{c}_missing", "ExpectColumnValuesToNotBeNull", where(need_scores, column=c), f"{{n}} {who} without {c}")
@@ -88,70 +154,28 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: FilteredClipsGates) 
                 f"{{n}} row(s) with {c} not {text}",
             )
         )
+    return score_checks
 
-    rows = len(df)
-    gates = [
-        exactly_once_gate(
-            "scored_exactly_once",
-            "every scene clip of the partition has exactly one score row, and there are no others",
-            "clip_id",
-            missing="{n} scene clip(s) not scored",
-            extra="{n} scored clip(s) not in scene_clips",
-            duplicated="{n} clip(s) scored more than once",
-            extra_measured={
-                "scene_clips": len({i for i in scene_ids if i is not None}),
-                "rows": rows,
-                "clips_of_copies": len(stale),
-            },
-        ),
-        Gate(
-            "scores_valid",
-            "scores are set" + ("" if need_scores is None else " on passed rows") + " and in range",
-            tuple(score_checks),
-            thresholds={c: ([lo, hi] if hi is not None else [lo, None]) for c, (lo, hi) in ranges.items()}
-            | {"require_scores_on_rejected": cfg.require_scores_on_rejected},
-        ),
-        reason_consistent_gate(
-            "every rejected clip has a reject_reason and no passed clip has one",
-            bad=REJECTED,
-            good=PASSED,
-            bad_noun="rejected",
-            good_noun="passed",
-            first=(
-                Check(
-                    "null_passed", "ExpectColumnValuesToNotBeNull", {"column": "passed"}, "{n} row(s) with passed null"
-                ),
+
+def _duplicates_gate() -> Gate:
+    """Every duplicate names its group's kept clip, and no kept clip is rejected as a duplicate."""
+    return Gate(
+        "duplicates_name_their_kept_clip",
+        "every clip rejected as duplicate names its group's kept clip (duplicate_group, duplicate_kept_date on "
+        "or before its day); the kept clip is never rejected as duplicate",
+        (
+            no(
+                "duplicate_unnamed",
+                label="duplicates_without_kept_clip",
+                explain="{n} duplicate row(s) without a kept clip of their own day or earlier",
+            ),
+            no(
+                "kept_rejected_as_duplicate",
+                label="kept_clips_rejected",
+                explain="{n} kept clip(s) rejected as duplicate",
             ),
         ),
-        Gate(
-            "duplicates_name_their_kept_clip",
-            "every clip rejected as duplicate names its group's kept clip (duplicate_group, duplicate_kept_date on "
-            "or before its day); the kept clip is never rejected as duplicate",
-            (
-                no(
-                    "duplicate_unnamed",
-                    label="duplicates_without_kept_clip",
-                    explain="{n} duplicate row(s) without a kept clip of their own day or earlier",
-                ),
-                no(
-                    "kept_rejected_as_duplicate",
-                    label="kept_clips_rejected",
-                    explain="{n} kept clip(s) rejected as duplicate",
-                ),
-            ),
-        ),
-        _undecodable_gate(df, cfg),
-        rate_gate(
-            "pass_rate",
-            "is_passed",
-            df,
-            min_value=cfg.min_pass_rate,
-            max_value=cfg.max_pass_rate,
-            min_rows=cfg.min_rows_for_rate,
-            counted="passed",
-        ),
-    ]
-    return gates, frames
+    )
 
 
 def _undecodable_gate(df, cfg: FilteredClipsGates) -> Gate:

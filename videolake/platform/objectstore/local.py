@@ -14,6 +14,7 @@ URIs are ``Path.as_uri()`` (RFC 8089: percent-encoded, so spaces, '%', '#' and n
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import shutil
@@ -95,6 +96,29 @@ class LocalObjectStore(ObjectStore):
     def list(self, prefix: str) -> list[ObjectInfo]:
         prefix = prefix.lstrip("/")
         base_key = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        found = self._walk_to(prefix, base_key)
+        if isinstance(found, list):
+            return found
+        cur, key = found
+        out: list[ObjectInfo] = []
+        stack = [(cur, key)]
+        while stack:
+            folder, folder_key = stack.pop()
+            entries = self._folder_entries(folder, folder_key, out)
+            if entries is None:
+                continue
+            if not entries and folder_key != key:
+                out.append(self._entry(folder_key))  # an empty folder: a folder entry, like an S3 folder marker
+            for e in entries:
+                self._list_entry(e, folder_key + e.name, prefix, stack, out)
+        return sorted(
+            (o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
+            key=lambda o: o.key,
+        )
+
+    def _walk_to(self, prefix: str, base_key: str) -> tuple[Path, str] | builtins.list[ObjectInfo]:
+        """The folder ``base_key`` of the listing (path, key), or the listing itself when it cannot be reached (a
+        missing folder: nothing; a folder that cannot be looked up or is a link: one problem entry)."""
         # Walk from the root to the listing's folder with lstat: a link on the way is reported, not followed.
         cur, key = self.root, ""
         for part in [p for p in base_key.split("/") if p]:
@@ -113,58 +137,60 @@ class LocalObjectStore(ObjectStore):
                 ]
             if not stat.S_ISDIR(st.st_mode):
                 return []
-        out: list[ObjectInfo] = []
-        stack = [(cur, key)]
-        while stack:
-            folder, folder_key = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = list(it)
-            except FileNotFoundError:
-                continue  # removed while listing: it is gone, nothing to report
-            except PermissionError as exc:
-                out.append(self._entry(folder_key, PERMISSION_DENIED, f"cannot list the folder: {exc.strerror}"))
-                continue
-            except NotADirectoryError:
-                continue  # replaced by a file while listing; the next listing sees the file
-            if not entries and folder_key != key:
-                out.append(self._entry(folder_key))  # an empty folder: a folder entry, like an S3 folder marker
-            for e in entries:
-                if e.name.startswith(TMP_PREFIX):
-                    continue
-                ekey = folder_key + e.name
-                if not (ekey.startswith(prefix) or (ekey + "/").startswith(prefix) or prefix.startswith(ekey + "/")):
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # vanished while listing
-                except OSError as exc:
-                    problem = PERMISSION_DENIED if isinstance(exc, PermissionError) else NOT_A_REGULAR_FILE
-                    out.append(self._entry(ekey, problem, f"cannot stat: {exc.strerror}"))
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append((Path(e.path), ekey + "/"))
-                    continue
-                if not ekey.startswith(prefix):
-                    continue
-                kind = _kind(st.st_mode)
-                if kind is not None:
-                    out.append(self._entry(ekey, NOT_A_REGULAR_FILE, kind))
-                elif _not_utf8(ekey):
-                    out.append(self._entry(ekey, size=st.st_size))
-                elif not os.access(e.path, os.R_OK, follow_symlinks=False):
-                    out.append(
-                        self._entry(
-                            ekey, PERMISSION_DENIED, "the file is not readable by this process", size=st.st_size
-                        )
-                    )
-                else:
-                    out.append(self._entry(ekey, size=st.st_size, modified_s=st.st_mtime))
-        return sorted(
-            (o for o in out if o.key.startswith(prefix) or o.is_folder and prefix.startswith(o.key)),
-            key=lambda o: o.key,
-        )
+        return cur, key
+
+    def _folder_entries(
+        self, folder: Path, folder_key: str, out: builtins.list[ObjectInfo]
+    ) -> builtins.list[os.DirEntry] | None:
+        """The entries of ``folder``, or None when it cannot be listed (a folder it may not list goes to ``out``)."""
+        try:
+            with os.scandir(folder) as it:
+                return list(it)
+        except FileNotFoundError:
+            return None  # removed while listing: it is gone, nothing to report
+        except PermissionError as exc:
+            out.append(self._entry(folder_key, PERMISSION_DENIED, f"cannot list the folder: {exc.strerror}"))
+            return None
+        except NotADirectoryError:
+            return None  # replaced by a file while listing; the next listing sees the file
+
+    def _list_entry(
+        self,
+        e: os.DirEntry,
+        ekey: str,
+        prefix: str,
+        stack: builtins.list[tuple[Path, str]],
+        out: builtins.list[ObjectInfo],
+    ) -> None:
+        """List one folder entry under ``prefix``: a folder goes on ``stack`` to descend, anything else to ``out``."""
+        if e.name.startswith(TMP_PREFIX):
+            return
+        if not (ekey.startswith(prefix) or (ekey + "/").startswith(prefix) or prefix.startswith(ekey + "/")):
+            return
+        try:
+            st = e.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            return  # vanished while listing
+        except OSError as exc:
+            problem = PERMISSION_DENIED if isinstance(exc, PermissionError) else NOT_A_REGULAR_FILE
+            out.append(self._entry(ekey, problem, f"cannot stat: {exc.strerror}"))
+            return
+        if stat.S_ISDIR(st.st_mode):
+            stack.append((Path(e.path), ekey + "/"))
+            return
+        if ekey.startswith(prefix):
+            out.append(self._file_entry(e, ekey, st))
+
+    def _file_entry(self, e: os.DirEntry, ekey: str, st: os.stat_result) -> ObjectInfo:
+        """The entry of a non-folder: a problem for a special file or one this process cannot read."""
+        kind = _kind(st.st_mode)
+        if kind is not None:
+            return self._entry(ekey, NOT_A_REGULAR_FILE, kind)
+        if _not_utf8(ekey):
+            return self._entry(ekey, size=st.st_size)
+        if not os.access(e.path, os.R_OK, follow_symlinks=False):
+            return self._entry(ekey, PERMISSION_DENIED, "the file is not readable by this process", size=st.st_size)
+        return self._entry(ekey, size=st.st_size, modified_s=st.st_mtime)
 
     # ------------------------------------------------------------------ objects
     def get_bytes(self, key: str) -> bytes:

@@ -199,116 +199,204 @@ def find_cuts(
         if m + 1 > n:
             break
         g = min(m, cfg.motion_gap)
-        for gg in range(1, g + 1):
-            if gg not in short:
-                Dg = np.full(n, np.nan, np.float32)
-                Dg[gg:] = _gap_distance(sig, gg, cfg.hist_weight)[0]
-                short[gg] = Dg
-        G, H = _gap_distance(sig, m, cfg.hist_weight)  # G[t - m] = D(t - m, t)
-        # Boundary b in [k, n - k]: the pair (b - k, b + k - 1) = G at t = b + k - 1.
-        b = np.arange(k, n - k + 1)
-        N = G[b - k]
-        Hc = H[b - k]
-        # Motion inside the shots on either side: the largest change over g frames among the pairs within ``w``
-        # frames before b - k and after b + k - 1, scaled to the span m (the triangle inequality makes this an
-        # upper bound of the change over m frames; it saturates for fast motion, so it over-estimates: safe side).
-        w = 2 if k == 1 else max(m, cfg.motion_window) if m <= cfg.motion_window else cfg.motion_window
-        S_pre = np.full(len(b), np.nan, np.float32)
-        S_post = np.full(len(b), np.nan, np.float32)
-        for o in range(max(1, w - g + 1)):
-            t = b - k - o  # pairs (t - g, t) ending before the span
-            S_pre = np.fmax(S_pre, _scaled_motion(short, t, g, m, n, before=True))
-            t = b + k - 1 + o  # pairs (t, t + g) starting after it
-            S_post = np.fmax(S_post, _scaled_motion(short, t, g, m, n, before=False))
-        S = np.fmax(S_pre, S_post)  # one side may be missing at the ends of the video
-        S = np.where(np.isnan(S), 0.0, S)
-        floor = np.maximum(S, cfg.noise_floor)
-        if k == 1:
-            ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
-            # A cut between similar shots: a smaller change, but far above the motion on both sides.
-            # A brightness step (auto exposure, a light switched) is no such cut: the change must stay above
-            # that size once a uniform luma offset between the two frames is taken out.
-            ok |= (
-                (N >= cfg.weak_share * cfg.threshold)
-                & (N >= cfg.strong_ratio * floor)
-                & ~np.isnan(S_pre)
-                & ~np.isnan(S_post)
-                & (_offset_free_step(sig, cfg.hist_weight)[b - 1] >= cfg.weak_share * cfg.threshold)
-            )
-            # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
-            # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
-            S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
-            S_mean = np.where(np.isnan(S_mean), 0.0, S_mean)
-            ok |= (
-                (N >= 2 * cfg.threshold)
-                & (N >= cfg.ratio * np.maximum(S_mean, cfg.noise_floor))
-                & (Hc >= cfg.min_hist_change)
-            )
-        else:
-            # A gradual change needs a stretch of shot on both sides (no fade-in at the start is a cut).
-            ok = (b - k >= g) & (b + k - 1 + g <= n - 1)
-            ok &= (N >= cfg.threshold + S) & (N >= cfg.gradual_ratio * floor) & (Hc >= cfg.min_hist_change)
-            if sig.cells is not None:
-                # Fast motion on one side only: a wipe out of (or into) it is measured against the quiet side.
-                quiet_after = np.nan_to_num(S_post, nan=np.inf) <= np.nan_to_num(S_pre, nan=np.inf)
-                S_q = np.where(quiet_after, S_post, S_pre)
-                S_q = np.where(np.isnan(S_q), 0.0, S_q)
-                f_q = np.maximum(S_q, cfg.noise_floor)
-                one = (b - k >= g) & (b + k - 1 + g <= n - 1) & ~ok
-                one &= (N >= cfg.threshold + S_q) & (N >= cfg.sweep_ratio * f_q) & (Hc >= cfg.min_hist_change)
-                if one.any():
-                    one_sided.append((k, g, b, N, Hc, one, N / f_q, quiet_after))
-        if not ok.any():
-            continue
-        # Local maxima of N / S among candidates (one per run of consecutive candidate boundaries).
-        score = N / np.maximum(S, cfg.noise_floor)
-        idx = np.flatnonzero(ok)
-        runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
-        for run in runs:
-            best = run[np.argmax(score[run])]
-            bb = int(b[best])
-            a, e = bb - k, bb + k - 1
-            if any(a < c <= e for c, _ in cuts):
-                continue  # this span already holds a cut found at a finer scale
-            if _is_flash(sig, a, e, float(N[best]), cfg):
-                if debug is not None:
-                    debug.append(("flash", k, bb, float(N[best]), float(score[best])))
-                continue
-            if k > 1 and not _between(sig, a, e, cfg):
-                if debug is not None:
-                    debug.append(("not-between", k, bb, float(N[best]), float(score[best])))
-                continue
-            c = _locate(sig, a, e, cfg)
-            if debug is not None:
-                debug.append(("cut", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
-            cuts.append((c, float(N[best])))
+        _fill_short(sig, short, g, n, cfg.hist_weight)
+        b, N, Hc, S, ok, one = _scale_candidates(sig, cfg, short, k, g, n)
+        if one is not None:
+            one_sided.append(one)
+        if ok.any():
+            _keep_scale_cuts(sig, cfg, k, b, N, Hc, S, ok, cuts, debug)
     # Wipes out of fast motion, where no cut was found: verified by their sweep across the picture.
-    for k, g, b, N, Hc, one, score, quiet_after in one_sided:
-        idx = np.flatnonzero(one)
-        for run in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1):
-            best = run[np.argmax(score[run])]
-            bb = int(b[best])
-            a, e = bb - k, bb + k - 1
-            if any(a < c <= e for c, _ in cuts):
-                continue
-            if not _between(sig, a, e, cfg):
-                continue
-            wipe = sweep_cut(sig, a, e, bool(quiet_after[best]), g, cfg, [c for c, _ in cuts])
-            if wipe is None or _is_flash(sig, a, e, float(N[best]), cfg):
-                continue
-            if debug is not None:
-                debug.append(("sweep", k, bb, wipe, float(N[best]), float(score[best]), float(Hc[best])))
-            cuts.append((wipe, float(N[best])))
+    for candidates in one_sided:
+        _keep_sweep_cuts(sig, cfg, candidates, cuts, debug)
     hold = max(cfg.min_scene_len, int(round(cfg.black_hold_s * (fps if fps and fps > 0 else 25.0))))
-    cuts = _apply_fades(sig, sorted(cuts), cfg, hold)
+    return _spaced(_apply_fades(sig, sorted(cuts), cfg, hold), cfg.min_scene_len, n)
+
+
+def _fill_short(sig: CutSignals, short: dict[int, np.ndarray], g: int, n: int, hist_weight: float) -> None:
+    """Add to ``short`` the distances over 1..g frames it lacks (each scale reuses the finer scales' ones)."""
+    for gg in range(1, g + 1):
+        if gg not in short:
+            Dg = np.full(n, np.nan, np.float32)
+            Dg[gg:] = _gap_distance(sig, gg, hist_weight)[0]
+            short[gg] = Dg
+
+
+def _scale_candidates(
+    sig: CutSignals, cfg: LumaConfig, short: dict[int, np.ndarray], k: int, g: int, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple | None]:
+    """Scale ``k``'s boundaries b, their change N, histogram change Hc, shot motion S, which are candidates (ok),
+    and the one-sided gradual candidates (None when there are none)."""
+    m = 2 * k - 1
+    G, H = _gap_distance(sig, m, cfg.hist_weight)  # G[t - m] = D(t - m, t)
+    # Boundary b in [k, n - k]: the pair (b - k, b + k - 1) = G at t = b + k - 1.
+    b = np.arange(k, n - k + 1)
+    N = G[b - k]
+    Hc = H[b - k]
+    S_pre, S_post = _shot_motion(short, b, k, g, m, n, _motion_window(k, m, cfg))
+    S = np.fmax(S_pre, S_post)  # one side may be missing at the ends of the video
+    S = np.where(np.isnan(S), 0.0, S)
+    floor = np.maximum(S, cfg.noise_floor)
+    if k == 1:
+        return b, N, Hc, S, _hard_candidates(sig, cfg, b, N, Hc, S_pre, S_post, floor), None
+    # A gradual change needs a stretch of shot on both sides (no fade-in at the start is a cut).
+    ok = (b - k >= g) & (b + k - 1 + g <= n - 1)
+    ok &= (N >= cfg.threshold + S) & (N >= cfg.gradual_ratio * floor) & (Hc >= cfg.min_hist_change)
+    one = None if sig.cells is None else _one_sided(cfg, k, g, n, b, N, Hc, S_pre, S_post, ok)
+    return b, N, Hc, S, ok, one
+
+
+def _motion_window(k: int, m: int, cfg: LumaConfig) -> int:
+    """How many frames before and after the span the motion inside the shots is looked for (``w``)."""
+    if k == 1:
+        return 2
+    return max(m, cfg.motion_window) if m <= cfg.motion_window else cfg.motion_window
+
+
+def _shot_motion(
+    short: dict[int, np.ndarray], b: np.ndarray, k: int, g: int, m: int, n: int, w: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The motion inside the shots before and after each boundary's span (nan where the video has none)."""
+    # Motion inside the shots on either side: the largest change over g frames among the pairs within ``w``
+    # frames before b - k and after b + k - 1, scaled to the span m (the triangle inequality makes this an
+    # upper bound of the change over m frames; it saturates for fast motion, so it over-estimates: safe side).
+    S_pre = np.full(len(b), np.nan, np.float32)
+    S_post = np.full(len(b), np.nan, np.float32)
+    for o in range(max(1, w - g + 1)):
+        t = b - k - o  # pairs (t - g, t) ending before the span
+        S_pre = np.fmax(S_pre, _scaled_motion(short, t, g, m, n, before=True))
+        t = b + k - 1 + o  # pairs (t, t + g) starting after it
+        S_post = np.fmax(S_post, _scaled_motion(short, t, g, m, n, before=False))
+    return S_pre, S_post
+
+
+def _hard_candidates(
+    sig: CutSignals,
+    cfg: LumaConfig,
+    b: np.ndarray,
+    N: np.ndarray,
+    Hc: np.ndarray,
+    S_pre: np.ndarray,
+    S_post: np.ndarray,
+    floor: np.ndarray,
+) -> np.ndarray:
+    """Which boundaries are hard-cut candidates (scale 1)."""
+    ok = (N >= cfg.threshold) & (N >= cfg.ratio * floor)
+    # A cut between similar shots: a smaller change, but far above the motion on both sides.
+    # A brightness step (auto exposure, a light switched) is no such cut: the change must stay above
+    # that size once a uniform luma offset between the two frames is taken out.
+    ok |= (
+        (N >= cfg.weak_share * cfg.threshold)
+        & (N >= cfg.strong_ratio * floor)
+        & ~np.isnan(S_pre)
+        & ~np.isnan(S_post)
+        & (_offset_free_step(sig, cfg.hist_weight)[b - 1] >= cfg.weak_share * cfg.threshold)
+    )
+    # A cut into (or out of) fast motion: quiet on one side only. The mean of the two sides must be
+    # exceeded instead, by twice the threshold, and the colours must change too (a camera jolt keeps them).
+    S_mean = np.where(np.isnan(S_pre), S_post, np.where(np.isnan(S_post), S_pre, (S_pre + S_post) * 0.5))
+    S_mean = np.where(np.isnan(S_mean), 0.0, S_mean)
+    ok |= (
+        (N >= 2 * cfg.threshold) & (N >= cfg.ratio * np.maximum(S_mean, cfg.noise_floor)) & (Hc >= cfg.min_hist_change)
+    )
+    return ok
+
+
+def _one_sided(
+    cfg: LumaConfig,
+    k: int,
+    g: int,
+    n: int,
+    b: np.ndarray,
+    N: np.ndarray,
+    Hc: np.ndarray,
+    S_pre: np.ndarray,
+    S_post: np.ndarray,
+    ok: np.ndarray,
+) -> tuple | None:
+    """The gradual candidates of scale ``k`` that beat only the quiet side's motion, as ``_keep_sweep_cuts`` takes
+    them, or None when there are none."""
+    # Fast motion on one side only: a wipe out of (or into) it is measured against the quiet side.
+    quiet_after = np.nan_to_num(S_post, nan=np.inf) <= np.nan_to_num(S_pre, nan=np.inf)
+    S_q = np.where(quiet_after, S_post, S_pre)
+    S_q = np.where(np.isnan(S_q), 0.0, S_q)
+    f_q = np.maximum(S_q, cfg.noise_floor)
+    one = (b - k >= g) & (b + k - 1 + g <= n - 1) & ~ok
+    one &= (N >= cfg.threshold + S_q) & (N >= cfg.sweep_ratio * f_q) & (Hc >= cfg.min_hist_change)
+    if not one.any():
+        return None
+    return (k, g, b, N, Hc, one, N / f_q, quiet_after)
+
+
+def _keep_scale_cuts(
+    sig: CutSignals,
+    cfg: LumaConfig,
+    k: int,
+    b: np.ndarray,
+    N: np.ndarray,
+    Hc: np.ndarray,
+    S: np.ndarray,
+    ok: np.ndarray,
+    cuts: list[tuple[int, float]],
+    debug: list | None,
+) -> None:
+    """Add to ``cuts`` the verified cut of each run of scale ``k``'s candidates that no finer scale explains."""
+    # Local maxima of N / S among candidates (one per run of consecutive candidate boundaries).
+    score = N / np.maximum(S, cfg.noise_floor)
+    idx = np.flatnonzero(ok)
+    runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
+    for run in runs:
+        best = run[np.argmax(score[run])]
+        bb = int(b[best])
+        a, e = bb - k, bb + k - 1
+        if any(a < c <= e for c, _ in cuts):
+            continue  # this span already holds a cut found at a finer scale
+        if _is_flash(sig, a, e, float(N[best]), cfg):
+            if debug is not None:
+                debug.append(("flash", k, bb, float(N[best]), float(score[best])))
+            continue
+        if k > 1 and not _between(sig, a, e, cfg):
+            if debug is not None:
+                debug.append(("not-between", k, bb, float(N[best]), float(score[best])))
+            continue
+        c = _locate(sig, a, e, cfg)
+        if debug is not None:
+            debug.append(("cut", k, bb, c, float(N[best]), float(score[best]), float(Hc[best])))
+        cuts.append((c, float(N[best])))
+
+
+def _keep_sweep_cuts(
+    sig: CutSignals, cfg: LumaConfig, candidates: tuple, cuts: list[tuple[int, float]], debug: list | None
+) -> None:
+    """Add to ``cuts`` the one-sided candidates (``_one_sided``) of one scale that sweep across the picture."""
+    k, g, b, N, Hc, one, score, quiet_after = candidates
+    idx = np.flatnonzero(one)
+    for run in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1):
+        best = run[np.argmax(score[run])]
+        bb = int(b[best])
+        a, e = bb - k, bb + k - 1
+        if any(a < c <= e for c, _ in cuts):
+            continue
+        if not _between(sig, a, e, cfg):
+            continue
+        wipe = sweep_cut(sig, a, e, bool(quiet_after[best]), g, cfg, [c for c, _ in cuts])
+        if wipe is None or _is_flash(sig, a, e, float(N[best]), cfg):
+            continue
+        if debug is not None:
+            debug.append(("sweep", k, bb, wipe, float(N[best]), float(score[best]), float(Hc[best])))
+        cuts.append((wipe, float(N[best])))
+
+
+def _spaced(cuts: list[tuple[int, float]], min_scene_len: int, n: int) -> list[int]:
+    """The cut frames of ``cuts`` (sorted) at least ``min_scene_len`` apart (the stronger of two closer ones) and
+    from either end of the video."""
     out: list[tuple[int, float]] = []
     for c, s in cuts:
-        if out and c - out[-1][0] < cfg.min_scene_len:
+        if out and c - out[-1][0] < min_scene_len:
             if s > out[-1][1]:
                 out[-1] = (c, s)
             continue
         out.append((c, s))
-    return [c for c, _ in out if cfg.min_scene_len <= c <= n - cfg.min_scene_len]
+    return [c for c, _ in out if min_scene_len <= c <= n - min_scene_len]
 
 
 def _scaled_motion(short: dict[int, np.ndarray], t: np.ndarray, g: int, m: int, n: int, before: bool) -> np.ndarray:
