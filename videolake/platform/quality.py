@@ -245,7 +245,7 @@ class Scorer(ABC):
 
 
 # The modules of videolake/platform/scorers/ (model scorers, not run by default unless DEFAULT_SCORERS names them).
-MODEL_SCORER_MODULES: tuple[str, ...] = ("text_overlay", "nsfw", "aesthetic")
+MODEL_SCORER_MODULES: tuple[str, ...] = ("text_overlay", "nsfw", "faces", "aesthetic")
 
 # Built-in scorers are defined below, model-based ones (not run by default) in the builtins' modules; installed
 # packages add theirs through the entry-point group.
