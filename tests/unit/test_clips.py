@@ -275,3 +275,20 @@ def test_every_declared_request_is_served_by_one_pass(videos):
     assert [g.shape[0] for g in got[small]] == [13, 16, 16] and got[large][0].shape == (4, 120, 160, 3)
     shared(clips[2], 2, 80 * 60)  # a request nobody declared: a pass of its own
     assert shared.passes_started == 2
+
+
+def test_a_seek_into_a_file_whose_decoder_output_swaps_timestamps_reads_the_frame_a_full_read_gives():
+    """box.mp4 (a real phone clip from the corpus) comes out of its decoder with neighbouring timestamps swapped
+    throughout; a read of frame 60 alone once returned frame 59's picture. Any range gives the pictures a read
+    from the start gives."""
+    from videolake.evaluation.corpus import fetch
+
+    path = str(fetch(names=["box.mp4"])["box.mp4"])
+    C._INDEX_CACHE.clear()
+    alone = [(n, f.to_ndarray(format="gray")) for n, f in iter_frames(path, 60, 61)]
+    C._INDEX_CACHE.clear()
+    seek = dict((n, f.to_ndarray(format="gray")) for n, f in iter_frames(path, 58, 63))
+    whole = dict((n, f.to_ndarray(format="gray")) for n, f in iter_frames(path, 0, 63))
+    assert [n for n, _ in alone] == [60]
+    assert np.array_equal(alone[0][1], whole[60])
+    assert all(np.array_equal(seek[n], whole[n]) for n in range(58, 63))

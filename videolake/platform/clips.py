@@ -198,6 +198,7 @@ def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int 
 
     key_frame = _key_frame_before(index, start)
     expected = start
+    before = -1  # the frame decoded last before the range (frames from the keyframe on come in timestamp order)
     try:
         with av.open(path) as container:
             stream = container.streams.video[0]
@@ -207,8 +208,13 @@ def _iter_seek(path: str, index: FrameIndex, start: int, end: int, threads: int 
             for packet in container.demux(stream):
                 for frame in packet.decode():
                     i = _frame_at(index, frame.pts)
+                    if i == start == expected and key_frame <= before != start - 1:
+                        # the frame before the range came out of timestamp order (e.g. box.mp4, whose decoder
+                        # output swaps neighbouring timestamps): this timestamp need not name this picture
+                        return None
                     if i != expected:
                         if 0 <= i < expected and expected == start:
+                            before = i
                             continue  # before the range (the GOP's head, or leading frames of an open GOP)
                         # A timestamp that names no frame; a frame already read, again (out of timestamp order); the
                         # seek landing past the range start, or a frame out ahead of its turn (or lost): counting

@@ -95,39 +95,20 @@ def compute_metrics(
     ended (default: the last batch), the end of the pool's lifetime.
     """
     n = rows.num_rows
-    status = rows.column("status").to_numpy(zero_copy_only=False) if n else np.array([], dtype=object)
-    ok = int(np.sum(status == "ok"))
-    prompt_tokens = int(pc.sum(rows.column("prompt_tokens")).as_py() or 0) if n else 0
-    output_tokens = int(pc.sum(rows.column("output_tokens")).as_py() or 0) if n else 0
-    per_actor = _per_actor(rows) if n and "actor_id" in rows.column_names else []
-    rates = [a.captions_per_s for a in per_actor if a.generate_s > 0]
-    median = statistics.median(rates) if rates else 0.0
-    per_actor = [
-        ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
-        for a in per_actor
-    ]
+    ok = _ok_rows(rows)
+    per_actor = _flag_stragglers(_per_actor(rows) if n and "actor_id" in rows.column_names else [])
     generate = sum(a.generate_s for a in per_actor)
     pool_size = max(num_actors or 0, len(per_actor))
-    pool_s = 0.0
-    if per_actor:
-        first_start = float(np.min(rows.column("actor_started_at").to_numpy()))
-        last_batch = float(np.max(rows.column("batch_finished_at").to_numpy()))
-        end = max(ended_at or last_batch, last_batch)
-        pool_s = pool_size * max(end - first_start, 0.0)
+    pool_s = _pool_seconds(rows, pool_size, ended_at) if per_actor else 0.0
     loads = [a.load_s for a in per_actor]
-    steady = 0.0
-    if per_actor:
-        ready = float(np.min(rows.column("actor_ready_at").to_numpy()))
-        last = float(np.max(rows.column("batch_finished_at").to_numpy()))
-        steady = n / (last - ready) if last > ready else 0.0
     gpu = num_gpus_per_actor > 0
     return CaptionMetrics(
         captions=ok,
         failed=n - ok,
         wall_s=wall_s,
-        captions_per_s=n / wall_s if wall_s > 0 else 0.0,
-        prompt_tokens_per_s=prompt_tokens / wall_s if wall_s > 0 else 0.0,
-        output_tokens_per_s=output_tokens / wall_s if wall_s > 0 else 0.0,
+        captions_per_s=_ratio(n, wall_s),
+        prompt_tokens_per_s=_ratio(_column_sum(rows, "prompt_tokens"), wall_s),
+        output_tokens_per_s=_ratio(_column_sum(rows, "output_tokens"), wall_s),
         model_load_s_mean=float(np.mean(loads)) if loads else 0.0,
         model_load_s_max=float(np.max(loads)) if loads else 0.0,
         actors=pool_size,
@@ -136,9 +117,52 @@ def compute_metrics(
         accelerator_s=pool_s * (num_gpus_per_actor if gpu else 1.0),
         goodput=min(generate / pool_s, 1.0) if pool_s > 0 else 0.0,
         stragglers=sum(a.straggler for a in per_actor),
-        steady_captions_per_s=steady,
+        steady_captions_per_s=_steady_rate(rows) if per_actor else 0.0,
         per_actor=per_actor,
     )
+
+
+def _ratio(amount: float, seconds: float) -> float:
+    """``amount`` per second, 0.0 over no time (an empty or instantaneous run has no rate)."""
+    return amount / seconds if seconds > 0 else 0.0
+
+
+def _ok_rows(rows: pa.Table) -> int:
+    """Rows whose status is ok."""
+    if not rows.num_rows:
+        return 0
+    return int(np.sum(rows.column("status").to_numpy(zero_copy_only=False) == "ok"))
+
+
+def _column_sum(rows: pa.Table, column: str) -> int:
+    """The integer sum of a token column (0 for no rows or all nulls)."""
+    return int(pc.sum(rows.column(column)).as_py() or 0) if rows.num_rows else 0
+
+
+def _flag_stragglers(per_actor: list[ActorStats]) -> list[ActorStats]:
+    """The actors with ``straggler`` set: slower than STRAGGLER_FRACTION of the median rate of those that generated."""
+    rates = [a.captions_per_s for a in per_actor if a.generate_s > 0]
+    median = statistics.median(rates) if rates else 0.0
+    return [
+        ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
+        for a in per_actor
+    ]
+
+
+def _pool_seconds(rows: pa.Table, pool_size: int, ended_at: float | None) -> float:
+    """Actor-seconds the pool held: every actor from the first actor's setup to the end of the stage (never before
+    the last batch)."""
+    first_start = float(np.min(rows.column("actor_started_at").to_numpy()))
+    last_batch = float(np.max(rows.column("batch_finished_at").to_numpy()))
+    end = max(ended_at or last_batch, last_batch)
+    return pool_size * max(end - first_start, 0.0)
+
+
+def _steady_rate(rows: pa.Table) -> float:
+    """Rows per second from the first actor ready to the last batch: throughput without model load."""
+    ready = float(np.min(rows.column("actor_ready_at").to_numpy()))
+    last = float(np.max(rows.column("batch_finished_at").to_numpy()))
+    return rows.num_rows / (last - ready) if last > ready else 0.0
 
 
 def _per_actor(rows: pa.Table) -> list[ActorStats]:
@@ -184,7 +208,31 @@ def compute_metrics_from_batches(
     # (captions, rows per actor) are weighted by the batch's rows.
     n_rows = sum(int(b["rows"]) for b in batches)
     ok = sum(int(b["ok"]) for b in batches)
-    rows = pa.table(
+    m = compute_metrics(
+        _batch_rows(batches),
+        wall_s=wall_s,
+        num_gpus_per_actor=num_gpus_per_actor,
+        num_actors=num_actors,
+        ended_at=ended_at,
+    )
+    per_actor = _flag_stragglers(_weighted_by_rows(m.per_actor, batches))
+    steady = m.steady_captions_per_s * n_rows / len(batches)  # compute_metrics counted one row per batch
+    return CaptionMetrics(
+        **{
+            **m.__dict__,
+            "captions": ok,
+            "failed": n_rows - ok,
+            "captions_per_s": _ratio(n_rows, wall_s),
+            "steady_captions_per_s": steady,
+            "per_actor": per_actor,
+            "stragglers": sum(a.straggler for a in per_actor),
+        }
+    )
+
+
+def _batch_rows(batches: list[dict]) -> pa.Table:
+    """One synthetic row per batch summary, with the columns compute_metrics reads."""
+    return pa.table(
         {
             "status": ["ok"] * len(batches),
             "prompt_tokens": [int(b["prompt_tokens"]) for b in batches],
@@ -197,35 +245,15 @@ def compute_metrics_from_batches(
             "batch_finished_at": [float(b["batch_finished_at"]) for b in batches],
         }
     )
-    m = compute_metrics(
-        rows, wall_s=wall_s, num_gpus_per_actor=num_gpus_per_actor, num_actors=num_actors, ended_at=ended_at
-    )
-    per_actor = []
-    for a in m.per_actor:
+
+
+def _weighted_by_rows(per_actor: list[ActorStats], batches: list[dict]) -> list[ActorStats]:
+    """The per-actor stats with captions counted in rows (not batches) and the rate recomputed from them."""
+    out = []
+    for a in per_actor:
         count = sum(int(b["rows"]) for b in batches if str(b["actor_id"]) == a.actor_id)
-        per_actor.append(
-            ActorStats(
-                **{**a.__dict__, "captions": count, "captions_per_s": count / a.generate_s if a.generate_s > 0 else 0.0}
-            )
-        )
-    rates = [a.captions_per_s for a in per_actor if a.generate_s > 0]
-    median = statistics.median(rates) if rates else 0.0
-    per_actor = [
-        ActorStats(**{**a.__dict__, "straggler": bool(median > 0 and a.captions_per_s < STRAGGLER_FRACTION * median)})
-        for a in per_actor
-    ]
-    steady = m.steady_captions_per_s * n_rows / len(batches)  # compute_metrics counted one row per batch
-    return CaptionMetrics(
-        **{
-            **m.__dict__,
-            "captions": ok,
-            "failed": n_rows - ok,
-            "captions_per_s": n_rows / wall_s if wall_s > 0 else 0.0,
-            "steady_captions_per_s": steady,
-            "per_actor": per_actor,
-            "stragglers": sum(a.straggler for a in per_actor),
-        }
-    )
+        out.append(ActorStats(**{**a.__dict__, "captions": count, "captions_per_s": _ratio(count, a.generate_s)}))
+    return out
 
 
 _EMPTY = pa.table(

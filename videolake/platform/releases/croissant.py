@@ -183,28 +183,22 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def rai_properties(
-    manifest: Mapping[str, Any],
-    card: str,
-    facts: SampleFacts,
-    thresholds: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The RAI properties the release can state: from its manifest (days, gates, pinned tables), its card (the
-    upstream rejections by reason) and its samples (``facts``). ``thresholds``: the quality filter's default
-    settings, stated as defaults (a run may override them; the release does not record a run's overrides)."""
-    days = list(manifest.get("partitions", []))
-    excluded = list(manifest.get("excluded_partitions", []))
-    name = manifest.get("name", "")
-    tables = manifest.get("tables", {})
+def _collection(days: Sequence[str], facts: SampleFacts) -> str:
+    """rai:dataCollection: the released days, what the pipeline did to each video, and where the videos came from."""
     sources = ", ".join(f"{o} ({n} samples)" for o, n in sorted(facts.sources.items()))
-    collection = (
+    return (
         f"Video files landed in object storage on {len(days)} day(s) ({days[0] if days else '-'} to "
         f"{days[-1] if days else '-'}) and ingested by videolake: each video probed (video_id = sha256 of its "
         "bytes), split into scene clips, scored by quality rules, captioned by a vision-language model and encoded "
         "into WebDataset samples (H.264 mp4, the caption, a json of provenance and scores). Each sample's json names "
         f"its source object (source_uri) and video. Sources: {sources or 'none'}."
     )
-    preprocessing = [
+
+
+def _pipeline_steps(name: str, excluded: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fixed part of rai:dataPreprocessingProtocol: one line per pipeline stage, then the release's day gate."""
+    left_out = "; ".join(f"{e.get('partition_date')}: {e.get('reason')}" for e in excluded)
+    return [
         "Ingest (raw_videos): files that are not readable videos, too short, or exact copies of earlier ones "
         "are rejected with a reason.",
         "Scene split (scene_clips): each video is cut into shot-level clips at detected cuts.",
@@ -217,32 +211,49 @@ def rai_properties(
         "ratio, length) per shard.",
         f"Release {name}: only days whose partitions passed every blocking quality gate of the five tables "
         f"(raw_videos, scene_clips, filtered_clips, clip_captions, training_shards) are taken; {len(excluded)} "
-        "day(s) of the requested range were left out"
-        + (": " + "; ".join(f"{e.get('partition_date')}: {e.get('reason')}" for e in excluded) if excluded else "")
-        + ".",
+        "day(s) of the requested range were left out" + (": " + left_out if excluded else "") + ".",
     ]
-    tables_in_card = markdown_tables(card)
-    for heading, rows in tables_in_card.items():
-        if rows and set(rows[0]) == {"reason", "count"}:
-            counts = ", ".join(f"{r['reason']} {r['count']}" for r in rows)
-            preprocessing.append(f"Rejected on the released days, per the release card ({heading}): {counts}.")
+
+
+def _card_rejections(card: str) -> list[str]:
+    """One line per (reason, count) table of the release card: the upstream rejections on the released days."""
+    return [
+        f"Rejected on the released days, per the release card ({heading}): "
+        + ", ".join(f"{r['reason']} {r['count']}" for r in rows)
+        + "."
+        for heading, rows in markdown_tables(card).items()
+        if rows and set(rows[0]) == {"reason", "count"}
+    ]
+
+
+def _release_facts(facts: SampleFacts, thresholds: Mapping[str, Any] | None, tables: Mapping[str, Any]) -> list[str]:
+    """The data-dependent lines of rai:dataPreprocessingProtocol, each only when the release knows it."""
+    lines = []
     if facts.scores:
         ranges = ", ".join(f"{k} {_fmt(lo)}..{_fmt(hi)}" for k, (lo, hi) in sorted(facts.scores.items()))
-        preprocessing.append(f"Score ranges of the {facts.samples} released samples (min..max): {ranges}.")
+        lines.append(f"Score ranges of the {facts.samples} released samples (min..max): {ranges}.")
     if thresholds:
         settings = ", ".join(f"{k}={v}" for k, v in thresholds.items())
-        preprocessing.append(
+        lines.append(
             "Quality filter thresholds (videolake's defaults; a run may override them in its run config, which the "
             f"release does not record: state overrides with --rai): {settings}."
         )
     if tables:
         pins = ", ".join(f"{t}@{v.get('version')}" for t, v in tables.items())
-        preprocessing.append(f"Provenance: the rows come from the Delta table versions {pins} (manifest.json).")
-    tools = [
+        lines.append(f"Provenance: the rows come from the Delta table versions {pins} (manifest.json).")
+    return lines
+
+
+def _annotation_tools(facts: SampleFacts) -> list[str]:
+    """rai:machineAnnotationTools: each (model, revision, prompt), most captions first."""
+    return [
         f"{m}{' @ ' + r if r else ''} (prompt {p}): {n} caption(s)"
         for (m, r, p), n in sorted(facts.models.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
-    scored = sorted(facts.scores)
+    ] or ["(no caption model recorded)"]
+
+
+def _limitations(days: Sequence[str], facts: SampleFacts) -> list[str]:
+    """rai:dataLimitations: what automatic captions, cuts and filters cannot promise, and the re-encode's limits."""
     limitations = [
         "Captions are machine-generated by the models listed under machineAnnotationTools and were not reviewed "
         "by people; they can be wrong, incomplete or hallucinated.",
@@ -257,15 +268,41 @@ def rai_properties(
             f"Re-encoded video: short side at most {facts.max_short_side} px, at most {facts.max_frames} frames per "
             "clip in this release; no audio."
         )
-    sensitive = [
+    return limitations
+
+
+def _sensitive(facts: SampleFacts) -> list[str]:
+    """rai:personalSensitiveInformation: no review is recorded; names the scores a content filter may have left."""
+    scored = sorted(facts.scores)
+    return [
         "No review for personal or sensitive content is recorded for this release (state one with --rai): the "
         "videos and captions may show, name or describe identifiable people, and the pipeline removes such "
         "content only where a filter for it was configured"
         + (f" (scores in the samples' json: {', '.join(scored)})" if scored else "")
         + ". Check before use, and before publishing.",
     ]
+
+
+def rai_properties(
+    manifest: Mapping[str, Any],
+    card: str,
+    facts: SampleFacts,
+    thresholds: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The RAI properties the release can state: from its manifest (days, gates, pinned tables), its card (the
+    upstream rejections by reason) and its samples (``facts``). ``thresholds``: the quality filter's default
+    settings, stated as defaults (a run may override them; the release does not record a run's overrides)."""
+    days = list(manifest.get("partitions", []))
+    excluded = list(manifest.get("excluded_partitions", []))
+    name = manifest.get("name", "")
+    tables = manifest.get("tables", {})
+    preprocessing = [
+        *_pipeline_steps(name, excluded),
+        *_card_rejections(card),
+        *_release_facts(facts, thresholds, tables),
+    ]
     rai: dict[str, Any] = {
-        "rai:dataCollection": collection,
+        "rai:dataCollection": _collection(days, facts),
         "rai:dataCollectionType": ["Existing video files, landed in object storage by the operator"],
         "rai:dataCollectionRawData": "The source videos are not part of the release; each sample's json names "
         "its source object (source_uri) and the video's sha256 (video_id).",
@@ -274,10 +311,10 @@ def rai_properties(
             "One caption per clip by a vision-language model prompted with frames sampled from the clip "
             "(prompt version in each sample's json)."
         ],
-        "rai:machineAnnotationTools": tools or ["(no caption model recorded)"],
+        "rai:machineAnnotationTools": _annotation_tools(facts),
         "rai:annotationsPerItem": "1 machine caption per sample",
-        "rai:dataLimitations": limitations,
-        "rai:personalSensitiveInformation": sensitive,
+        "rai:dataLimitations": _limitations(days, facts),
+        "rai:personalSensitiveInformation": _sensitive(facts),
         "rai:dataUseCases": [
             "Training and evaluating video-language models (captioning, retrieval, text-to-video) on the released "
             "clips."
