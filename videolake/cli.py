@@ -33,11 +33,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "materialize the landing days of a date range on the Dagster instance, day by day, with progress",
     ),
     "rows": ("videolake.commands.rows", "a day's rows of a table, filtered by status or reason, as a table or JSON"),
+    "captions": ("videolake.commands.captions", "caption tracks: compare two tracks (statistics, QA flags, a judge)"),
 }
 
 # The commands that build the profile's resources: a VIDEOLAKE_PROFILE naming no profile is refused before they
 # start, in one line. The demo keeps its own report of a broken environment (commands/demo.py).
-PROFILE_COMMANDS = frozenset({"check", "release", "vacuum", "lineage", "run", "rows"})
+PROFILE_COMMANDS = frozenset({"check", "release", "vacuum", "lineage", "run", "rows", "captions"})
 # The commands that read no VIDEOLAKE_* setting and start without dagster: the environment check (which imports
 # videolake.resources, and so dagster) is not run for them.
 LIGHT_COMMANDS = frozenset({"scenes", "synth"})

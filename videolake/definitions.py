@@ -87,13 +87,15 @@ def code_references(assets: list) -> list:
 
 def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     """The Definitions of ``profile_name`` (default: this process's ``profile()``)."""
-    from videolake.assets.captions import build_clip_captions
-    from videolake.assets.checks import GATED_TABLES, build_all_gate_checks
+    from videolake.assets.caption_compare import caption_compare_job
+    from videolake.assets.captions import build_caption_tracks
+    from videolake.assets.checks import GATED_TABLES, build_all_gate_checks, build_gate_checks
     from videolake.assets.cpu_assets import build_cpu_assets
     from videolake.assets.freshness import freshness_policy, with_freshness
     from videolake.assets.landing import build_landing_checks
     from videolake.assets.partitions import daily_partitions
     from videolake.assets.releases import build_release_defs
+    from videolake.resources.captioner import load_caption_tracks
 
     name = profile_name or profile()
     resources = resources_for(name)
@@ -106,13 +108,17 @@ def build_definitions(profile_name: str | None = None) -> dg.Definitions:
     present = tuple(a.key.to_user_string() for a in optional)
     # every daily table's newest partition is due by VIDEOLAKE_DUE_HOUR (assets/freshness.py)
     assets = with_freshness(
-        [*build_cpu_assets(partitions, present), *optional, build_clip_captions(resources["captioner"], partitions)],
+        [*build_cpu_assets(partitions, present), *optional, *build_caption_tracks(resources["captioner"], partitions)],
         freshness_policy(),
     )
     overrides = gate_overrides(resources["captioner"])
     checks = build_all_gate_checks((*GATED_TABLES, *present), overrides=overrides, partitions_def=partitions)
+    # each declared caption track's asset has the clip_captions gates over its own rows
+    checks += [
+        build_gate_checks("clip_captions", overrides, partitions, track=t) for t in sorted(load_caption_tracks())
+    ]
     release = build_release_defs(overrides=overrides)
-    jobs = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs]
+    jobs = [build_pipeline_job(gpu=resources["captioner"].num_gpus_per_actor > 0), *release.jobs, caption_compare_job]
     sensors: list[dg.SensorDefinition] = []
     if name == "prod":  # RayClusters on Kubernetes: reap any that outlived its run
         from videolake.assets.ray_reaper import reaper_definitions

@@ -101,6 +101,7 @@ def day(store, tmp_path_factory, module_ray):
     rows = [
         {
             "clip_id": cid,
+            "caption_track": "default",
             "video_id": clips[cid]["video_id"],
             "source_uri": clips[cid]["source_uri"],
             "status": "ok",

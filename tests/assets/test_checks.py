@@ -103,6 +103,7 @@ def partition_rows(
     captions = [
         dict(
             clip_id=s["clip_id"],
+            caption_track="default",
             video_id=s["video_id"],
             source_uri="s3://in/x.mp4",
             status="ok",

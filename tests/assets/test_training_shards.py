@@ -70,6 +70,7 @@ def day(landing, tmp_path_factory, module_ray):
         rows.append(
             {
                 "clip_id": cid,
+                "caption_track": "default",
                 "video_id": c["video_id"],
                 "source_uri": c["source_uri"],
                 "status": "failed" if failed else "ok",

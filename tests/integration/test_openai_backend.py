@@ -19,6 +19,7 @@ import vllm_server as vllm_server_helper
 
 from videolake.benchmarks.caption import tiny_bench_config
 from videolake.platform.captioning import CaptionerConfig, EndpointConfig, caption_clips, get_captioner
+from videolake.platform.captioning.base import clip_seed
 from videolake.platform.captioning.clip_frames import extract_frames
 
 pytestmark = pytest.mark.slow
@@ -138,6 +139,14 @@ def test_openai_backend_captions_through_a_real_vllm_server(endpoint_env, tiny_m
         assert out["status"][rows[cid]] == "failed"
         assert out["error"][rows[cid]].startswith("frame extraction failed: ")
     assert set(out["model"]) == {"tiny-qwen2.5-vl-random"} and set(out["prompt_version"]) == {"v1-describe"}
+    # provenance: the engine as the server reports it (vLLM's API server: owned_by "vllm", GET /version)
+    import vllm
+
+    assert set(out["engine"]) == {"openai:vllm"} and set(out["engine_version"]) == {vllm.__version__}
+    assert set(out["prompt_sha256"]) == {config.prompt_template().sha256()}
+    assert {json.loads(s)["seed"] for s in out["sampling"]} == {
+        clip_seed(config.sampling.seed, c) for c in out["clip_id"]
+    }
 
 
 def _through_proxy(endpoint_env, vllm_server, tiny_model_dir, batch, failures: int):

@@ -59,6 +59,8 @@ NOT_ON_RESOURCE = {
 ENV_FIELDS = {"engine_threads": "OMP_NUM_THREADS"}
 # A non-default value for EVERY resource field. A resource field added without one here fails the test below.
 NON_DEFAULT = {
+    "track": "seed7",
+    "source_track": "first_pass",
     "backend": "openai",
     "model": "/models/other",
     "model_name": "other-name",

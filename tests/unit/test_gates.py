@@ -297,6 +297,7 @@ def test_empty_partition_passes_every_gate_of_every_table(cfg):
     assert caps["one_caption_per_passed_clip"].measured == {
         "passed_clips": 0,
         "rows": 0,
+        "tracks": 1,
         "null_ids": 0,
         "missing": 0,
         "extra": 0,
@@ -714,6 +715,7 @@ def test_clip_captions_good_partition_passes_every_gate(cfg):
     assert res["one_caption_per_passed_clip"].measured == {
         "passed_clips": 9,
         "rows": 9,
+        "tracks": 1,
         "null_ids": 0,
         "missing": 0,
         "extra": 0,
@@ -736,7 +738,7 @@ def test_one_caption_per_passed_clip_fails(cfg):
     rows.append(caption_row(rows[2]["clip_id"], "A second caption for the same clip."))
     r = gates_caps(rows, cfg)["one_caption_per_passed_clip"]
     ids = (dropped["clip_id"], clip_id("v1", 0, 30), rows[2]["clip_id"])
-    assert_failed(r, {"passed_clips": 9, "rows": 10, "missing": 1, "extra": 1, "duplicated": 1}, ids)
+    assert_failed(r, {"passed_clips": 9, "rows": 10, "tracks": 1, "missing": 1, "extra": 1, "duplicated": 1}, ids)
 
 
 def test_caption_status_consistent_fails(cfg):

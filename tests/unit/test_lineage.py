@@ -150,6 +150,7 @@ def world(tmp_path_factory):
         [
             {
                 "clip_id": clips[0],
+                "caption_track": "default",
                 "video_id": vid,
                 "source_uri": src,
                 "status": "ok",

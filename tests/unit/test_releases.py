@@ -176,6 +176,7 @@ class Builder:
         self.day(d).captions.append(
             dict(
                 clip_id=clip["clip_id"],
+                caption_track="default",
                 video_id=clip["video_id"],
                 source_uri=clip["source_uri"],
                 status="ok" if text else "failed",

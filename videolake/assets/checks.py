@@ -40,8 +40,11 @@ OPTIONAL_TABLES: tuple[str, ...] = tuple(t.name for t in TABLE_SPECS if t.option
 DOWNSTREAM: dict[str, tuple[str, ...]] = {t: GATED_TABLES[i + 1 :] for i, t in enumerate(GATED_TABLES)}
 
 
-def gate_check_specs(table: str, partitions_def: dg.PartitionsDefinition | None = None) -> list[dg.AssetCheckSpec]:
-    """One blocking, daily-partitioned check spec per gate of ``table`` (names: platform.gates.gate_names)."""
+def gate_check_specs(
+    table: str, partitions_def: dg.PartitionsDefinition | None = None, asset: str | None = None
+) -> list[dg.AssetCheckSpec]:
+    """One blocking, daily-partitioned check spec per gate of ``table`` (names: platform.gates.gate_names), on the
+    asset ``asset`` (default: the table's own; a caption track's asset checks clip_captions' gates)."""
     deps = [dg.AssetKey(t) for t in context_tables(table)]
     with warnings.catch_warnings():
         # partitions_def on AssetCheckSpec is a Dagster "preview" feature; its per-partition results, blocking and
@@ -50,7 +53,7 @@ def gate_check_specs(table: str, partitions_def: dg.PartitionsDefinition | None 
         return [
             dg.AssetCheckSpec(
                 name=gate,
-                asset=dg.AssetKey(table),
+                asset=dg.AssetKey(asset or table),
                 description=GATE_DOCS[table][gate],
                 blocking=True,
                 partitions_def=partitions_def or daily_partitions(),
@@ -61,19 +64,27 @@ def gate_check_specs(table: str, partitions_def: dg.PartitionsDefinition | None 
 
 
 def build_gate_checks(
-    table: str, overrides: Mapping[str, Any] | None = None, partitions_def: dg.PartitionsDefinition | None = None
+    table: str,
+    overrides: Mapping[str, Any] | None = None,
+    partitions_def: dg.PartitionsDefinition | None = None,
+    *,
+    track: str | None = None,
 ) -> dg.AssetChecksDefinition:
     """The gates of ``table`` as one multi-asset check named ``<table>_gates``.
 
     ``overrides``: gate config on top of the defaults and $VIDEOLAKE_GATES_FILE (e.g. LENIENT_CAPTION_CONTENT for
-    a profile whose captioner is a random-weight test model).
+    a profile whose captioner is a random-weight test model). ``track``: clip_captions' caption track (default
+    ``default``): its asset's gates judge its own rows only (``clip_captions__<track>`` for another track).
     """
     frozen_overrides = dict(overrides or {})
-    specs = gate_check_specs(table, partitions_def)
+    if table == "clip_captions":
+        track = track or "default"
+    asset = caption_asset_name(track) if track is not None else table
+    specs = gate_check_specs(table, partitions_def, asset)
 
     @dg.multi_asset_check(
         specs=specs,
-        name=f"{table}_gates",
+        name=f"{asset}_gates",
         description=f"Quality gates of {table} (Great Expectations), per partition; thresholds from $VIDEOLAKE_GATES_FILE.",
         compute_kind="great_expectations",
     )
@@ -81,20 +92,20 @@ def build_gate_checks(
         from videolake.platform.gates import check_partition, load_gate_config
 
         config = load_gate_config(None, frozen_overrides)
-        selected = {k.name for k in context.selected_asset_check_keys if k.asset_key == dg.AssetKey(table)}
+        selected = {k.name for k in context.selected_asset_check_keys if k.asset_key == dg.AssetKey(asset)}
         keys = list(context.partition_keys)
-        targets = target_materializations(context.instance, table, keys)
+        targets = target_materializations(context.instance, asset, keys)
         store = lake.get_lake()
         blocking: list[tuple[str, GateResult]] = []
         for key in keys:
-            for r in check_partition(store, table, key, config):
+            for r in check_partition(store, table, key, config, track=track):
                 if r.gate not in selected:
                     continue
                 level = context.log.info if r.passed else (context.log.error if r.blocks else context.log.warning)
                 level(f"[{key}] {table}.{r.gate}: {'passed' if r.passed else 'FAILED'} - {r.description}")
                 if r.blocks:
                     blocking.append((key, r))
-                yield gate_evaluation(r, key, targets.get(key))
+                yield gate_evaluation(r, key, targets.get(key), asset)
         for spec in specs:  # the check outputs the blocking dependencies of downstream steps wait for
             if spec.name in selected:
                 yield dg.Output(None, output_name=spec.get_python_identifier())
@@ -102,6 +113,12 @@ def build_gate_checks(
             context.log.error(blocked_message(table, blocking))
 
     return _gates
+
+
+def caption_asset_name(track: str) -> str:
+    """The asset of caption track ``track``: ``clip_captions`` for the default track, ``clip_captions__<track>``
+    for another (one flat name: every place that maps an asset to its table reads the part before ``__``)."""
+    return "clip_captions" if track == "default" else f"clip_captions__{track}"
 
 
 def build_all_gate_checks(
@@ -133,11 +150,15 @@ def target_materializations(
 
 
 def gate_evaluation(
-    r: GateResult, partition: str, target: AssetCheckEvaluationTargetMaterializationData | None
+    r: GateResult,
+    partition: str,
+    target: AssetCheckEvaluationTargetMaterializationData | None,
+    asset: str | None = None,
 ) -> dg.AssetCheckEvaluation:
-    """The recorded result of gate ``r`` on ``partition``, with that day's measured values, thresholds and ids."""
+    """The recorded result of gate ``r`` on ``partition``, with that day's measured values, thresholds and ids
+    (``asset``: the asset it judged, default the table's)."""
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(r.table),
+        asset_key=dg.AssetKey(asset or r.table),
         check_name=r.gate,
         passed=r.passed,
         severity=dg.AssetCheckSeverity.WARN if r.severity == "warn" else dg.AssetCheckSeverity.ERROR,

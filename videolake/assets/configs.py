@@ -86,6 +86,16 @@ class TrainingShardsConfig(dg.Config):
     preset: str = Field(default="veryfast", description="x264 speed preset of the samples.")
     max_shard_samples: int = Field(default=1000, description="Most samples in one tar shard.")
     max_shard_bytes: int = Field(default=1 << 30, description="Most bytes in one tar shard.")
+    caption_track: str = Field(
+        default="default",
+        description="The caption track whose captions the samples carry (clip_captions.caption_track; "
+        "docs/captioning.md). A release of these shards names it.",
+    )
+    blur_faces: bool = Field(
+        default=False,
+        description="Blur every face the detector (MTCNN) finds in the samples' frames before encoding; faces it "
+        "misses stay (docs/privacy.md). The release card says whether its shards were blurred.",
+    )
 
     def to_engine(self):
         from videolake.platform.shards.config import ShardConfig
@@ -96,4 +106,6 @@ class TrainingShardsConfig(dg.Config):
             preset=self.preset,
             max_shard_samples=self.max_shard_samples,
             max_shard_bytes=self.max_shard_bytes,
+            caption_track=self.caption_track,
+            blur_faces=self.blur_faces,
         )

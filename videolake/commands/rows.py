@@ -124,7 +124,7 @@ def columns_for(table: str, schema_names: list[str], wanted: str | None) -> list
     from videolake.platform.schemas import table_spec
 
     if wanted is None:
-        return [table_spec(table).key, *VIEW_COLUMNS]
+        return [*table_spec(table).key_columns, *VIEW_COLUMNS]
     if wanted.strip() == "all":
         return [*schema_names, *(c for c in VIEW_COLUMNS if c not in schema_names)]
     names = [c.strip() for c in wanted.split(",") if c.strip()]

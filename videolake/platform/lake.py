@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -376,6 +377,103 @@ class Lake:
             version,
         )
         return WriteResult(table=table, uri=uri, version=version, rows=rows, files=len(files))
+
+    def commit_slice(
+        self,
+        table: str,
+        files: list[DataFile],
+        partitions: PartitionRange,
+        column: str,
+        value: str,
+        *,
+        token: str | None = None,
+        attempts: int = 12,
+    ) -> WriteResult:
+        """ONE Delta transaction: add ``files`` and remove the previous files of the run's partitions whose rows
+        all have ``column == value`` (a slice of the day: clip_captions' rows of one caption track). Every file of
+        such a table holds one value of ``column`` (its writers make sure), so a slice is a set of whole files.
+
+        Files of other values stay, also those another writer commits meanwhile: the transaction is optimistic,
+        its removals decided at one read version V and committed on top of V only (no rebase); if another commit
+        came first, it is decided again from a fresh read (as ``lake_transaction.transact``). Two writers of one
+        slice thereby never both keep their rows, and writers of different slices never remove each other's."""
+        from deltalake import CommitProperties, DeltaTable
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import AddAction, RemoveAction
+
+        days = {d.isoformat() for d in partitions.days()}
+        outside = sorted({f.partition_date for f in files} - days)
+        if outside:
+            raise ValueError(f"{table}: files for partitions {outside} outside the run's range {partitions}")
+        self.ensure_table(table)
+        uri = self.table_uri(table)
+        for attempt in range(1, attempts + 1):
+            version = DeltaTable(uri, storage_options=self._options()).version()
+            now_ms = int(time.time() * 1000)
+            actions: list[AddAction | RemoveAction] = [
+                AddAction(f.path, f.size, {PARTITION_COLUMN: f.partition_date}, now_ms, True, f.stats) for f in files
+            ]
+            actions += [
+                RemoveAction(path, True, now_ms, size, {PARTITION_COLUMN: day})
+                for path, size, day in self.slice_files(table, days, column, value, version=version)
+            ]
+            props = CommitProperties(custom_metadata={COMMIT_TOKEN_KEY: token or ""}, max_commit_retries=0)
+            try:
+                DeltaTable(uri, version=version, storage_options=self._options()).create_write_transaction(
+                    actions,
+                    mode="append",
+                    schema=LAKE_SCHEMAS[table],
+                    partition_by=[PARTITION_COLUMN],
+                    commit_properties=props,
+                )
+            except CommitFailedError as exc:
+                if attempt == attempts:
+                    raise
+                log.info("%s: a commit came after version %s (%s); deciding the slice again", table, version, exc)
+                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.0))
+                continue
+            rows = sum(f.rows for f in files)
+            log.info(
+                "committed %d files (%d rows) to %s partitions %s where %s = %r (version %d)",
+                len(files),
+                rows,
+                table,
+                partitions,
+                column,
+                value,
+                version + 1,
+            )
+            return WriteResult(table=table, uri=uri, version=version + 1, rows=rows, files=len(files))
+        raise AssertionError("unreachable")
+
+    def slice_files(
+        self, table: str, days: set[str], column: str, value: str, *, version: int | None = None
+    ) -> list[tuple[str, int, str]]:
+        """(path, size, day) of the data files of ``days`` whose rows have ``column == value``: read from the
+        file statistics in the Delta log (min = max = value), or from the file itself where the log has none."""
+        from deltalake import DeltaTable
+
+        dtbl = DeltaTable(self.table_uri(table), version=version, storage_options=self._options())
+        actions = pa.table(dtbl.get_add_actions(flatten=True)).to_pylist()
+        out = []
+        for a in actions:
+            day = str(_as_date(a[f"partition.{PARTITION_COLUMN}"]))
+            if day not in days:
+                continue
+            low, high = a.get(f"min.{column}"), a.get(f"max.{column}")
+            if low is None or high is None:  # no statistics: read the column
+                seen = set(
+                    self.files()
+                    .read_parquet(self.files().path(table, a["path"]), columns=[column])
+                    .column(column)
+                    .to_pylist()
+                )
+                low, high = (min(seen), max(seen)) if seen and None not in seen else (None, None)
+            if low == value and high == value:
+                out.append((a["path"], int(a["size_bytes"]), day))
+            elif low is not None and high is not None and low <= value <= high:
+                raise ValueError(f"{table}: data file {a['path']} mixes {column} values around {value!r}")
+        return out
 
     def version(self, table: str) -> int | None:
         from deltalake import DeltaTable

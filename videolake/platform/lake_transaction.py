@@ -148,7 +148,7 @@ class TableTransaction:
         for i, (day, rows) in enumerate(sorted(self.pending.items())):
             if rows.num_rows == 0:
                 continue
-            data = rows.sort_by(PRIMARY_KEYS[self.table]).drop_columns([PARTITION_COLUMN])
+            data = rows.sort_by([(k, "ascending") for k in PRIMARY_KEYS[self.table]]).drop_columns([PARTITION_COLUMN])
             rel = f"{PARTITION_COLUMN}={day.isoformat()}/part-{token}-{i:05d}.parquet"
             size = files.write_parquet(files.path(self.table, rel), data)
             stats = file_stats(data)

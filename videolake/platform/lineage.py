@@ -43,7 +43,7 @@ SHOWN: dict[str, tuple[str, ...]] = {
     ),
     "clip_embeddings": ("clip_id", "model", "status", "dim", "partition_date"),
     "filtered_clips": ("clip_id", "passed", "reject_reason", "duplicate_group", "duplicate_kind", "partition_date"),
-    "clip_captions": ("clip_id", "status", "caption", "model", "prompt_version", "partition_date"),
+    "clip_captions": ("clip_id", "caption_track", "status", "caption", "model", "prompt_version", "partition_date"),
     "training_shards": ("clip_id", "status", "shard_uri", "bucket", "shard_sha256", "partition_date"),
 }
 CLIP_TABLES = ("scene_clips", "clip_embeddings", "filtered_clips", "clip_captions", "training_shards")

@@ -310,6 +310,15 @@ CLIP_CAPTIONS = pa.schema(
             metadata={"description": "the captioned clip (filtered_clips.clip_id, a passed clip)"},
         ),
         pa.field(
+            "caption_track",
+            pa.string(),
+            nullable=False,
+            metadata={
+                "description": "the caption track (a named captioner setting, docs/captioning.md): one row per passed "
+                "clip per track; the default track is `default`"
+            },
+        ),
+        pa.field(
             "video_id", pa.string(), nullable=False, metadata={"description": "the clip's video (raw_videos.video_id)"}
         ),
         pa.field(
@@ -354,6 +363,49 @@ CLIP_CAPTIONS = pa.schema(
             pa.timestamp("us", tz="UTC"),
             nullable=False,
             metadata={"description": "when the caption was written (UTC)"},
+        ),
+        # Provenance (nullable in the Delta schema so that an older table gains them; every row the stage writes
+        # sets them): enough to trace a regression to the rows it touched and re-run only those.
+        pa.field(
+            "prompt_sha256",
+            pa.string(),
+            metadata={"description": "sha256 of the exact prompt sent: system text, user text and JSON schema"},
+        ),
+        pa.field(
+            "sampling",
+            pa.string(),
+            metadata={"description": "JSON of the sampling settings used (temperature, top_p, max_tokens, seed ...)"},
+        ),
+        pa.field(
+            "engine",
+            pa.string(),
+            metadata={"description": "the serving engine: vllm, the OpenAI-compatible server (openai:<model>), ..."},
+        ),
+        pa.field(
+            "engine_version",
+            pa.string(),
+            metadata={"description": "the engine's version (vllm.__version__, or what the server reports)"},
+        ),
+        pa.field(
+            "frame_timestamps_s",
+            pa.list_(pa.float64()),
+            metadata={
+                "description": "times in the source (seconds: frame number / the clip's frame rate) of the frames "
+                "shown to the model; empty when none were"
+            },
+        ),
+        pa.field(
+            "caption_fields",
+            pa.map_(pa.string(), pa.string()),
+            metadata={
+                "description": "a structured (JSON-schema) track's fields, each as text (lists and objects as JSON); "
+                "null for a free-text track or a failed row"
+            },
+        ),
+        pa.field(
+            "source_track",
+            pa.string(),
+            metadata={"description": "a second-pass (text-only) track: the track whose captions it rewrote; else null"},
         ),
         pa.field(
             PARTITION_COLUMN,
@@ -440,6 +492,21 @@ TRAINING_SHARDS = pa.schema(
         pa.field("duration_s", pa.float64(), metadata={"description": "num_frames / fps, seconds"}),
         pa.field("caption_chars", pa.int32(), metadata={"description": "length of the sample's caption in characters"}),
         pa.field(
+            "caption_track",
+            pa.string(),
+            metadata={
+                "description": "the caption track whose caption the sample carries (clip_captions.caption_track)"
+            },
+        ),
+        pa.field(
+            "faces_blurred",
+            pa.bool_(),
+            metadata={
+                "description": "whether the shard stage blurred the faces it found in the sample's mp4 (ShardConfig."
+                "blur_faces, docs/privacy.md); null on a failed row and on rows written before this column"
+            },
+        ),
+        pa.field(
             PARTITION_COLUMN,
             pa.date32(),
             nullable=False,
@@ -501,7 +568,7 @@ class TableSpec:
 
     name: str
     schema: pa.Schema
-    key: str  # the primary key column (unique within a partition)
+    key: str | tuple[str, ...]  # the primary key column(s) (unique within a partition)
     upstream: str | None  # the table its rows are computed from (its asset's deps); None: the landing area
     # Other tables its step reads when their assets exist (extra deps of its asset): filtered_clips reads
     # clip_embeddings for the semantic duplicate rule.
@@ -522,6 +589,11 @@ class TableSpec:
     plotted: tuple[str, ...] = (fig.ROW_COUNT,)
     # The step's throughput: (label, the figure counted per wall second of the step); None: the step reports its own.
     throughput: tuple[str, str] | None = None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The primary key as a tuple of columns."""
+        return (self.key,) if isinstance(self.key, str) else tuple(self.key)
 
     @property
     def gate_module(self) -> str:
@@ -647,10 +719,12 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
     TableSpec(
         "clip_captions",
         CLIP_CAPTIONS,
-        key="clip_id",
+        key=("clip_id", "caption_track"),
         upstream="filtered_clips",
         lineage={
             "clip_id": (("filtered_clips", "clip_id"),),
+            "frame_timestamps_s": (*_SCENE_RANGE, ("raw_videos", "fps")),
+            "caption_fields": (("scene_clips", "source_uri"), *_SCENE_RANGE),
             "video_id": (("scene_clips", "video_id"),),
             "source_uri": (("scene_clips", "source_uri"),),
             "num_frames": (*_SCENE_RANGE, ("raw_videos", "fps")),
@@ -659,7 +733,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         },
         # The caption first (whole ids make the preview wider than the page), then its way back: clip, video and
         # source object, whole.
-        preview=("status", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
+        preview=("status", "caption_track", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
         figures=(
             fig.RowCount(),
             fig.Remainder("captions", of="captions_failed"),
@@ -679,6 +753,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
             "video_id": (("clip_captions", "video_id"),),
             "source_uri": (("clip_captions", "source_uri"),),
             "caption_chars": (("clip_captions", "caption"),),
+            "caption_track": (("clip_captions", "caption_track"),),
             "num_frames": _SCENE_RANGE,
             "fps": (("raw_videos", "fps"),),
             "shard_uri": (("clip_captions", "caption"), *_SCENE_RANGE, ("raw_videos", "source_uri")),
@@ -780,6 +855,48 @@ INDEX_TABLES: dict[str, pa.Schema] = {
     "semantic_index": SEMANTIC_INDEX,  # its clusters too: an older lake's semantic_clusters table is no longer read
 }
 
+
+def _described(text: str) -> dict[str, str]:
+    return {"description": text}
+
+
+# written by `videolake captions compare` and caption_compare_job (captioning.compare): two caption tracks side by side
+CAPTION_COMPARISONS = pa.schema(
+    [
+        pa.field("clip_id", pa.string(), nullable=False, metadata=_described("the clip (clip_captions.clip_id)")),
+        pa.field("video_id", pa.string(), nullable=False, metadata=_described("the clip's video")),
+        pa.field(
+            "track_a", pa.string(), nullable=False, metadata=_described("the first track compared (caption_track)")
+        ),
+        pa.field("track_b", pa.string(), nullable=False, metadata=_described("the second track compared")),
+        pa.field("status_a", pa.string(), nullable=False, metadata=_described("ok | failed | missing in track_a")),
+        pa.field("status_b", pa.string(), nullable=False, metadata=_described("ok | failed | missing in track_b")),
+        pa.field("caption_a", pa.string(), metadata=_described("track_a's caption; null unless status_a is ok")),
+        pa.field("caption_b", pa.string(), metadata=_described("track_b's caption; null unless status_b is ok")),
+        pa.field("words_a", pa.int32(), metadata=_described("caption_a's length in words; null without a caption")),
+        pa.field("words_b", pa.int32(), metadata=_described("caption_b's length in words; null without a caption")),
+        pa.field("flags_a", pa.list_(pa.string()), nullable=False, metadata=_described("QA flags of caption_a")),
+        pa.field("flags_b", pa.list_(pa.string()), nullable=False, metadata=_described("QA flags of caption_b")),
+        pa.field(
+            "judge_verdict",
+            pa.string(),
+            metadata=_described("A | B | tie | invalid (an answer that names neither); null when not judged"),
+        ),
+        pa.field(
+            "judge_order",
+            pa.string(),
+            metadata=_described(
+                "AB: the judge saw caption_a first; BA: caption_b first (drawn per clip from the seed)"
+            ),
+        ),
+        pa.field("judge_answer", pa.string(), metadata=_described("the judge model's raw answer")),
+        pa.field("judge_model", pa.string(), metadata=_described("the judge model; null when not judged")),
+        pa.field(PARTITION_COLUMN, pa.date32(), nullable=False, metadata=_described("the clip's partition")),
+    ]
+)
+DERIVED_TABLES: dict[str, pa.Schema] = {"caption_comparisons": CAPTION_COMPARISONS}
+
+
 # Parquet encodings of columns, per table, that every writer of the table uses (Lake.write_partitions), like its schema.
 # near_dup_index.band_key: a day's keys are written sorted, so delta-encoded they take 40 % of the plain column and
 # read 3x faster (dictionary encoding off: it would be tried first and fail on unique keys).
@@ -789,8 +906,8 @@ ParquetEncoding = Literal[
 COLUMN_ENCODINGS: dict[str, dict[str, ParquetEncoding]] = {"near_dup_index": {"band_key": "DELTA_BINARY_PACKED"}}
 
 TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in TABLE_SPECS}
-LAKE_SCHEMAS: dict[str, pa.Schema] = {**TABLES, **INDEX_TABLES}  # every Delta table the lake reads and writes
-PRIMARY_KEYS: dict[str, str] = {t.name: t.key for t in TABLE_SPECS}
+LAKE_SCHEMAS: dict[str, pa.Schema] = {**TABLES, **INDEX_TABLES, **DERIVED_TABLES}  # every Delta table the lake uses
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {t.name: t.key_columns for t in TABLE_SPECS}
 
 
 def table_spec(table: str) -> TableSpec:

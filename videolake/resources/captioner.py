@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from videolake.platform.captioning.base import (
+    DEFAULT_TRACK,
     CaptionerConfig,
     EndpointConfig,
     FrameConfig,
@@ -29,6 +30,15 @@ _SAMPLING, _FRAMES, _VLLM, _ENDPOINT = SamplingConfig(), FrameConfig(), VllmEngi
 
 
 class CaptionerResource(dg.ConfigurableResource):
+    track: str = Field(
+        default=DEFAULT_TRACK,
+        description="The caption track these settings write (clip_captions.caption_track). The resource's own "
+        "settings are the `default` track; VIDEOLAKE_CAPTION_TRACKS declares others (docs/captioning.md).",
+    )
+    source_track: str | None = Field(
+        default=None,
+        description="A second pass: the track whose ok captions this text-only track rewrites (input_mode 'text').",
+    )
     backend: str = Field(default=_ENGINE.backend, description="Captioner backend: 'vllm' (offline engine) or 'openai'.")
     model: str = Field(
         default="",
@@ -51,7 +61,10 @@ class CaptionerResource(dg.ConfigurableResource):
     min_frames: int = Field(default=_FRAMES.min_frames, description="At least this many frames per clip.")
     max_frames: int = Field(default=_FRAMES.max_frames, description="At most this many frames per clip.")
     max_pixels: int = Field(default=_FRAMES.max_pixels, description="Frames are resized to at most this many pixels.")
-    input_mode: str = Field(default=_ENGINE.input_mode, description="'video' (frames + metadata) or 'images'.")
+    input_mode: str = Field(
+        default=_ENGINE.input_mode,
+        description="'video' (frames + metadata), 'images', or 'text' (a second pass: the source track's caption).",
+    )
     batch_size: int = Field(
         default=_ENGINE.batch_size, description="Clips per actor batch (>= max_num_seqs keeps vLLM busy)."
     )
@@ -104,6 +117,8 @@ class CaptionerResource(dg.ConfigurableResource):
         )
         return CaptionerConfig(
             model=self.model_path(),
+            track=self.track,
+            source_track=self.source_track,
             backend=self.backend,
             model_name=self.model_name or (policy.model_name if policy else None),
             model_revision=self.model_revision,
@@ -165,3 +180,59 @@ def captioner_from_env(default_gpus: float = 0.0):
     if kwargs["num_gpus_per_actor"] > 0:
         kwargs["num_cpus_per_actor"] = 1.0
     return CaptionerResource(**kwargs)
+
+
+TRACKS_ENV = "VIDEOLAKE_CAPTION_TRACKS"  # a YAML file declaring the caption tracks beside the default one
+
+
+def load_caption_tracks(path: str | None = None) -> dict[str, dict[str, Any]]:
+    """The caption tracks declared beside the default one: name -> overrides of the captioner's settings (the
+    CaptionerResource's fields: model, prompt_version, prompt, temperature, seed, max_frames, source_track ...).
+
+    Read from ``path`` (default: the file $VIDEOLAKE_CAPTION_TRACKS names; none: no other track), a YAML mapping::
+
+        tracks:
+          seed7: {seed: 7}
+          json: {prompt_version: v1-json, max_tokens: 256}
+          enhanced: {source_track: default, input_mode: text, prompt_version: v1-enhance}
+
+    A name is lower-case letters, digits and '_'; ``default`` is the resource's own settings and cannot be
+    redeclared; an unknown setting or a source_track that is not a track fails here, when the code location loads.
+    """
+    import yaml
+
+    from videolake.platform.captioning.base import check_track_name
+
+    path = path if path is not None else os.environ.get(TRACKS_ENV, "").strip()
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    tracks = doc.get("tracks", {}) if isinstance(doc, dict) else None
+    if not isinstance(tracks, dict):
+        raise ValueError(f"{path}: expected a mapping `tracks: {{NAME: {{setting: value}}}}`")
+    known = set(CaptionerResource.model_fields) - {"track"}
+    out: dict[str, dict[str, Any]] = {}
+    for name, overrides in tracks.items():
+        check_track_name(str(name))
+        if name == DEFAULT_TRACK:
+            raise ValueError(
+                f"{path}: track {DEFAULT_TRACK!r} is the captioner's own settings; name the track otherwise"
+            )
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"{path}: track {name!r}: unknown settings {unknown}; known: {sorted(known)}")
+        out[str(name)] = overrides
+    for name, overrides in out.items():
+        source = overrides.get("source_track")
+        if source is not None and source != DEFAULT_TRACK and source not in out:
+            raise ValueError(f"{path}: track {name!r}: source_track {source!r} is not a declared track")
+    return out
+
+
+def track_captioner(captioner: CaptionerResource, track: str, overrides: dict[str, Any]) -> CaptionerResource:
+    """The settings of caption track ``track``: ``captioner``'s (the default track's, as configured for the run)
+    with the track's ``overrides`` on top."""
+    fields = {k: getattr(captioner, k) for k in CaptionerResource.model_fields}
+    return CaptionerResource(**{**fields, **overrides, "track": track})

@@ -13,9 +13,12 @@ Batch in (one row per clip; produced by clip_frames.extract_frames):
     frame_error_class                  str, the failure class of frame_error (transient | permanent), "" when none
     video_meta                         str, JSON: fps, duration, total_num_frames, frames_indices (clip-relative)
     num_frames                         int32, frames extracted (0 on failure)
-Batch out: the CLIP_CAPTIONS columns except partition_date (status ok|failed, caption, error, failure_class, model, model_revision,
-prompt_version, num_frames, prompt_tokens, output_tokens, latency_s, captioned_at) plus the metrics columns in
-``METRIC_COLUMNS``. Every input row gives exactly one output row: a clip that fails is a ``failed`` row with its
+    frame_times_s                      str, JSON list: the frames' times in the source (seconds), "" when unknown
+    source_caption                     str, a second-pass (text-only) track's input: the source track's caption
+Batch out: the CLIP_CAPTIONS columns except partition_date (caption_track, status ok|failed, caption, error,
+failure_class, model, model_revision, prompt_version, num_frames, prompt_tokens, output_tokens, latency_s,
+captioned_at, and the provenance: prompt_sha256, sampling, engine, engine_version, frame_timestamps_s,
+caption_fields, source_track) plus the metrics columns in ``METRIC_COLUMNS``. Every input row gives exactly one output row: a clip that fails is a ``failed`` row with its
 reason, never a missing row and never a crashed batch.
 """
 
@@ -25,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -132,11 +136,27 @@ class VllmEngineConfig:
     )  # extra vllm.LLM(...) keyword arguments (override the above)
 
 
+DEFAULT_TRACK = "default"  # the caption track of the captioner resource's own settings
+TRACK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,47}$")  # a track name is also part of an asset key and a path
+
+
+def check_track_name(name: str) -> str:
+    """``name`` when it is a valid track name (lower-case letters, digits, '_'; a letter first), else ValueError."""
+    if not TRACK_NAME.match(name or ""):
+        raise ValueError(f"caption track name {name!r}: use lower-case letters, digits and '_', a letter first")
+    return name
+
+
 @dataclass(frozen=True)
 class CaptionerConfig:
     """Everything that decides how clips are captioned. Frozen; ``code_version`` hashes the output-relevant part."""
 
     model: str  # local checkpoint dir, or an object-store URI/prefix (copied once to the node cache)
+    # The caption track these settings write (clip_captions.caption_track): each track's rows are its own, written
+    # and replaced per (day, track) by its own step (docs/captioning.md).
+    track: str = DEFAULT_TRACK
+    # A second pass: a text-only track that rewrites the ok captions of ``source_track`` (input_mode "text").
+    source_track: str | None = None
     backend: str = "vllm"  # "vllm" (offline engine in each actor) | "openai" (an OpenAI-compatible endpoint)
     model_name: str | None = None  # recorded in clip_captions.model; None = ``model`` as given
     model_revision: str | None = None  # recorded in clip_captions.model_revision and in code_version
@@ -170,8 +190,20 @@ class CaptionerConfig:
     backend_params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.input_mode not in ("video", "images", "none"):
-            raise ValueError(f"input_mode must be 'video', 'images' or 'none', got {self.input_mode!r}")
+        if self.input_mode not in ("video", "images", "none", "text"):
+            raise ValueError(f"input_mode must be 'video', 'images', 'none' or 'text', got {self.input_mode!r}")
+        check_track_name(self.track)
+        if self.source_track is not None and check_track_name(self.source_track) == self.track:
+            raise ValueError(f"track {self.track!r} cannot be its own source_track")
+
+    def check_second_pass(self) -> None:
+        """A second pass is a text-only track: input_mode 'text' exactly when a source_track is set (checked when
+        a stage runs, not at construction, so settings can be changed one at a time)."""
+        if (self.input_mode == "text") != (self.source_track is not None):
+            raise ValueError(
+                f"track {self.track!r}: a text-only track (input_mode 'text') needs a source_track, and only it takes "
+                f"one (input_mode {self.input_mode!r}, source_track {self.source_track!r})"
+            )
         if self.batch_size < 1 or self.num_actors < 1:
             raise ValueError("batch_size and num_actors must be >= 1")
         if self.frames.max_frames < 1 or self.frames.min_frames < 1 or self.frames.min_frames > self.frames.max_frames:
@@ -212,6 +244,7 @@ def code_version(config: CaptionerConfig) -> str:
         "sampling": asdict(config.sampling),
         "frames": asdict(config.frames),
         "input_mode": config.input_mode,
+        "source_track": config.source_track,
     }
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -270,6 +303,25 @@ class CaptionerBackend(ABC):
         # The most clips one call will get, when the caller knows (a stage with only a few clips to do); a backend's
         # warm-up sends no larger batch than that, nor one larger than batch_size. None: up to batch_size.
         self.largest_batch: int | None = None
+        self.prompt_sha256 = self.prompt.sha256()
+
+    # -- provenance (recorded on every row) ----------------------------------------------------------------------
+
+    def engine_info(self) -> tuple[str, str]:
+        """(engine, engine_version): what serves this backend's captions, as known after ``load()``. A backend
+        reports its engine's own version (vllm.__version__, the server's answer), never a configured guess."""
+        # a backend class used without registering (tests, benchmarks) is named by its class
+        return getattr(type(self), "registered_name", type(self).__name__), _videolake_version()
+
+    def sampling_used(self, clip_id: str) -> dict[str, Any]:
+        """The sampling settings the request for ``clip_id`` was sent with (the per-clip seed included)."""
+        s = self.config.sampling
+        return {
+            **asdict(s),
+            "seed": clip_seed(s.seed, clip_id),
+            "base_seed": s.seed,
+            "structured": self.prompt.structured,
+        }
 
     # -- declared resources ------------------------------------------------------------------------------------
 
@@ -365,12 +417,28 @@ class CaptionerBackend(ABC):
                 errors.append(r.error)
             else:
                 errors.append("empty output: the model returned no caption text")
+        fields: list[dict[str, str] | None] = [None] * n
+        captions = [r.caption if g else None for r, g in zip(results, ok)]
+        if self.prompt.structured:
+            from videolake.platform.captioning.prompts import structured_fields
+
+            for i, text in enumerate(captions):
+                if text is None:
+                    continue
+                caption, fields[i] = structured_fields(text)
+                if caption is None:  # no usable "caption" field: the sample would have no text
+                    captions[i], fields[i], ok[i] = None, None, False
+                    errors[i] = "invalid JSON output: no non-blank caption field"
+                else:
+                    captions[i] = caption
+        engine, engine_version = self.engine_info()
         return {
             "clip_id": np.array([it["clip_id"] for it in items], dtype=object),
+            "caption_track": np.array([self.config.track] * n, dtype=object),
             "video_id": np.array([it["video_id"] for it in items], dtype=object),
             "source_uri": np.array([it["source_uri"] for it in items], dtype=object),
             "status": np.array([STATUS_OK if g else STATUS_FAILED for g in ok], dtype=object),
-            "caption": np.array([r.caption if g else None for r, g in zip(results, ok)], dtype=object),
+            "caption": np.array(captions, dtype=object),
             "error": np.array(errors, dtype=object),
             "failure_class": np.array(
                 [
@@ -387,6 +455,15 @@ class CaptionerBackend(ABC):
             "output_tokens": np.array([r.output_tokens if r else 0 for r in results], dtype=np.int64),
             "latency_s": np.array([r.latency_s if r else 0.0 for r in results], dtype=np.float64),
             "captioned_at": np.full(n, now, dtype="datetime64[us]"),
+            "prompt_sha256": np.array([self.prompt_sha256] * n, dtype=object),
+            "sampling": np.array(
+                [json.dumps(self.sampling_used(it["clip_id"]), sort_keys=True) for it in items], dtype=object
+            ),
+            "engine": np.array([engine] * n, dtype=object),
+            "engine_version": np.array([engine_version] * n, dtype=object),
+            "frame_timestamps_s": _objects([list(it["frame_times_s"]) for it in items]),
+            "caption_fields": _objects(fields),
+            "source_track": np.array([self.config.source_track] * n, dtype=object),
             "actor_id": np.array([self.actor_id] * n, dtype=object),
             "generate_s": np.full(n, generate_s / max(n, 1), dtype=np.float64),
             "actor_load_s": np.full(n, self.load_s, dtype=np.float64),
@@ -409,7 +486,30 @@ def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:
         "frame_error_class": str(batch["frame_error_class"][i] or "") if "frame_error_class" in batch else "",
         "video_meta": json.loads(meta) if meta else {},
         "num_frames": int(batch["num_frames"][i]),
+        "frame_times_s": json.loads(times) if (times := _cell(batch, "frame_times_s", i)) else [],
+        "source_caption": _cell(batch, "source_caption", i),
     }
+
+
+def _cell(batch: dict[str, np.ndarray], column: str, i: int) -> str:
+    return str(batch[column][i] or "") if column in batch else ""
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """An object array of ``values`` (lists, dicts or None) that numpy does not turn into a 2-d array."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _videolake_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "videolake " + version("videolake")
+    except PackageNotFoundError:
+        return "videolake (not installed)"
 
 
 _NO_FRAMES = np.zeros((0, 0, 0, 3), dtype=np.uint8)

@@ -182,6 +182,7 @@ def extract_frames(
     errors = np.empty(n, dtype=object)
     classes = np.full(n, "", dtype=object)  # failure class of a frame_error (platform/failures.py), "" when none
     metas = np.empty(n, dtype=object)
+    times = np.full(n, "", dtype=object)  # JSON: the sampled frames' times in the source, seconds
     counts = np.zeros(n, dtype=np.int32)
     clip_uris = batch.get("clip_uri")
     for i in range(n):
@@ -191,6 +192,7 @@ def extract_frames(
             clip = extract_clip(row, frame_config, open_source, even=(input_mode == "video"))
             frames[i], errors[i], metas[i] = clip.frames, "", json.dumps(clip.video_metadata())
             counts[i] = clip.frames.shape[0]
+            times[i] = json.dumps(source_times(int(row["start_frame"]), clip))
         except Exception as exc:  # noqa: BLE001 - a bad clip becomes a failed row, not a crashed stage
             log.warning("clip %s: frame extraction failed: %s", row["clip_id"], exc)
             frames[i], errors[i], metas[i] = EMPTY_FRAMES, f"{type(exc).__name__}: {exc}", ""
@@ -203,8 +205,17 @@ def extract_frames(
         "frame_error": errors,
         "frame_error_class": classes,
         "video_meta": metas,
+        "frame_times_s": times,
         "num_frames": counts,
     }
+
+
+def source_times(start_frame: int, clip: ClipFrames) -> list[float]:
+    """The times in the source video (seconds) of a clip's sampled frames: (the clip's first frame in the source +
+    the frame's index in the clip) / the clip's frame rate; recorded as clip_captions.frame_timestamps_s."""
+    if clip.fps <= 0:
+        return []
+    return [round((start_frame + int(i)) / clip.fps, 6) for i in clip.frame_indices]
 
 
 class FrameCache:

@@ -20,13 +20,19 @@ TILE_WIDTH = 200  # pixels per tile
 CAPTION_CHARS = 90  # shown characters of a caption
 
 
-def day_samples(lake: Any, day: str, count: int = COUNT) -> list[dict]:
-    """Up to ``count`` ok captions of ``day`` with their clip's frame range and source (clip_id order of the head)."""
+def day_samples(lake: Any, day: str, count: int = COUNT, track: str = "default") -> list[dict]:
+    """Up to ``count`` ok captions of caption track ``track`` of ``day`` with their clip's frame range and source
+    (clip_id order)."""
     from videolake.platform.lake import PartitionRange
 
     rng = PartitionRange.of([day])
-    caps = lake.head("clip_captions", rng, count * 4, ["clip_id", "video_id", "source_uri", "status", "caption"])
-    caps = caps.filter(pc.equal(caps.column("status"), "ok")).slice(0, count)
+    caps = lake.read_partitions(
+        "clip_captions",
+        rng,
+        ["clip_id", "video_id", "source_uri", "status", "caption"],
+        where=(pc.field("caption_track") == track) & (pc.field("status") == "ok"),
+    )
+    caps = caps.sort_by("clip_id").slice(0, count)
     if caps.num_rows == 0:
         return []
     ids = caps.column("clip_id")

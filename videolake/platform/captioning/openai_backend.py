@@ -83,12 +83,32 @@ class OpenAICaptioner(CaptionerBackend):
             limits=httpx.Limits(max_connections=ep.max_concurrency),
         )
         self.pool = ThreadPoolExecutor(max_workers=ep.max_concurrency, thread_name_prefix="caption-http")
+        self.engine, self.engine_version = "openai", ""
         try:  # reachability and model name, so a misconfiguration shows up in the log before the first clip
-            served = [m.get("id") for m in self._request("GET", "/models").get("data", [])]
+            models = self._request("GET", "/models").get("data", [])
+            served = [m.get("id") for m in models]
             if served and self.model not in served:
                 log.warning("endpoint %s serves %s, not %r", self.base_url, served, self.model)
+            owner = next((m.get("owned_by") for m in models if m.get("id") == self.model), None)
+            self.engine = f"openai:{owner}" if owner else "openai"
         except EndpointError as exc:
             log.warning("endpoint %s: listing models failed: %s", self.base_url, exc)
+        self.engine_version = self._server_version()
+
+    def _server_version(self) -> str:
+        """What the server says its version is: vLLM's ``GET /version`` (beside ``/v1``); "" when it says nothing."""
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            r = self.client.get(f"{root}/version")
+            if r.status_code < 400:
+                return str(r.json().get("version") or "")
+        except Exception as exc:  # noqa: BLE001 - an endpoint without it: provenance says unknown
+            log.info("endpoint %s: no server version (%s)", self.base_url, exc)
+        return ""
+
+    def engine_info(self) -> tuple[str, str]:
+        """``openai:<owner>`` (the served model's ``owned_by``, vLLM says ``vllm``) and the server's version."""
+        return getattr(self, "engine", "openai"), getattr(self, "engine_version", "")
 
     def unload(self) -> None:
         if self.pool is not None:
@@ -104,12 +124,13 @@ class OpenAICaptioner(CaptionerBackend):
         fmt = self.config.endpoint.image_format
         frames = item["frames"]
         media = [
-            {"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}} for t in range(frames.shape[0])
+            {"type": "image_url", "image_url": {"url": encode_image(frames[t], fmt)}}
+            for t in range(frames.shape[0] if self.config.input_mode != "text" else 0)
         ]
         s = self.config.sampling
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": self.prompt.messages(media),
+            "messages": self.prompt.messages(media, item.get("source_caption")),
             "temperature": s.temperature,
             "top_p": s.top_p,
             "max_tokens": s.max_tokens,

@@ -9,6 +9,7 @@ not parse as JSON is a failed row ("invalid JSON output").
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,13 +30,28 @@ class PromptTemplate:
     def json_schema_str(self) -> str | None:
         return None if self.json_schema is None else json.dumps(self.json_schema, sort_keys=True)
 
-    def messages(self, media: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Chat messages: optional system turn, then one user turn with the media parts followed by the text."""
+    def sha256(self) -> str:
+        """The hash of exactly what this prompt sends besides the clip: system text, user text (a second pass's
+        ``{caption}`` placeholder unfilled) and JSON schema; recorded on every row (clip_captions.prompt_sha256)."""
+        doc = {"system": self.system, "user": self.text, "json_schema": self.json_schema_str()}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    def user_text(self, source_caption: str | None = None) -> str:
+        """The user text; a text-only (second-pass) prompt gets the source caption in its ``{caption}`` slot."""
+        return self.text.replace(CAPTION_SLOT, source_caption or "") if CAPTION_SLOT in self.text else self.text
+
+    def messages(self, media: list[dict[str, Any]], source_caption: str | None = None) -> list[dict[str, Any]]:
+        """Chat messages: optional system turn, then one user turn with the media parts followed by the text (a
+        text-only prompt: the text alone, as a plain string)."""
         out: list[dict[str, Any]] = []
         if self.system:
             out.append({"role": "system", "content": self.system})
-        out.append({"role": "user", "content": [*media, {"type": "text", "text": self.text}]})
+        text = self.user_text(source_caption)
+        out.append({"role": "user", "content": [*media, {"type": "text", "text": text}] if media else text})
         return out
+
+
+CAPTION_SLOT = "{caption}"  # where a second-pass prompt takes the source track's caption
 
 
 _CAPTION_SCHEMA = {
@@ -69,6 +85,14 @@ PROMPTS: dict[str, PromptTemplate] = {
             ),
             json_schema=_CAPTION_SCHEMA,
         ),
+        PromptTemplate(
+            version="v1-enhance",
+            system="You rewrite video captions for a text-to-video training set.",
+            text=(
+                "Rewrite this video caption as one fluent, detailed paragraph of at most three sentences. Keep every "
+                "fact it states and add none it does not.\n\nCaption: " + CAPTION_SLOT
+            ),
+        ),
     )
 }
 
@@ -98,3 +122,18 @@ def check_structured_output(template: PromptTemplate, text: str) -> str | None:
     if missing:
         return f"invalid JSON output: missing keys {missing}"
     return None
+
+
+def structured_fields(text: str) -> tuple[str | None, dict[str, str] | None]:
+    """(caption, fields) of a structured output: its ``caption`` field (None when missing or blank) and every field
+    as text (strings as they are, other values as JSON), for clip_captions.caption_fields."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None, None
+    if not isinstance(value, dict):
+        return None, None
+    fields = {str(k): v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in value.items()}
+    caption = value.get("caption")
+    caption = caption.strip() if isinstance(caption, str) else ""
+    return (caption or None), fields

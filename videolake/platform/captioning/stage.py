@@ -7,7 +7,15 @@
                                       checkpoint piece and returns one summary row (never the captions)
     finalize (one Ray task per day)   pieces of the day ∩ wanted clips -> the table's data files (+ a failed row
                                       for any wanted clip without a caption: nothing goes missing)
-    commit   (the step)               ONE Delta transaction: add the files, remove the day's previous files
+    commit   (the step)               ONE Delta transaction: add the files, remove the previous files of the
+                                      day's rows of THIS caption track (``Lake.commit_slice``)
+
+Caption tracks: each track (a named captioner setting, ``CaptionerConfig.track``) has its own checkpoints
+(``checkpoint_table``) and its own rows of clip_captions; every data file holds one track, and a run replaces only
+its own (day, track) files, so re-running one track never touches another, and two tracks committing the same day
+at the same time both keep their rows (the commit is optimistic: decided again on a fresh read if another came
+first). A second-pass track (``source_track``, input_mode "text") reads the source track's ok captions instead of
+frames.
 
 The unit of resume is the batch: a retried or re-run step captions only the clips no piece holds yet, and again
 the clips whose only rows are transient failures (``failure_class``: a timeout, an endpoint's 5xx, a lost actor);
@@ -24,12 +32,13 @@ included). On CPU actors count as 1 accelerator each.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -38,13 +47,15 @@ import pyarrow.compute as pc
 
 from videolake.platform import telemetry
 from videolake.platform.captioning.base import (
+    DEFAULT_TRACK,
     METRIC_COLUMNS,
     STATUS_FAILED,
+    STATUS_OK,
     CaptionerConfig,
     captioner_class,
     code_version,
 )
-from videolake.platform.failures import TRANSIENT
+from videolake.platform.failures import PERMANENT, TRANSIENT
 from videolake.platform.lake import Lake, PartitionRange, conform
 from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
 from videolake.platform.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
@@ -52,6 +63,7 @@ from videolake.platform.units import Checkpoints, StageProgress, call_each, ensu
 log = logging.getLogger(__name__)
 
 TABLE = "clip_captions"
+TRACK_COLUMN = "caption_track"
 PIECE_PREFIX = "piece-"
 TODO_DIR = "_todo"
 INPUT_COLUMNS = ["clip_id", "video_id", "source_uri", "start_frame", "end_frame", "fps", "clip_uri", PARTITION_COLUMN]
@@ -59,7 +71,43 @@ LOST_ROW_ERROR = "no caption row came back from the caption stage (actor lost on
 
 
 def stage_code_version(config: CaptionerConfig) -> str:
-    return "cap-" + code_version(config)
+    # cap2: pieces carry the track and the provenance columns (a cap- piece has neither: never reused)
+    return "cap2-" + code_version(config)
+
+
+def checkpoint_table(config: CaptionerConfig) -> str:
+    """The name a track's checkpoints live under: ``clip_captions`` for the default track (its checkpoints stay
+    where they were), ``clip_captions__<track>`` for another, so no track clears or reuses another's pieces."""
+    return TABLE if config.track == DEFAULT_TRACK else f"{TABLE}__{config.track}"
+
+
+def migrate_untracked(lake: Lake) -> bool:
+    """Give a clip_captions table written before caption tracks its ``caption_track`` column: every row is the
+    default track's. Delta cannot add a required column to a table, so the table is rewritten once (one overwrite
+    commit, its history kept); True when it was."""
+    if not lake.exists(TABLE) or TRACK_COLUMN in lake.column_names(TABLE):
+        return False
+    from deltalake import write_deltalake
+
+    old = lake._dataset(TABLE, None).to_table()
+    old = old.append_column(TRACK_COLUMN, pa.array([DEFAULT_TRACK] * old.num_rows, pa.string()))
+    log.warning("clip_captions: adding caption_track (%s) to %d rows of an older table", DEFAULT_TRACK, old.num_rows)
+    write_deltalake(
+        lake.table_uri(TABLE),
+        conform(old, CLIP_CAPTIONS),
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=[PARTITION_COLUMN],
+        storage_options=lake._options(),
+    )
+    return True
+
+
+def track_rows(lake: Lake, rng: PartitionRange, track: str, columns: list[str] | None = None) -> pa.Table:
+    """The rows of caption track ``track`` in the range (a filtered scan)."""
+    import pyarrow.dataset as pads
+
+    return lake.read_partitions(TABLE, rng, columns=columns, where=pads.field(TRACK_COLUMN) == track)
 
 
 def actor_env(config: CaptionerConfig) -> dict[str, str]:
@@ -81,9 +129,10 @@ def actor_env(config: CaptionerConfig) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------------------- plan
 
 
-def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
+def clips_to_caption(lake: Lake, rng: PartitionRange, source_track: str | None = None) -> pa.Table:
     """Passed clips of the range joined with their frame ranges (scene_clips) and frame rate: the clip's own, its
-    frames over its measured duration (``clips.clip_rate``; the video's, raw_videos, where none is known)."""
+    frames over its measured duration (``clips.clip_rate``; the video's, raw_videos, where none is known); with
+    ``source_track`` (a second pass), also each clip's ok caption in that track (``source_caption``)."""
     from videolake.platform.clips import clip_rate
 
     filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed"])
@@ -114,7 +163,17 @@ def clips_to_caption(lake: Lake, rng: PartitionRange) -> pa.Table:
         )
     ]
     joined = joined.set_column(joined.schema.get_field_index("fps"), "fps", pa.array(rates, pa.float64()))
-    return joined.sort_by("clip_id").select(INPUT_COLUMNS)
+    joined = joined.sort_by("clip_id").select(INPUT_COLUMNS)
+    return joined if source_track is None else with_source_captions(lake, rng, joined, source_track)
+
+
+def with_source_captions(lake: Lake, rng: PartitionRange, inputs: pa.Table, source_track: str) -> pa.Table:
+    """A second pass's inputs: each clip with its ok caption in ``source_track`` (``source_caption``; null where
+    that track has none: the clip becomes a failed row that says so)."""
+    src = track_rows(lake, rng, source_track, columns=["clip_id", "status", "caption"])
+    src = src.filter(pc.equal(src.column("status"), STATUS_OK)).select(["clip_id", "caption"])
+    src = src.rename_columns(["clip_id", "source_caption"])
+    return inputs.join(src, "clip_id", join_type="left outer").sort_by("clip_id")
 
 
 def _pieces(checkpoints: Checkpoints, day: str) -> list[str]:
@@ -126,7 +185,13 @@ def _pieces(checkpoints: Checkpoints, day: str) -> list[str]:
 
 
 def plan_day(
-    lake: Lake, checkpoints: Checkpoints, day: str, unit_clips: int, token: str, inputs: pa.Table | None = None
+    lake: Lake,
+    checkpoints: Checkpoints,
+    day: str,
+    unit_clips: int,
+    token: str,
+    inputs: pa.Table | None = None,
+    source_track: str | None = None,
 ) -> dict:
     """Runs on a worker: which clips of ``day`` still need a caption; writes them as todo files.
 
@@ -134,7 +199,9 @@ def plan_day(
     """
     files = checkpoints.files
     if inputs is None:
-        inputs = clips_to_caption(lake, PartitionRange.of([day]))
+        inputs = clips_to_caption(lake, PartitionRange.of([day]), source_track)
+    elif source_track is not None and "source_caption" not in inputs.column_names:
+        inputs = with_source_captions(lake, PartitionRange.of([day]), inputs, source_track)
     wanted = inputs.column("clip_id").to_pylist()
     wanted_set = set(wanted)
     done: set[str] = set()  # clips with an ok row or a permanent failure: reused
@@ -178,8 +245,12 @@ def plan_day(
 
 def _plain_inputs(t: pa.Table) -> pa.Table:
     """Only what extraction needs, in plain types (the date as text: it names the piece's day)."""
+    extra = (
+        {"source_caption": t.column("source_caption").cast(pa.string())} if "source_caption" in t.column_names else {}
+    )
     return pa.table(
         {
+            **extra,
             "clip_id": t.column("clip_id").cast(pa.string()),
             "video_id": t.column("video_id").cast(pa.string()),
             "source_uri": t.column("source_uri").cast(pa.string()),
@@ -210,7 +281,7 @@ class LoadAndExtract:
         tables = [self.checkpoints.files.read_parquet(str(p)) for p in batch["path"]]
         t = pa.concat_tables(tables)
         rows = {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
-        if self.config.input_mode == "none":
+        if self.config.input_mode in ("none", "text"):
             n = t.num_rows  # no frames decoded, none shipped to the actors
             out = {
                 "clip_id": rows["clip_id"],
@@ -220,6 +291,12 @@ class LoadAndExtract:
                 "frame_error_class": np.array([""] * n, dtype=object),
                 "num_frames": np.zeros(n, np.int32),
             }
+            if self.config.input_mode == "text":  # a second pass: the source track's caption is the input
+                source = [c if isinstance(c, str) and c.strip() else "" for c in t.column("source_caption").to_pylist()]
+                out["source_caption"] = np.array(source, dtype=object)
+                missing = f"source track {self.config.source_track!r} has no ok caption of this clip"
+                out["frame_error"] = np.array(["" if c else missing for c in source], dtype=object)
+                out["frame_error_class"] = np.array(["" if c else PERMANENT for c in source], dtype=object)
         elif self.frame_cache is not None:
             out = self.frame_cache.extract(rows, open_source=self.open_source)
         else:
@@ -279,8 +356,9 @@ class CaptionWriterActor:
         t0 = time.perf_counter()
         days = np.asarray(batch["day"], dtype=object)
         rows = self.backend(batch)
-        # failure_class is all None in a batch without failures: typed, so pieces always concatenate and compare
-        out = pa.table({k: pa.array(v, pa.string() if k == "failure_class" else None) for k, v in rows.items()})
+        # columns that may be all None (failure_class in a batch without failures) or nested (timestamps, fields):
+        # typed as the table's, so pieces always concatenate and compare
+        out = pa.table({k: pa.array(list(v) if k in _TYPED else v, _TYPED.get(k)) for k, v in rows.items()})
         summaries, pieces = [], []
         for day in sorted(set(days.tolist())):
             mask = pa.array(days == day)
@@ -300,6 +378,13 @@ class CaptionWriterActor:
         telemetry.record(telemetry.GENERATE_SECONDS, sum(s["generate_s"] for s in summaries) * self._accelerators)
         self._ledger()
         return {k: np.array([s[k] for s in summaries]) for k in summaries[0]}
+
+
+_TYPED = {
+    f.name: f.type
+    for f in CLIP_CAPTIONS
+    if f.name in ("failure_class", "model_revision", "frame_timestamps_s", "caption_fields", "source_track")
+}
 
 
 def actor_pool(config: CaptionerConfig):
@@ -409,6 +494,9 @@ def finalize_day(
         CLIP_CAPTIONS.field(PARTITION_COLUMN), pa.array([dt.date.fromisoformat(day)] * data.num_rows, pa.date32())
     )
     data = conform(data, CLIP_CAPTIONS).sort_by("clip_id")
+    tracks = set(data.column(TRACK_COLUMN).to_pylist())
+    if tracks != {config_label["track"]}:  # a file holds one track: the commit replaces a track by its files
+        raise ValueError(f"clip_captions {day}: pieces of tracks {sorted(tracks)} in track {config_label['track']!r}")
     summary.update(table_spec(TABLE).figures_of(data))
     data = data.drop_columns([PARTITION_COLUMN])
     rel = f"{PARTITION_COLUMN}={day}/part-{token}-00000.parquet"
@@ -423,6 +511,7 @@ def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:
     return pa.table(
         {
             "clip_id": missing.column("clip_id"),
+            "caption_track": pa.array([label["track"]] * n, pa.string()),
             "video_id": missing.column("video_id"),
             "source_uri": missing.column("source_uri"),
             "status": pa.array([STATUS_FAILED] * n),
@@ -437,6 +526,13 @@ def _failed_rows(missing: pa.Table, label: dict) -> pa.Table:
             "output_tokens": pa.array([0] * n, pa.int64()),
             "latency_s": pa.array([0.0] * n),
             "captioned_at": now,
+            "prompt_sha256": pa.array([label["prompt_sha256"]] * n, pa.string()),
+            "sampling": pa.array([label["sampling"]] * n, pa.string()),
+            "engine": pa.array([label["engine"]] * n, pa.string()),
+            "engine_version": pa.array([label["engine_version"]] * n, pa.string()),
+            "frame_timestamps_s": pa.array([[]] * n, pa.list_(pa.float64())),
+            "caption_fields": pa.nulls(n, pa.map_(pa.string(), pa.string())),
+            "source_track": pa.array([label["source_track"]] * n, pa.string()),
         }
     ).cast(schema)
 
@@ -483,6 +579,7 @@ def caption_partitions(
     from videolake.platform.captioning.base import backend_params, captioner_class
 
     backend_params(captioner_class(config.backend), config)  # a bad backend parameter fails here, not in each actor
+    config.check_second_pass()
 
     import ray
     import ray.data
@@ -498,7 +595,8 @@ def caption_partitions(
         ensure_ray()
     if open_source is None and store is not None:
         open_source = store_opener(lambda _uri: store)
-    checkpoints = Checkpoints(lake.files(), TABLE, stage_code_version(config))
+    checkpoints = Checkpoints(lake.files(), checkpoint_table(config), stage_code_version(config))
+    migrate_untracked(lake)
     run_key = f"{partitions.start.isoformat()}_{partitions.end.isoformat()}"
     ledger_dir = checkpoints.ledger_dir(run_key)
     token = uuid.uuid4().hex[:16]
@@ -511,7 +609,11 @@ def caption_partitions(
         day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in days}
     elif inputs is not None:
         day_inputs = {d: inputs for d in days}  # empty
-    plans = call_each(plan_day, [(lake, checkpoints, d, unit, token, day_inputs.get(d)) for d in days], on_ray=on_ray)
+    plans = call_each(
+        plan_day,
+        [(lake, checkpoints, d, unit, token, day_inputs.get(d), config.source_track) for d in days],
+        on_ray=on_ray,
+    )
     del day_inputs
     phase = {"plan_s": time.monotonic() - t0}
     todo = [p for plan in plans for p in plan["todo_paths"]]
@@ -577,9 +679,15 @@ def caption_partitions(
     ledger = _read_ledger(checkpoints, ledger_dir)
     since = min((e["started_at"] for e in ledger), default=None)
     label = {
+        "track": config.track,
+        "source_track": config.source_track,
         "model": config.model_label,
         "model_revision": config.model_revision,
         "prompt_version": config.prompt_template().version,
+        "prompt_sha256": config.prompt_template().sha256(),
+        "sampling": json.dumps({**asdict(config.sampling), "base_seed": config.sampling.seed}, sort_keys=True),
+        "engine": config.backend,  # no row came back from an engine: the configured backend, version unknown
+        "engine_version": "unknown: no row came back",
     }
     results = call_each(
         finalize_day, [(checkpoints, p["day"], p["wanted_path"], token, label, since) for p in plans], on_ray=on_ray
@@ -588,7 +696,7 @@ def caption_partitions(
     per_day = {p["day"]: s for p, (_, s) in zip(plans, results)}
     phase["finalize_s"] = time.monotonic() - t0 - phase["plan_s"] - wall
     t_commit = time.monotonic()
-    write = lake.commit_files(TABLE, files, partitions, token=token)
+    write = lake.commit_slice(TABLE, files, partitions, TRACK_COLUMN, config.track, token=token)
     phase["commit_s"] = time.monotonic() - t_commit
     # after the commit: todo/wanted files of this attempt, ledgers of this range, other versions' checkpoints
     for d in days:

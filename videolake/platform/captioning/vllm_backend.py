@@ -51,7 +51,14 @@ class VLLMCaptioner(CaptionerBackend):
         )
         self.model_dir, self.model_copy_s, self.model_copied = local.path, local.seconds, local.copied
         self.llm = create_llm(self.config, self.model_dir)
+        import vllm
+
+        self._engine_version = str(vllm.__version__)
         self.warm_up()
+
+    def engine_info(self) -> tuple[str, str]:
+        """vLLM and the version of the vllm package the engine was built from."""
+        return "vllm", getattr(self, "_engine_version", "")
 
     def warm_up_requests(self) -> int:
         """The warm-up's batch: the largest one the engine will step (batch_size, at most max_num_seqs at once), or
@@ -83,6 +90,7 @@ class VLLMCaptioner(CaptionerBackend):
             "do_sample_frames": False,
         }
         count = self.warm_up_requests()
+        text_only = self.config.input_mode == "text"
         # The configured sampling (temperature, top-p, max_tokens, structured outputs) and per-request seeds: the
         # warm-up then runs every decode batch size and the sampler's own path once. With greedy 2-token requests
         # the first real batch paid for them instead (CPU engine: ~2.5x a steady batch).
@@ -93,8 +101,9 @@ class VLLMCaptioner(CaptionerBackend):
             [
                 {
                     "clip_id": f"warm-up-{i}",
-                    "frames": rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8),
+                    "frames": rng.integers(0, 256, (0 if text_only else n, side, side, 3), dtype=np.uint8),
                     "video_meta": meta,
+                    "source_caption": f"A warm-up caption number {i} of a clip.",
                 }
                 for i in range(count)
             ]
@@ -150,6 +159,13 @@ class VLLMCaptioner(CaptionerBackend):
         """vLLM prompts and sampling params for decoded clips (also used by bench.py for the raw baseline)."""
         prompts, params = [], []
         for item in items:
+            if self.config.input_mode == "text":  # a second pass: the source track's caption, no frames
+                text = self.llm.get_tokenizer().apply_chat_template(
+                    self.prompt.messages([], item.get("source_caption")), tokenize=False, add_generation_prompt=True
+                )
+                prompts.append({"prompt": text})
+                params.append(self.sampling_params(item["clip_id"]))
+                continue
             frames = item["frames"]
             mm: dict[str, Any]
             if self.config.input_mode == "video":
@@ -227,6 +243,8 @@ def create_llm(config: CaptionerConfig, model_dir: str):
 
     if config.input_mode == "video":
         limit = {"video": 1, "image": 0}
+    elif config.input_mode == "text":
+        limit = {"video": 0, "image": 0}
     else:
         limit = {"image": config.frames.max_frames, "video": 0}
     engine = config.vllm

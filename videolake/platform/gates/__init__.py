@@ -106,17 +106,23 @@ def run_gates(
 
 
 def check_partition(
-    lake: Lake, table_name: str, partition_key: str, config: GateConfig | None = None
+    lake: Lake, table_name: str, partition_key: str, config: GateConfig | None = None, *, track: str | None = None
 ) -> list[GateResult]:
     """Read exactly one partition of ``table_name`` and of its context tables from ``lake`` and run its gates.
 
     The read is partition-pruned (Lake.read_partitions): other partitions' files are never opened. Used by the
-    Dagster checks and by ``videolake check --partition DATE``.
+    Dagster checks and by ``videolake check --partition DATE``. ``track``: clip_captions' rows of that caption
+    track only (a track's asset checks its own rows); None: every track, each complete.
     """
     from videolake.platform.lake import PartitionRange
 
     rng = PartitionRange.of([partition_key])
-    tbl = lake.read_partitions(table_name, rng)
+    where = None
+    if track is not None and table_name == "clip_captions":
+        import pyarrow.dataset as pads
+
+        where = pads.field("caption_track") == track
+    tbl = lake.read_partitions(table_name, rng, where=where)
     ctx = {t: lake.read_partitions(t, rng) for t in context_tables(table_name)}
     return run_gates(table_name, tbl, ctx, config, storage_options=lake.storage_options)
 

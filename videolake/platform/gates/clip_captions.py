@@ -21,7 +21,7 @@ STATUSES = ["ok", "failed"]
 
 
 def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -> tuple[list[Gate], dict[str, Frame]]:
-    df = to_pandas(tbl, ["clip_id", "status", "caption", "error", "model", "prompt_version"])
+    df = to_pandas(tbl, ["clip_id", "caption_track", "status", "caption", "error", "model", "prompt_version"])
     df["caption_blank"] = df["caption"].map(lambda c: not isinstance(c, str) or not c.strip()).astype(bool)
     df["repetition"] = (
         df["caption"].map(lambda c: repetition_score(c) if isinstance(c, str) else None).astype("float64")
@@ -30,19 +30,27 @@ def build(tbl: pa.Table, context: dict[str, pa.Table], cfg: ClipCaptionsGates) -
     filtered = context["filtered_clips"]
     passed_mask = filtered.column("passed").to_pylist()
     passed_ids = [i for i, p in zip(filtered.column("clip_id").to_pylist(), passed_mask) if p is True]
-    ids = id_reconciliation(passed_ids, df["clip_id"].tolist(), "clip_id")
+    # Per caption track: every passed clip has one row in each track the partition holds (a track's asset checks
+    # its own rows only: check_partition(track=...)). With one track the ids are plain clip ids.
+    tracks = sorted(set(df["caption_track"].dropna().tolist())) or ["default"]
+    if len(tracks) == 1:
+        ids = id_reconciliation(passed_ids, df["clip_id"].tolist(), "clip_id")
+    else:
+        expected = [f"{c}@{t}" for t in tracks for c in passed_ids]
+        actual = [f"{c}@{t}" for c, t in zip(df["clip_id"].tolist(), df["caption_track"].tolist())]
+        ids = id_reconciliation(expected, actual, "clip_id")
     frames = {"rows": Frame(df, "clip_id"), "ids": Frame(ids, "clip_id")}
 
     rows = len(df)
     gates = [
         exactly_once_gate(
             "one_caption_per_passed_clip",
-            "every passed clip has exactly one caption row, and there are no others",
+            "every passed clip has exactly one caption row (per caption track), and there are no others",
             "clip_id",
             missing="{n} passed clip(s) without a caption row",
             extra="{n} caption row(s) for clips that did not pass filtering",
             duplicated="{n} clip(s) with more than one caption row",
-            extra_measured={"passed_clips": len(set(passed_ids)), "rows": rows},
+            extra_measured={"passed_clips": len(set(passed_ids)), "rows": rows, "tracks": len(tracks)},
         ),
         Gate(
             "status_consistent",

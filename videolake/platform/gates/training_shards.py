@@ -74,8 +74,17 @@ def build(
     df = to_pandas(tbl, ["clip_id", "status", "shard_uri", "source_uri"])
     df["is_failed"] = (df["status"] == "failed").astype("float64")
     captions = context["clip_captions"]
+    # the samples carry one caption track's captions (ShardConfig.caption_track, on every row): that track's ok
+    # captions are the eligible clips (rows written before tracks existed: the default track)
+    tracks = {t or "default" for t in tbl.column("caption_track").to_pylist()} or {"default"}
     eligible = [
-        c for c, s in zip(captions.column("clip_id").to_pylist(), captions.column("status").to_pylist()) if s == "ok"
+        c
+        for c, s, t in zip(
+            captions.column("clip_id").to_pylist(),
+            captions.column("status").to_pylist(),
+            captions.column("caption_track").to_pylist(),
+        )
+        if s == "ok" and t in tracks
     ]
     ids = id_reconciliation(eligible, df["clip_id"].tolist(), "clip_id")
     frames = {

@@ -199,6 +199,28 @@ def write_card(
     return store.put_bytes(release_key(name, CARD), text.encode("utf-8")), images
 
 
+def faces_section(ok: pa.Table) -> list[str]:
+    """The card's face-blur statement, from the released rows' ``faces_blurred`` (ShardConfig.blur_faces when the
+    shard stage wrote them; null on rows written before the column existed): docs/privacy.md."""
+    values = ok.column("faces_blurred").to_pylist() if "faces_blurred" in ok.column_names else [None] * ok.num_rows
+    counts = Counter("blurred" if v else "not blurred" if v is not None else "unknown" for v in values)
+    if counts.get("blurred") == ok.num_rows:
+        verdict = "Faces were blurred in every sample's mp4 (the shard stage's `blur_faces`)."
+    elif counts.get("not blurred") == ok.num_rows:
+        verdict = "Faces were not blurred: the samples show every face as the source did (`blur_faces` was off)."
+    else:
+        verdict = "Faces were blurred in some samples only, or it is not recorded for some (see the counts)."
+    return [
+        "## Faces",
+        "",
+        verdict + " A blurred sample hides the faces the detector (MTCNN) found; a face it missed is not blurred "
+        "(docs/privacy.md).",
+        "",
+        *_table(["faces", "samples"], sorted(counts.items())),
+        "",
+    ]
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     def cell(v: Any) -> str:
         return "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
@@ -271,6 +293,9 @@ def card_markdown(
     out += [
         "## Captioning models and prompts",
         "",
+        f"Caption track: `{manifest.get('caption_track', 'default')}` (clip_captions.caption_track): every sample's "
+        "text is that track's caption.",
+        "",
         *_table(
             ["model", "revision", "prompt version", "samples"],
             [
@@ -280,6 +305,7 @@ def card_markdown(
         ),
         "",
     ]
+    out += faces_section(ok)
     out += ["## From videos to samples (released days)", "", *_table(["stage", "count"], funnel(data, ok)), ""]
     out += [
         "## Upstream rejections by reason (released days)",

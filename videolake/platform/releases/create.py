@@ -68,7 +68,16 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "raw_videos": ("video_id", "status", "reject_reason", PARTITION_COLUMN),
     "scene_clips": ("clip_id", "detect_error", PARTITION_COLUMN),
     "filtered_clips": ("clip_id", "passed", "reject_reason", PARTITION_COLUMN),
-    "clip_captions": ("clip_id", "status", "error", "model", "model_revision", "prompt_version", PARTITION_COLUMN),
+    "clip_captions": (
+        "clip_id",
+        "caption_track",
+        "status",
+        "error",
+        "model",
+        "model_revision",
+        "prompt_version",
+        PARTITION_COLUMN,
+    ),
     "training_shards": (
         "clip_id",
         "status",
@@ -86,6 +95,8 @@ READ_COLUMNS: dict[str, tuple[str, ...]] = {
         "fps",
         "duration_s",
         "caption_chars",
+        "caption_track",
+        "faces_blurred",
         PARTITION_COLUMN,
     ),
 }
@@ -146,10 +157,12 @@ def create_release(
     *,
     buckets: Iterable[str] | None = None,
     gate_verdicts: GateVerdicts | None = None,
+    caption_track: str | None = None,
 ) -> Release:
     """Publish release ``name`` from the days [start, end] (inclusive) that passed every gate of every table.
 
-    ``buckets``: only the shards of these buckets (None: all). ``gate_verdicts(table, day)``: the failed blocking
+    ``buckets``: only the shards of these buckets (None: all). ``caption_track``: the caption track the shards must
+    carry (None: the one they carry; shards of several tracks are refused); the manifest and the card name it. ``gate_verdicts(table, day)``: the failed blocking
     gates of a partition (default ``gate_verdicts_from_lake(lake)``). Raises ReleaseExistsError when the name has a
     manifest, ReleaseError when no day (or no shard) is left to release.
     """
@@ -188,6 +201,10 @@ def create_release(
     ok = shard_rows.filter(pc.equal(shard_rows.column("status"), "ok"))
     if wanted is not None:
         ok = ok.filter(pc.is_in(ok.column("bucket"), pa.array(wanted, pa.string())))
+    track = _release_track(ok, caption_track)
+    # the card's caption figures: the released track's rows only (a day holds one row per clip per track)
+    caps = data["clip_captions"]
+    data["clip_captions"] = caps.filter(pc.equal(caps.column("caption_track"), track))
     shards = shard_list(ok)
     if not shards:
         raise ReleaseError(
@@ -208,6 +225,7 @@ def create_release(
         "partitions": taken,
         "excluded_partitions": excluded,
         "buckets": wanted,
+        "caption_track": track,
         "tables": tables,
         "shards": shards,
         "totals": totals_of(ok, shards),
@@ -320,6 +338,24 @@ def _with_caption_chars(lake: Lake, ok: pa.Table, days: list[str]) -> pa.Table:
     ]
     idx = ok.schema.get_field_index("caption_chars")
     return ok.set_column(idx, "caption_chars", pa.array(filled, ok.schema.field(idx).type))
+
+
+def _release_track(ok: pa.Table, wanted: str | None) -> str:
+    """The caption track of the released samples (training_shards.caption_track; rows written before tracks: the
+    default track); ReleaseError when they carry several or not the ``wanted`` one."""
+    tracks = sorted({t or "default" for t in ok.column("caption_track").to_pylist()})
+    if len(tracks) > 1:
+        raise ReleaseError(
+            f"the released days' shards carry the captions of several tracks ({', '.join(tracks)}): build the "
+            "shards of every day from one track (the shard stage's caption_track) and release again"
+        )
+    track = tracks[0] if tracks else (wanted or "default")
+    if wanted is not None and track != wanted:
+        raise ReleaseError(
+            f"the released days' shards carry caption track {track!r}, not {wanted!r}: build them with "
+            f"caption_track={wanted!r} first"
+        )
+    return track
 
 
 def _hours(seconds: float) -> float:

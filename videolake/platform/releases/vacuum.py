@@ -38,7 +38,7 @@ from videolake.platform.releases.manifest import (
     pending_pins,
     release_key,
 )
-from videolake.platform.schemas import INDEX_TABLES, TABLE_NAMES
+from videolake.platform.schemas import DERIVED_TABLES, INDEX_TABLES, TABLE_NAMES
 
 if TYPE_CHECKING:
     from videolake.platform.lake import Lake
@@ -189,7 +189,7 @@ def vacuum_lake(
     delete files the log never named (orphans of attempts that never committed) older than the retention.
     Every table is planned before the first file is deleted, so a refusal deletes nothing."""
     pins = pinned_versions(lake, store)
-    tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES)) if lake.exists(t)]
+    tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES, *DERIVED_TABLES)) if lake.exists(t)]
     plans = [
         plan_table(
             lake,

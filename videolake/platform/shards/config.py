@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from videolake.platform.params import param
 
@@ -26,6 +27,28 @@ class ShardConfig:
         1 << 30, "most bytes in one tar shard (a larger single sample gets a shard of its own)", min=1024
     )
     prefix: str = param("shards", "object-store prefix of the shards")
+    # Face blur (shards.face_blur, docs/privacy.md): off by default; the release card says whether it was on.
+    blur_faces: bool = param(
+        False,
+        "blur every face the detector (MTCNN) finds in a sample's frames before encoding; faces it misses are not "
+        "blurred (docs/privacy.md)",
+    )
+    blur_min_confidence: float = param(
+        0.9, "blur_faces: a detection is blurred when MTCNN's probability is at least this", min=0.0, max=1.0
+    )
+    blur_detect_every: int = param(
+        5,
+        "blur_faces: detect on every Nth frame (and the clip's last); a frame between two detections is blurred "
+        "inside the boxes of both",
+        min=1,
+    )
+    blur_detect_pixels: int = param(
+        640 * 360, "blur_faces: frames are downscaled to at most this many pixels for detection", min=64 * 64
+    )
+    blur_margin: float = param(
+        0.25, "blur_faces: each face box is enlarged by this share of its size on every side", min=0.0, max=2.0
+    )
+    caption_track: str = param("default", "the caption track whose captions the samples carry (clip_captions)")
     resolutions: tuple[int, ...] = field(
         default=(144, 240, 360, 480, 720, 1080, 1440, 2160),
         metadata={"help": "resolution buckets: a clip goes to the largest value <= its encoded short side"},
@@ -38,6 +61,19 @@ class ShardConfig:
         default=(64, 128, 256),
         metadata={"help": "length-bucket edges in frames: 0-63, 64-127, 128-255, 256+ by default"},
     )
+
+    def blur_settings(self) -> Any:
+        """The face blur's settings (shards.face_blur.BlurSettings); None when blur_faces is off."""
+        from videolake.platform.shards.face_blur import BlurSettings
+
+        if not self.blur_faces:
+            return None
+        return BlurSettings(
+            min_confidence=self.blur_min_confidence,
+            detect_every=self.blur_detect_every,
+            detect_pixels=self.blur_detect_pixels,
+            margin=self.blur_margin,
+        )
 
     def __post_init__(self) -> None:
         if list(self.resolutions) != sorted(set(self.resolutions)) or not self.resolutions:

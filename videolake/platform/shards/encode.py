@@ -14,10 +14,14 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from videolake.platform.clips import iter_frames
 from videolake.platform.orientation import Orientation
 from videolake.platform.shards.config import ShardConfig
+
+if TYPE_CHECKING:
+    from videolake.platform.shards.face_blur import FaceBlurrer
 
 # Bump when the recipe changes (it is part of the stage version, so old samples are not reused).
 ENCODE_VERSION = 3  # 2: encoded by the ffmpeg command; 3: scaled there too
@@ -63,6 +67,14 @@ class ClipEncoder:
         self.size = (0, 0)
         self.written = 0
         self.orientation: Orientation | None = None
+        # blur_faces: frames pass through the face blur (shards.face_blur), which holds a few back until its next
+        # detection; close() lets the rest out.
+        settings = config.blur_settings()
+        self.blur: FaceBlurrer | None = None
+        if settings is not None:
+            from videolake.platform.shards.face_blur import FaceBlurrer
+
+            self.blur = FaceBlurrer(settings)
 
     def _start(self, width: int, height: int) -> None:
         ffmpeg = shutil.which("ffmpeg")
@@ -131,6 +143,13 @@ class ClipEncoder:
                 f"the frame size changed within the clip: {frame.width}x{frame.height}, was "
                 f"{self.source[0]}x{self.source[1]}"
             )
+        if self.blur is not None:
+            for rgb in self.blur.push(frame.to_ndarray(format="rgb24")):
+                self._write(self.av.VideoFrame.from_ndarray(rgb, format="rgb24"))
+            return
+        self._write(frame)
+
+    def _write(self, frame) -> None:
         raw = frame if frame.format.name == "yuv420p" else frame.reformat(format="yuv420p")
         assert self.proc is not None and self.proc.stdin is not None  # started above, with a pipe
         try:
@@ -145,6 +164,9 @@ class ClipEncoder:
 
     def close(self) -> None:
         """End the input: the encoder flushes on its own while the caller decodes the next clip."""
+        if self.blur is not None and self.proc is not None:
+            for rgb in self.blur.flush():  # the frames the face blur still holds
+                self._write(self.av.VideoFrame.from_ndarray(rgb, format="rgb24"))
         if self.proc is not None and self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
 

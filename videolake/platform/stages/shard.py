@@ -58,25 +58,43 @@ def shard_version(config: ShardConfig) -> str:
 # ------------------------------------------------------------------------------------------------ inputs
 
 
-def eligible_clips(lake: Any, rng: PartitionRange) -> pa.Table:
-    """The clips of the range that become samples: passed in filtered_clips and with an ``ok`` caption, joined with
-    their frame range (scene_clips), frame rate (raw_videos) and scores. One row per clip, sorted by clip_id."""
+def eligible_clips(lake: Any, rng: PartitionRange, track: str = "default") -> pa.Table:
+    """The clips of the range that become samples: passed in filtered_clips and with an ``ok`` caption in caption
+    track ``track`` (only that track's captions are read), joined with their frame range (scene_clips), frame rate
+    (raw_videos) and scores. One row per clip, sorted by clip_id."""
+    import pyarrow.dataset as pads
+
     captions = lake.read_partitions(
         "clip_captions",
         rng,
         columns=[
             "clip_id",
+            "caption_track",
             "video_id",
             "source_uri",
             "status",
             "caption",
+            "caption_fields",
             "model",
             "model_revision",
             "prompt_version",
             PARTITION_COLUMN,
         ],
+        where=pads.field("caption_track") == track,
     )
     captions = captions.filter(pc.equal(captions.column("status"), STATUS_OK)).drop_columns(["status"])
+    # Arrow joins carry no map column: a structured track's fields travel as JSON text (null: a free-text track)
+    captions = captions.set_column(
+        captions.schema.get_field_index("caption_fields"),
+        "caption_fields",
+        pa.array(
+            [
+                None if f is None else json.dumps(dict(f), sort_keys=True)
+                for f in captions.column("caption_fields").to_pylist()
+            ],
+            pa.string(),
+        ),
+    )
     filtered = lake.read_partitions(
         "filtered_clips", rng, columns=["clip_id", "passed", *SCORE_COLUMNS, "scores", PARTITION_COLUMN]
     )
@@ -105,6 +123,7 @@ def _units(eligible: pa.Table) -> list[dict]:
     for c in eligible.to_pylist():
         day = c.pop(PARTITION_COLUMN).isoformat()
         c["scores"] = json.loads(c["scores"]) if c["scores"] else {}
+        c["caption_fields"] = json.loads(c["caption_fields"]) if c.get("caption_fields") else None
         by_video.setdefault((day, c["video_id"]), []).append(c)
     units = []
     for (day, vid), cs in sorted(by_video.items()):
@@ -132,6 +151,8 @@ def sample_json(clip: dict, day: str, encoded: Any, fps: float, bucket: str) -> 
     scores.update(clip.get("scores") or {})
     return {
         "caption": clip["caption"],
+        "caption_track": clip["caption_track"],
+        **({"caption_fields": clip["caption_fields"]} if clip.get("caption_fields") else {}),
         "clip_id": clip["clip_id"],
         "video_id": clip["video_id"],
         "source_uri": clip["source_uri"],
@@ -165,6 +186,7 @@ def _failed_row(clip: dict, error: str, failure: str | None = None) -> dict:
         "failure_class": failure,
         "num_frames": int(clip["end_frame"]) - int(clip["start_frame"]),
         "caption_chars": len(clip["caption"] or ""),
+        "caption_track": clip["caption_track"],
     }
 
 
@@ -218,6 +240,8 @@ def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version
                 "fps": fps,
                 "duration_s": encoded.num_frames / fps,
                 "caption_chars": len(clip["caption"]),
+                "caption_track": clip["caption_track"],
+                "faces_blurred": config.blur_faces,
             }
         )
     return rows
@@ -331,7 +355,7 @@ def shard_partitions(
     """training_shards for the run's partitions (see the module docstring); then the cleanup of unreferenced
     shards of those days (``remove_stale_shards``)."""
     version = shard_version(config)
-    units = _units(eligible_clips(lake, partitions))
+    units = _units(eligible_clips(lake, partitions, config.caption_track))
     recompute_units_without_samples(lake, store, config, version, units)
     step = PartitionStep(
         reduce=partial(pack_day, store=store, config=config, version=version), summarize=table_spec(TABLE).figures_of
