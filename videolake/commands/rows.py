@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from videolake.platform.schemas import TABLE_NAMES
+
+if TYPE_CHECKING:
+    from videolake.platform.lake import Lake
 
 VIEW_COLUMNS = ("status", "reason", "detail", "source")
 MAX_CELL = 120  # characters of a text cell (ids are never cut); --json gives every value whole
@@ -207,23 +210,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"error: --date is YYYY-MM-DD, got {args.date!r}")
         return 2
-    from collections import Counter
-
     from videolake.commands.release import lake_and_store
-    from videolake.platform.lake import PartitionRange
 
     with lake_and_store() as (lake, _store, _config):
         if not lake.exists(args.table):
             print(f"error: {args.table} has no table yet (materialize it first: `videolake run --start {args.date}`)")
             return 1
-        rng = PartitionRange.of([args.date])
-        tbl = lake.read_partitions(args.table, rng)
-        rows, schema_names = tbl.to_pylist(), tbl.column_names
-        sources: dict[str, str] = {}
-        # a row without its own source_uri (filtered_clips; rows written before the column was) gets its video's
-        if any(r.get("video_id") and not r.get("source_uri") for r in rows) and lake.exists("raw_videos"):
-            raw = lake.read_partitions("raw_videos", rng, columns=["video_id", "source_uri"]).to_pylist()
-            sources = {r["video_id"]: r["source_uri"] for r in raw}
+        rows, schema_names, sources = _read_day(lake, args.table, args.date)
     try:
         columns = columns_for(args.table, schema_names, args.columns)
     except ValueError as exc:
@@ -231,18 +224,45 @@ def run(args: argparse.Namespace) -> int:
         return 2
     viewed = view_rows(args.table, rows, sources)
     if args.groups:
-        if "duplicate_group" not in schema_names:
-            print(f"error: {args.table} has no duplicate groups (--groups is for filtered_clips)")
-            return 2
-        groups = duplicate_groups([r for r in viewed if matches(r, args.status, args.reason)])
-        if args.json:
-            for g in groups:
-                print(json.dumps(g, default=str))
-        else:
-            if groups:
-                print("\n".join(group_lines(groups)))
-            print(f"{args.table} {args.date}: {len(groups)} duplicate group(s)")
-        return 0
+        return _print_groups(args, viewed, schema_names)
+    return _print_rows(args, viewed, columns)
+
+
+def _read_day(lake: Lake, table: str, date: str) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
+    """The day's rows of ``table``, its column names and video_id -> source_uri for rows without their own."""
+    from videolake.platform.lake import PartitionRange
+
+    rng = PartitionRange.of([date])
+    tbl = lake.read_partitions(table, rng)
+    rows, schema_names = tbl.to_pylist(), tbl.column_names
+    sources: dict[str, str] = {}
+    # a row without its own source_uri (filtered_clips; rows written before the column was) gets its video's
+    if any(r.get("video_id") and not r.get("source_uri") for r in rows) and lake.exists("raw_videos"):
+        raw = lake.read_partitions("raw_videos", rng, columns=["video_id", "source_uri"]).to_pylist()
+        sources = {r["video_id"]: r["source_uri"] for r in raw}
+    return rows, schema_names, sources
+
+
+def _print_groups(args: argparse.Namespace, viewed: list[dict[str, Any]], schema_names: list[str]) -> int:
+    """``--groups``: print the day's duplicate groups of the matching rows (JSON lines or text); the exit code."""
+    if "duplicate_group" not in schema_names:
+        print(f"error: {args.table} has no duplicate groups (--groups is for filtered_clips)")
+        return 2
+    groups = duplicate_groups([r for r in viewed if matches(r, args.status, args.reason)])
+    if args.json:
+        for g in groups:
+            print(json.dumps(g, default=str))
+    else:
+        if groups:
+            print("\n".join(group_lines(groups)))
+        print(f"{args.table} {args.date}: {len(groups)} duplicate group(s)")
+    return 0
+
+
+def _print_rows(args: argparse.Namespace, viewed: list[dict[str, Any]], columns: list[str]) -> int:
+    """Print the matching rows, problems first (JSON lines, or a table and a count by status); the exit code."""
+    from collections import Counter
+
     shown = [r for r in viewed if matches(r, args.status, args.reason)]
     key = lambda r: (r["status"] == "ok", str(r.get("reason") or ""), str(r.get(columns[0]) or ""))  # noqa: E731
     shown.sort(key=key)  # problems first, grouped by reason

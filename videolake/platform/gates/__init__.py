@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -41,6 +41,8 @@ from videolake.platform.gates.text import repetition_score
 from videolake.platform.schemas import TABLE_SPECS
 
 if TYPE_CHECKING:
+    from videolake.platform.gates.config import _TableGates
+    from videolake.platform.gates.core import Frame, Gate
     from videolake.platform.lake import Lake
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ def run_gates(
     gathers what its gates judge beyond the rows first; ``storage_options`` reach S3 objects (the lake's)."""
     from videolake.platform.gates.gx_runner import evaluate_gates
     from videolake.platform.lake import conform
-    from videolake.platform.schemas import PARTITION_COLUMN, TABLES
+    from videolake.platform.schemas import TABLES
 
     if table_name not in TABLE_GATES:
         raise KeyError(f"no gates for table {table_name!r}; known: {', '.join(TABLE_GATES)}")
@@ -81,28 +83,53 @@ def run_gates(
     config = config if config is not None else load_gate_config()
     tbl = conform(tbl, TABLES[table_name])
     ctx = {t: conform(context_tables[t], TABLES[t]) for t in needed}
+    _require_one_partition(table_name, list({table_name: tbl, **ctx}.values()))
+    table_cfg = config.for_table(table_name)
+    gates, frames = _build_gates(table_name, module_name, tbl, ctx, table_cfg, storage_options)
+    settings = {g.name: table_cfg.settings(g.name) for g in gates}
+    results = evaluate_gates(table_name, gates, frames, settings)
+    _log_results(table_name, results)
+    return results
+
+
+def _require_one_partition(table_name: str, tables: list[pa.Table]) -> None:
+    """Raise ValueError when the table and its context tables span more than one partition."""
+    from videolake.platform.schemas import PARTITION_COLUMN
+
     partitions = set()
-    for t in {table_name: tbl, **ctx}.values():
+    for t in tables:
         partitions |= {d for d in t.column(PARTITION_COLUMN).to_pylist()}
     if len(partitions) > 1:
         raise ValueError(
             f"run_gates checks one partition at a time; {table_name} and its context span {sorted(str(p) for p in partitions)}"
         )
-    table_cfg = config.for_table(table_name)
+
+
+def _build_gates(
+    table_name: str,
+    module_name: str,
+    tbl: pa.Table,
+    ctx: dict[str, pa.Table],
+    table_cfg: _TableGates,
+    storage_options: Mapping[str, str] | None,
+) -> tuple[list[Gate], dict[str, Frame]]:
+    """The table's gates and the frames they judge, from its gate module (evidence first where it has some)."""
     module = importlib.import_module(module_name)
-    found = {}
+    found: dict[str, Any] = {}
     if hasattr(module, "evidence"):
         found["found"] = module.evidence(tbl, table_cfg, dict(storage_options or {}))
     gates, frames = module.build(tbl, ctx, table_cfg, **found)
     names = [g.name for g in gates]
     if tuple(names) != gate_names(table_name):  # the config's gate list and the builders must agree
         raise RuntimeError(f"{table_name}: built gates {names} != configured {list(gate_names(table_name))}")
-    settings = {name: table_cfg.settings(name) for name in names}
-    results = evaluate_gates(table_name, gates, frames, settings)
+    return gates, frames
+
+
+def _log_results(table_name: str, results: list[GateResult]) -> None:
+    """Log each gate's verdict: passed at INFO, a failed error-severity gate at ERROR, other failures at WARNING."""
     for r in results:
         level = logging.INFO if r.passed else (logging.ERROR if r.severity == "error" else logging.WARNING)
         log.log(level, "gate %s.%s %s: %s", table_name, r.gate, "passed" if r.passed else "FAILED", r.description)
-    return results
 
 
 def check_partition(

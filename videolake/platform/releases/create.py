@@ -54,7 +54,7 @@ from videolake.platform.schemas import PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from videolake.platform.gates import GateConfig
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake import Lake, PartitionRange
 
 log = logging.getLogger(__name__)
 
@@ -184,39 +184,18 @@ def create_release(
 
     versions = {t: lake.version(t) for t in RELEASE_TABLES}
     rows = {t: _rows_by_day(lake, t, requested) if versions[t] is not None else {} for t in RELEASE_TABLES}
-    taken, excluded = [], []
-    for day in days:
-        reason, detail = _exclusion(day, rows, verdicts)
-        if reason is None:
-            taken.append(day)
-        else:
-            excluded.append({"partition_date": day, "reason": reason, **detail})
-            log.info("release %s: %s left out: %s", name, day, reason)
-    if not taken:
-        why = "; ".join(f"{e['partition_date']}: {e['reason']}" for e in excluded)
-        raise ReleaseError(f"no partition of {requested} can be released ({why})")
+    taken, excluded = _split_days(name, days, rows, verdicts, requested)
 
     data = {t: _read_days(lake, t, taken, READ_COLUMNS[t]) for t in RELEASE_TABLES}
-    shard_rows = data["training_shards"]
-    ok = shard_rows.filter(pc.equal(shard_rows.column("status"), "ok"))
-    if wanted is not None:
-        ok = ok.filter(pc.is_in(ok.column("bucket"), pa.array(wanted, pa.string())))
+    ok = _ok_samples(data["training_shards"], wanted)
     track = _release_track(ok, caption_track)
     # the card's caption figures: the released track's rows only (a day holds one row per clip per track)
     caps = data["clip_captions"]
     data["clip_captions"] = caps.filter(pc.equal(caps.column("caption_track"), track))
-    shards = shard_list(ok)
-    if not shards:
-        raise ReleaseError(
-            f"the released days {', '.join(taken)} have no shard"
-            + (f" in the buckets {', '.join(wanted)}" if wanted is not None else "")
-        )
+    shards = _released_shards(ok, taken, wanted)
 
     _check_unchanged(lake, versions, requested)  # early: a write that landed while the rows were read
-    missing = [t for t in RELEASE_TABLES if versions[t] is None]
-    if missing:  # not reached: a day without a table's rows is left out above
-        raise ReleaseError(f"the lake has no table {', '.join(missing)}")
-    tables = {t: {"uri": lake.table_uri(t), "version": int(v)} for t, v in versions.items() if v is not None}
+    tables = _pinned_tables(lake, versions)
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "name": name,
@@ -231,21 +210,11 @@ def create_release(
         "totals": totals_of(ok, shards),
     }
 
-    from videolake.platform.releases.card import write_card
-
     # files.json before the pin: a vacuum that honours the pin falls back to it when the log lacks a version
     store.put_bytes(release_key(name, FILES), _json(_pinned_files(lake, versions, taken)))
     pin = write_pending_pin(store, name, tables, [s["uri"] for s in shards])
     try:
-        card_uri, images = write_card(store, manifest, _with_caption_chars(lake, ok, taken), data)
-        _check_unchanged(lake, versions, requested)  # the final check: after the pin, before the manifest
-        _check_shards_exist(store, shards)
-        if store.exists(manifest_key):  # a create of the same name that finished meanwhile: it keeps the name
-            raise ReleaseExistsError(
-                f"release {name!r} was published by another create while this one ran "
-                f"({store.uri(manifest_key)}); choose another name"
-            )
-        manifest_uri = store.put_bytes(manifest_key, _json(manifest))  # last: from here on the release exists
+        card_uri, images, manifest_uri = _publish(lake, store, manifest, versions, requested, ok, data)
     except BaseException:
         remove_pending_pins(store, name, pin)
         raise
@@ -259,6 +228,77 @@ def create_release(
         manifest_uri,
     )
     return Release(name=name, manifest=manifest, manifest_uri=manifest_uri, card_uri=card_uri, images=images)
+
+
+def _split_days(
+    name: str, days: list[str], rows: dict[str, dict[str, int]], verdicts: GateVerdicts, requested: PartitionRange
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The days that can be released and the excluded ones with why; ReleaseError when none can."""
+    taken, excluded = [], []
+    for day in days:
+        reason, detail = _exclusion(day, rows, verdicts)
+        if reason is None:
+            taken.append(day)
+        else:
+            excluded.append({"partition_date": day, "reason": reason, **detail})
+            log.info("release %s: %s left out: %s", name, day, reason)
+    if not taken:
+        why = "; ".join(f"{e['partition_date']}: {e['reason']}" for e in excluded)
+        raise ReleaseError(f"no partition of {requested} can be released ({why})")
+    return taken, excluded
+
+
+def _ok_samples(shard_rows: pa.Table, wanted: list[str] | None) -> pa.Table:
+    """The ok training_shards rows, of the ``wanted`` buckets only (None: every bucket)."""
+    ok = shard_rows.filter(pc.equal(shard_rows.column("status"), "ok"))
+    if wanted is not None:
+        ok = ok.filter(pc.is_in(ok.column("bucket"), pa.array(wanted, pa.string())))
+    return ok
+
+
+def _released_shards(ok: pa.Table, taken: list[str], wanted: list[str] | None) -> list[dict[str, Any]]:
+    """The shard list of the ok rows (``shard_list``); ReleaseError when the released days have none."""
+    shards = shard_list(ok)
+    if not shards:
+        raise ReleaseError(
+            f"the released days {', '.join(taken)} have no shard"
+            + (f" in the buckets {', '.join(wanted)}" if wanted is not None else "")
+        )
+    return shards
+
+
+def _pinned_tables(lake: Lake, versions: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """The manifest's ``tables``: each table's uri and pinned version; ReleaseError when a table does not exist."""
+    missing = [t for t in RELEASE_TABLES if versions[t] is None]
+    if missing:  # not reached: a day without a table's rows is left out above
+        raise ReleaseError(f"the lake has no table {', '.join(missing)}")
+    return {t: {"uri": lake.table_uri(t), "version": int(v)} for t, v in versions.items() if v is not None}
+
+
+def _publish(
+    lake: Lake,
+    store: ObjectStore,
+    manifest: dict[str, Any],
+    versions: dict[str, int | None],
+    requested: PartitionRange,
+    ok: pa.Table,
+    data: dict[str, pa.Table],
+) -> tuple[str, tuple[str, ...], str]:
+    """Write the card, check again, then the manifest (last); the card's uri, its images and the manifest's uri."""
+    from videolake.platform.releases.card import write_card
+
+    name, taken = manifest["name"], manifest["partitions"]
+    manifest_key = release_key(name, MANIFEST)
+    card_uri, images = write_card(store, manifest, _with_caption_chars(lake, ok, taken), data)
+    _check_unchanged(lake, versions, requested)  # the final check: after the pin, before the manifest
+    _check_shards_exist(store, manifest["shards"])
+    if store.exists(manifest_key):  # a create of the same name that finished meanwhile: it keeps the name
+        raise ReleaseExistsError(
+            f"release {name!r} was published by another create while this one ran "
+            f"({store.uri(manifest_key)}); choose another name"
+        )
+    manifest_uri = store.put_bytes(manifest_key, _json(manifest))  # last: from here on the release exists
+    return card_uri, images, manifest_uri
 
 
 def _exclusion(day: str, rows: dict[str, dict[str, int]], verdicts: GateVerdicts) -> tuple[str | None, dict[str, Any]]:
