@@ -408,69 +408,99 @@ class CaptionerBackend(ABC):
     def _rows(self, items, results, generate_s: float, finished: float) -> dict[str, np.ndarray]:
         n = len(items)
         now = np.datetime64(int(finished * 1e6), "us")
-        ok = [r is not None and r.ok and bool(r.caption and r.caption.strip()) for r in results]
-        errors: list[str | None] = []
-        for r, good in zip(results, ok):
-            if good:
-                errors.append(None)
-            elif r is not None and r.error:
-                errors.append(r.error)
-            else:
-                errors.append("empty output: the model returned no caption text")
-        fields: list[dict[str, str] | None] = [None] * n
+        ok = [_is_ok(r) for r in results]
+        errors = [None if good else _error_text(r) for r, good in zip(results, ok)]
         captions = [r.caption if g else None for r, g in zip(results, ok)]
-        if self.prompt.structured:
-            from videolake.platform.captioning.prompts import structured_fields
-
-            for i, text in enumerate(captions):
-                if text is None:
-                    continue
-                caption, fields[i] = structured_fields(text)
-                if caption is None:  # no usable "caption" field: the sample would have no text
-                    captions[i], fields[i], ok[i] = None, None, False
-                    errors[i] = "invalid JSON output: no non-blank caption field"
-                else:
-                    captions[i] = caption
+        fields = self._structured_fields(captions, ok, errors)
         engine, engine_version = self.engine_info()
         return {
-            "clip_id": np.array([it["clip_id"] for it in items], dtype=object),
-            "caption_track": np.array([self.config.track] * n, dtype=object),
-            "video_id": np.array([it["video_id"] for it in items], dtype=object),
-            "source_uri": np.array([it["source_uri"] for it in items], dtype=object),
+            "clip_id": _item_column(items, "clip_id"),
+            "caption_track": _repeat(self.config.track, n),
+            "video_id": _item_column(items, "video_id"),
+            "source_uri": _item_column(items, "source_uri"),
             "status": np.array([STATUS_OK if g else STATUS_FAILED for g in ok], dtype=object),
             "caption": np.array(captions, dtype=object),
             "error": np.array(errors, dtype=object),
-            "failure_class": np.array(
-                [
-                    None if g else ((r.failure_class if r is not None else None) or PERMANENT)
-                    for r, g in zip(results, ok)
-                ],
-                dtype=object,
-            ),
-            "model": np.array([self.config.model_label] * n, dtype=object),
-            "model_revision": np.array([self.config.model_revision] * n, dtype=object),
-            "prompt_version": np.array([self.prompt.version] * n, dtype=object),
+            "failure_class": np.array([_row_failure_class(r, g) for r, g in zip(results, ok)], dtype=object),
+            "model": _repeat(self.config.model_label, n),
+            "model_revision": _repeat(self.config.model_revision, n),
+            "prompt_version": _repeat(self.prompt.version, n),
             "num_frames": np.array([it["num_frames"] for it in items], dtype=np.int32),
-            "prompt_tokens": np.array([r.prompt_tokens if r else 0 for r in results], dtype=np.int64),
-            "output_tokens": np.array([r.output_tokens if r else 0 for r in results], dtype=np.int64),
-            "latency_s": np.array([r.latency_s if r else 0.0 for r in results], dtype=np.float64),
+            **_usage_columns(results),
             "captioned_at": np.full(n, now, dtype="datetime64[us]"),
-            "prompt_sha256": np.array([self.prompt_sha256] * n, dtype=object),
+            "prompt_sha256": _repeat(self.prompt_sha256, n),
             "sampling": np.array(
                 [json.dumps(self.sampling_used(it["clip_id"]), sort_keys=True) for it in items], dtype=object
             ),
-            "engine": np.array([engine] * n, dtype=object),
-            "engine_version": np.array([engine_version] * n, dtype=object),
+            "engine": _repeat(engine, n),
+            "engine_version": _repeat(engine_version, n),
             "frame_timestamps_s": _objects([list(it["frame_times_s"]) for it in items]),
             "caption_fields": _objects(fields),
-            "source_track": np.array([self.config.source_track] * n, dtype=object),
-            "actor_id": np.array([self.actor_id] * n, dtype=object),
+            "source_track": _repeat(self.config.source_track, n),
+            "actor_id": _repeat(self.actor_id, n),
             "generate_s": np.full(n, generate_s / max(n, 1), dtype=np.float64),
             "actor_load_s": np.full(n, self.load_s, dtype=np.float64),
             "actor_started_at": np.full(n, self.started_at, dtype=np.float64),
             "actor_ready_at": np.full(n, self.ready_at, dtype=np.float64),
             "batch_finished_at": np.full(n, finished, dtype=np.float64),
         }
+
+    def _structured_fields(
+        self, captions: list[str | None], ok: list[bool], errors: list[str | None]
+    ) -> list[dict[str, str] | None]:
+        """A structured prompt's fields per clip; updates ``captions`` (to the "caption" field), ``ok`` and ``errors``
+        in place (a clip whose output has no usable caption field fails)."""
+        fields: list[dict[str, str] | None] = [None] * len(captions)
+        if not self.prompt.structured:
+            return fields
+        from videolake.platform.captioning.prompts import structured_fields
+
+        for i, text in enumerate(captions):
+            if text is None:
+                continue
+            caption, fields[i] = structured_fields(text)
+            if caption is None:  # no usable "caption" field: the sample would have no text
+                captions[i], fields[i], ok[i] = None, None, False
+                errors[i] = "invalid JSON output: no non-blank caption field"
+            else:
+                captions[i] = caption
+        return fields
+
+
+def _is_ok(r: CaptionResult | None) -> bool:
+    """Whether a clip's result is a caption: no error and non-blank text."""
+    return r is not None and r.ok and bool(r.caption and r.caption.strip())
+
+
+def _error_text(r: CaptionResult | None) -> str:
+    """The error of a clip whose result is not a caption."""
+    if r is not None and r.error:
+        return r.error
+    return "empty output: the model returned no caption text"
+
+
+def _row_failure_class(r: CaptionResult | None, good: bool) -> str | None:
+    """None for a caption, else the result's failure class (permanent when it has none)."""
+    if good:
+        return None
+    return (r.failure_class if r is not None else None) or PERMANENT
+
+
+def _usage_columns(results: list[CaptionResult | None]) -> dict[str, np.ndarray]:
+    """Tokens and latency per clip (0 for a clip that never reached the model)."""
+    return {
+        "prompt_tokens": np.array([r.prompt_tokens if r else 0 for r in results], dtype=np.int64),
+        "output_tokens": np.array([r.output_tokens if r else 0 for r in results], dtype=np.int64),
+        "latency_s": np.array([r.latency_s if r else 0.0 for r in results], dtype=np.float64),
+    }
+
+
+def _item_column(items: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.array([it[key] for it in items], dtype=object)
+
+
+def _repeat(value: Any, n: int) -> np.ndarray:
+    return np.array([value] * n, dtype=object)
 
 
 def _row(batch: dict[str, np.ndarray], i: int) -> dict[str, Any]:

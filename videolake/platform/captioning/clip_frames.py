@@ -273,46 +273,63 @@ class FrameCache:
 
     def extract(self, batch: dict[str, np.ndarray], open_source: SourceOpener | None = None) -> dict[str, np.ndarray]:
         """``extract_frames``' output for ``batch``: cached clips from the file, the others decoded."""
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        path = os.path.join(self.directory, self.FILE)
         wanted = [str(c) for c in batch["clip_id"]]
-        table = pq.read_table(path, filters=pc.field("clip_id").isin(wanted))
-        made_with = (pq.read_schema(path).metadata or {}).get(b"videolake.frames", b"").decode()
-        if made_with != self._fingerprint(self.frame_config, self.input_mode):
-            raise ValueError(f"the frame cache {path} was made with other frame settings ({made_with or 'none'})")
+        table = self._read_cached(wanted)
         cached = {cid: i for i, cid in enumerate(table.column("clip_id").to_pylist())}
         missing = [i for i, cid in enumerate(wanted) if cid not in cached]
-        decoded = (
-            extract_frames(
-                {k: np.asarray(v)[missing] for k, v in batch.items()},
-                frame_config=self.frame_config,
-                input_mode=self.input_mode,
-                open_source=open_source,
-            )
-            if missing
-            else None
-        )
-        out = extract_frames(
-            {k: np.asarray(v)[:0] for k, v in batch.items()}, frame_config=self.frame_config, input_mode=self.input_mode
-        )  # the output's columns and types, no rows
-        out = {k: np.empty(len(wanted), dtype=v.dtype) for k, v in out.items()}
-        for k in ("clip_id", "video_id", "source_uri"):
-            out[k] = np.asarray(batch[k], dtype=object)
-        col = {c: table.column(c).to_pylist() for c in ("frames", "shape", "frame_error", "video_meta")}
-        for i, cid in enumerate(wanted):
-            j = cached.get(cid)
-            if j is None:
-                continue
-            shape = tuple(col["shape"][j])
-            out["frames"][i] = np.frombuffer(col["frames"][j], dtype=np.uint8).reshape(shape).copy()
-            out["frame_error"][i] = col["frame_error"][j]
-            out["frame_error_class"][i] = PERMANENT if col["frame_error"][j] else ""  # a cached decode failure
-            out["video_meta"][i] = col["video_meta"][j]
-            out["num_frames"][i] = shape[0] if shape else 0
+        decoded = self._decode(batch, missing, open_source) if missing else None
+        out = self._empty_output(batch, len(wanted))
+        _fill_cached(out, wanted, cached, table)
         if decoded is not None:  # exactly when clips are missing
             for src, i in enumerate(missing):
                 for k in ("frames", "frame_error", "frame_error_class", "video_meta", "num_frames"):
                     out[k][i] = decoded[k][src]
         return out
+
+    def _read_cached(self, wanted: list[str]) -> Any:
+        """The cache file's rows of the ``wanted`` clip ids; a ValueError when it was made with other settings."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        path = os.path.join(self.directory, self.FILE)
+        table = pq.read_table(path, filters=pc.field("clip_id").isin(wanted))
+        made_with = (pq.read_schema(path).metadata or {}).get(b"videolake.frames", b"").decode()
+        if made_with != self._fingerprint(self.frame_config, self.input_mode):
+            raise ValueError(f"the frame cache {path} was made with other frame settings ({made_with or 'none'})")
+        return table
+
+    def _decode(
+        self, batch: dict[str, np.ndarray], missing: list[int], open_source: SourceOpener | None
+    ) -> dict[str, np.ndarray]:
+        """``extract_frames``' output for the rows ``missing`` of ``batch`` (the clips not in the cache)."""
+        return extract_frames(
+            {k: np.asarray(v)[missing] for k, v in batch.items()},
+            frame_config=self.frame_config,
+            input_mode=self.input_mode,
+            open_source=open_source,
+        )
+
+    def _empty_output(self, batch: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        """``extract_frames``' columns and types for ``n`` rows, the batch's id columns filled in."""
+        out = extract_frames(
+            {k: np.asarray(v)[:0] for k, v in batch.items()}, frame_config=self.frame_config, input_mode=self.input_mode
+        )  # the output's columns and types, no rows
+        out = {k: np.empty(n, dtype=v.dtype) for k, v in out.items()}
+        for k in ("clip_id", "video_id", "source_uri"):
+            out[k] = np.asarray(batch[k], dtype=object)
+        return out
+
+
+def _fill_cached(out: dict[str, np.ndarray], wanted: list[str], cached: dict[str, int], table: Any) -> None:
+    """Write the cached clips' frames (row ``cached[clip_id]`` of ``table``) into their rows of ``out``."""
+    col = {c: table.column(c).to_pylist() for c in ("frames", "shape", "frame_error", "video_meta")}
+    for i, cid in enumerate(wanted):
+        j = cached.get(cid)
+        if j is None:
+            continue
+        shape = tuple(col["shape"][j])
+        out["frames"][i] = np.frombuffer(col["frames"][j], dtype=np.uint8).reshape(shape).copy()
+        out["frame_error"][i] = col["frame_error"][j]
+        out["frame_error_class"][i] = PERMANENT if col["frame_error"][j] else ""  # a cached decode failure
+        out["video_meta"][i] = col["video_meta"][j]
+        out["num_frames"][i] = shape[0] if shape else 0

@@ -576,19 +576,80 @@ def caption_partitions(
     the model), so an empty or fully reused day costs no model work.
     ``frame_cache``: a ``clip_frames.FrameCache`` whose clips are not decoded again (benchmarks).
     """
+    _check_and_import(config)
+    t0 = time.monotonic()
+    run = _set_up(lake, partitions, config, store, open_source, inputs, t0)
+    plan = _plan(lake, run, unit_clips or max(config.batch_size, 1), inputs, progress)
+    phase = {"plan_s": time.monotonic() - t0}
+    batches, wall, ended_at = _run_pipeline(run, plan, store, progress, prepare, frame_cache)
+    phase["pipeline_s"] = wall
+    done = _finalize_and_commit(lake, partitions, run, plan)
+    phase["finalize_s"] = done.finalize_end - t0 - phase["plan_s"] - wall
+    phase["commit_s"] = done.commit_s
+    return _caption_run(run, plan, done, batches, wall, ended_at, phase)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every phase of one ``caption_partitions`` call shares."""
+
+    config: CaptionerConfig
+    checkpoints: Checkpoints
+    open_source: Any
+    on_ray: bool
+    ledger_dir: str
+    token: str
+    days: list[str]
+    t0: float
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The days' plans and their totals."""
+
+    plans: list[dict]
+    todo: list[str]
+    wanted: int
+    clips_reused: int
+    clips_retried: int
+    pieces_reused: int
+
+
+@dataclass(frozen=True)
+class _Committed:
+    """What finalize and commit leave: the write, the days' summaries and the run's accelerator accounting."""
+
+    write: Any  # lake.WriteResult
+    per_day: dict[str, dict]
+    held: float
+    goodput: float
+    finalize_end: float  # monotonic clock when the days were finalized (the commit starts)
+    commit_s: float
+
+
+def _check_and_import(config: CaptionerConfig) -> None:
+    """Check the config before anything runs, and import Ray before the run's clock starts."""
     from videolake.platform.captioning.base import backend_params, captioner_class
 
     backend_params(captioner_class(config.backend), config)  # a bad backend parameter fails here, not in each actor
     config.check_second_pass()
 
-    import ray
-    import ray.data
+    import ray  # noqa: F401 - imported before the clock starts, as the phases' seconds always were
+    import ray.data  # noqa: F401
 
+
+def _set_up(
+    lake: Lake,
+    partitions: PartitionRange,
+    config: CaptionerConfig,
+    store: Any | None,
+    open_source: Any,
+    inputs: pa.Table | None,
+    t0: float,
+) -> _Run:
+    """Join Ray when there is anything to caption, and name this attempt's checkpoints and token."""
     from videolake.platform.captioning.clip_frames import store_opener
-    from videolake.platform.captioning.metrics import compute_metrics_from_batches
-    from videolake.platform.progress import StageReporter
 
-    t0 = time.monotonic()
     # A range without a clip to caption runs its few empty calls here: no Ray cluster is started or joined.
     on_ray = inputs.num_rows > 0 if inputs is not None else lake.row_count("filtered_clips", partitions) > 0
     if on_ray:
@@ -598,87 +659,127 @@ def caption_partitions(
     checkpoints = Checkpoints(lake.files(), checkpoint_table(config), stage_code_version(config))
     migrate_untracked(lake)
     run_key = f"{partitions.start.isoformat()}_{partitions.end.isoformat()}"
-    ledger_dir = checkpoints.ledger_dir(run_key)
-    token = uuid.uuid4().hex[:16]
-    unit = unit_clips or max(config.batch_size, 1)
-    days = [d.isoformat() for d in partitions.days()]
+    return _Run(
+        config=config,
+        checkpoints=checkpoints,
+        open_source=open_source,
+        on_ray=on_ray,
+        ledger_dir=checkpoints.ledger_dir(run_key),
+        token=uuid.uuid4().hex[:16],
+        days=[d.isoformat() for d in partitions.days()],
+        t0=t0,
+    )
 
+
+def _plan(
+    lake: Lake,
+    run: _Run,
+    unit: int,
+    inputs: pa.Table | None,
+    progress: Callable[[str], None] | None,
+) -> _Plan:
+    """Plan every day (one task each): the todo units of clips still to caption and the wanted lists."""
     day_inputs = {}
-    if inputs is not None and on_ray:
+    if inputs is not None and run.on_ray:
+        import ray
+
         dates = inputs.column(PARTITION_COLUMN).cast(pa.string())
-        day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in days}
+        day_inputs = {d: ray.put(inputs.filter(pc.equal(dates, d))) for d in run.days}
     elif inputs is not None:
-        day_inputs = {d: inputs for d in days}  # empty
+        day_inputs = {d: inputs for d in run.days}  # empty
     plans = call_each(
         plan_day,
-        [(lake, checkpoints, d, unit, token, day_inputs.get(d), config.source_track) for d in days],
-        on_ray=on_ray,
+        [(lake, run.checkpoints, d, unit, run.token, day_inputs.get(d), run.config.source_track) for d in run.days],
+        on_ray=run.on_ray,
     )
     del day_inputs
-    phase = {"plan_s": time.monotonic() - t0}
-    todo = [p for plan in plans for p in plan["todo_paths"]]
-    wanted = sum(p["wanted"] for p in plans)
-    clips_reused = sum(p["clips_reused"] for p in plans)
-    clips_retried = sum(p["clips_retried"] for p in plans)
-    pieces_reused = sum(p["pieces_reused"] for p in plans)
+    plan = _Plan(
+        plans=plans,
+        todo=[p for day_plan in plans for p in day_plan["todo_paths"]],
+        wanted=sum(p["wanted"] for p in plans),
+        clips_reused=sum(p["clips_reused"] for p in plans),
+        clips_retried=sum(p["clips_retried"] for p in plans),
+        pieces_reused=sum(p["pieces_reused"] for p in plans),
+    )
     if progress:
         progress(
-            f"{wanted} clips to caption in {len(days)} partition(s): {clips_reused} already captioned "
-            f"({pieces_reused} checkpointed batches reused), {wanted - clips_reused} to do in {len(todo)} units"
-            f" ({clips_retried} again after a transient failure)"
+            f"{plan.wanted} clips to caption in {len(run.days)} partition(s): {plan.clips_reused} already captioned "
+            f"({plan.pieces_reused} checkpointed batches reused), {plan.wanted - plan.clips_reused} to do in "
+            f"{len(plan.todo)} units ({plan.clips_retried} again after a transient failure)"
         )
+    return plan
+
+
+def _run_pipeline(
+    run: _Run,
+    plan: _Plan,
+    store: Any | None,
+    progress: Callable[[str], None] | None,
+    prepare: Callable[[], object] | None,
+    frame_cache: Any,
+) -> tuple[list[dict], float, float]:
+    """Run the Ray Data pipeline over the todo units: (the batches' summary rows, its wall seconds, its end time)."""
+    from videolake.platform.progress import StageReporter
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()
     # N = the clips to caption (those captioned under this code version count as reused); a heartbeat line
     # at least every 30 s while the model loads or a batch takes long
     report = StageReporter("captioned", progress, unit="clips")
-    report.plan(wanted, reused=clips_reused)
-    telemetry.record(telemetry.QUEUE_DEPTH, wanted - clips_reused, stage=TABLE)
+    report.plan(plan.wanted, reused=plan.clips_reused)
+    telemetry.record(telemetry.QUEUE_DEPTH, plan.wanted - plan.clips_reused, stage=TABLE)
     with report:
-        if todo and prepare is not None:
+        if plan.todo and prepare is not None:
             prepare()
-        if todo:
-            ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=len(todo))
-            ds = ds.map_batches(
-                LoadAndExtract(checkpoints, config, open_source, frame_cache),
-                batch_size=1,
-                batch_format="numpy",
-                num_cpus=config.extract_num_cpus,
-            )
-            ds = ds.map_batches(
-                CaptionWriterActor,
-                fn_constructor_kwargs={
-                    "config": config,
-                    "checkpoints": checkpoints,
-                    "ledger_dir": ledger_dir,
-                    "store": store,
-                    # no batch is larger than the clips left to do: the model's warm-up sends no more than that
-                    "largest_batch": wanted - clips_reused,
-                },
-                compute=actor_pool(config),
-                batch_size=config.batch_size,
-                batch_format="numpy",
-                num_cpus=config.num_cpus_per_actor,
-                num_gpus=config.num_gpus_per_actor or None,
-                runtime_env={"env_vars": env} if (env := actor_env(config)) else None,
-            )
-            done = clips_reused
-            for b in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
+        if plan.todo:
+            done = plan.clips_reused
+            for b in _pipeline(run, plan, store, frame_cache).iter_batches(
+                batch_size=None, batch_format="pyarrow", prefetch_batches=0
+            ):
                 for s in cast(pa.Table, b).to_pylist():  # batch_format="pyarrow" (Ray types any batch format)
                     batches.append(s)
                     done += s["rows"]
-                report.update(done, reused=clips_reused)
-                telemetry.record(telemetry.QUEUE_DEPTH, max(wanted - done, 0), stage=TABLE)
+                report.update(done, reused=plan.clips_reused)
+                telemetry.record(telemetry.QUEUE_DEPTH, max(plan.wanted - done, 0), stage=TABLE)
     telemetry.record(telemetry.QUEUE_DEPTH, 0, stage=TABLE)
-    report.finish(clips_reused + sum(b["rows"] for b in batches), reused=clips_reused)
-    wall = time.perf_counter() - t_pipe
-    phase["pipeline_s"] = wall
-    ended_at = time.time()
+    report.finish(plan.clips_reused + sum(b["rows"] for b in batches), reused=plan.clips_reused)
+    return batches, time.perf_counter() - t_pipe, time.time()
 
-    ledger = _read_ledger(checkpoints, ledger_dir)
-    since = min((e["started_at"] for e in ledger), default=None)
-    label = {
+
+def _pipeline(run: _Run, plan: _Plan, store: Any | None, frame_cache: Any) -> Any:
+    """The Ray Data dataset: todo file -> frame extraction (CPU tasks) -> captioner actors -> one row per batch."""
+    import ray.data
+
+    config = run.config
+    ds: ray.data.Dataset = ray.data.from_items([{"path": p} for p in plan.todo], override_num_blocks=len(plan.todo))
+    ds = ds.map_batches(
+        LoadAndExtract(run.checkpoints, config, run.open_source, frame_cache),
+        batch_size=1,
+        batch_format="numpy",
+        num_cpus=config.extract_num_cpus,
+    )
+    return ds.map_batches(
+        CaptionWriterActor,
+        fn_constructor_kwargs={
+            "config": config,
+            "checkpoints": run.checkpoints,
+            "ledger_dir": run.ledger_dir,
+            "store": store,
+            # no batch is larger than the clips left to do: the model's warm-up sends no more than that
+            "largest_batch": plan.wanted - plan.clips_reused,
+        },
+        compute=actor_pool(config),
+        batch_size=config.batch_size,
+        batch_format="numpy",
+        num_cpus=config.num_cpus_per_actor,
+        num_gpus=config.num_gpus_per_actor or None,
+        runtime_env={"env_vars": env} if (env := actor_env(config)) else None,
+    )
+
+
+def _failed_row_label(config: CaptionerConfig) -> dict[str, Any]:
+    """The provenance a failed row gets when no row came back from an engine."""
+    return {
         "track": config.track,
         "source_track": config.source_track,
         "model": config.model_label,
@@ -689,61 +790,87 @@ def caption_partitions(
         "engine": config.backend,  # no row came back from an engine: the configured backend, version unknown
         "engine_version": "unknown: no row came back",
     }
+
+
+def _finalize_and_commit(lake: Lake, partitions: PartitionRange, run: _Run, plan: _Plan) -> _Committed:
+    """Finalize every day (one task each), commit the files in one transaction, clean up and account goodput."""
+    config, checkpoints = run.config, run.checkpoints
+    ledger = _read_ledger(checkpoints, run.ledger_dir)
+    since = min((e["started_at"] for e in ledger), default=None)
+    label = _failed_row_label(config)
     results = call_each(
-        finalize_day, [(checkpoints, p["day"], p["wanted_path"], token, label, since) for p in plans], on_ray=on_ray
+        finalize_day,
+        [(checkpoints, p["day"], p["wanted_path"], run.token, label, since) for p in plan.plans],
+        on_ray=run.on_ray,
     )
     files = [f for fs_, _ in results for f in fs_]
-    per_day = {p["day"]: s for p, (_, s) in zip(plans, results)}
-    phase["finalize_s"] = time.monotonic() - t0 - phase["plan_s"] - wall
+    per_day = {p["day"]: s for p, (_, s) in zip(plan.plans, results)}
     t_commit = time.monotonic()
-    write = lake.commit_slice(TABLE, files, partitions, TRACK_COLUMN, config.track, token=token)
-    phase["commit_s"] = time.monotonic() - t_commit
+    write = lake.commit_slice(TABLE, files, partitions, TRACK_COLUMN, config.track, token=run.token)
+    commit_s = time.monotonic() - t_commit
     # after the commit: todo/wanted files of this attempt, ledgers of this range, other versions' checkpoints
-    for d in days:
+    for d in run.days:
         checkpoints.files.delete_dir(f"{checkpoints.day_dir(d)}/{TODO_DIR}")
-    checkpoints.clear_other_versions(days)
+    checkpoints.clear_other_versions(run.days)
 
     useful = sum(s.get("useful_s", 0.0) for s in per_day.values()) * (config.num_gpus_per_actor or 1.0)
     held = sum(max(e["last_at"] - e["started_at"], 0.0) * e["accelerators"] for e in ledger)
-    checkpoints.files.delete_dir(ledger_dir)
+    checkpoints.files.delete_dir(run.ledger_dir)
     goodput = min(useful / held, 1.0) if held > 0 else 0.0
+    return _Committed(
+        write=write, per_day=per_day, held=held, goodput=goodput, finalize_end=t_commit, commit_s=commit_s
+    )
 
+
+def _caption_run(
+    run: _Run,
+    plan: _Plan,
+    done: _Committed,
+    batches: list[dict],
+    wall: float,
+    ended_at: float,
+    phase: dict[str, float],
+) -> CaptionRun:
+    """The run's progress, metrics and telemetry, logged and returned as a CaptionRun."""
+    from videolake.platform.captioning.metrics import compute_metrics_from_batches
+
+    config = run.config
     prog = StageProgress()
-    for _ in range(pieces_reused):
+    for _ in range(plan.pieces_reused):
         prog.add({"rows": 0, "reused": True, "seconds": 0.0})
     for b in batches:
         prog.add({"rows": b["rows"], "reused": False, "seconds": b["generate_s"]})
-    prog.units_retried = sum(p["units_retried"] for p in plans)  # todo units holding a clip captioned again
+    prog.units_retried = sum(p["units_retried"] for p in plan.plans)  # todo units holding a clip captioned again
     metrics = compute_metrics_from_batches(
         batches,
         wall_s=wall,
         num_gpus_per_actor=config.num_gpus_per_actor,
-        num_actors=config.num_actors if todo else 0,
+        num_actors=config.num_actors if plan.todo else 0,
         ended_at=ended_at,
     )
-    if todo:  # a run that captioned nothing has no goodput of its own to show
-        telemetry.record(telemetry.GOODPUT, goodput)
+    if plan.todo:  # a run that captioned nothing has no goodput of its own to show
+        telemetry.record(telemetry.GOODPUT, done.goodput)
         telemetry.record(telemetry.STRAGGLERS, metrics.stragglers)
     log.info(
         "captioned %d clips (%d reused, %d retried after a transient failure) into %d rows in %.1fs; goodput %.3f",
-        wanted - clips_reused,
-        clips_reused,
-        clips_retried,
-        write.rows,
-        time.monotonic() - t0,
-        goodput,
+        plan.wanted - plan.clips_reused,
+        plan.clips_reused,
+        plan.clips_retried,
+        done.write.rows,
+        time.monotonic() - run.t0,
+        done.goodput,
     )
     return CaptionRun(
-        write=write,
+        write=done.write,
         progress=prog,
         metrics=metrics,
-        per_partition=per_day,
-        seconds=time.monotonic() - t0,
-        goodput=goodput,
-        accelerator_s_all_attempts=held,
-        clips_reused=clips_reused,
+        per_partition=done.per_day,
+        seconds=time.monotonic() - run.t0,
+        goodput=done.goodput,
+        accelerator_s_all_attempts=done.held,
+        clips_reused=plan.clips_reused,
         clips_computed=sum(b["rows"] for b in batches),
-        clips_retried=clips_retried,
+        clips_retried=plan.clips_retried,
         phases=phase,
         batches=batches,
     )
