@@ -128,7 +128,7 @@ def test_settings_and_resources():
     assert scorer_cls.Config is FacesConfig and set(scorer_cls.rules) == {"faces", "large_face"}
     config = QualityConfig(scorers=("faces",))
     scorer = scorer_cls(config)
-    # the frames text_overlay reads, so one decode serves both
+    # frames of text_overlay's size (the score stage's one pass serves every request)
     assert scorer.frames_wanted() == FrameRequest(4, 640 * 360)
     assert scorer.unit_resources().num_gpus == 0
     gpu = scorer_cls(QualityConfig(scorers=("faces",), scorer_params={"faces": {"device": "cuda"}}))

@@ -140,8 +140,9 @@ def test_bars_are_cut_for_the_whole_clip():
     assert without_bars(tiny).shape == (1, 90, 160, 3)
 
 
-def test_shares_text_overlays_frames():
+def test_reads_frames_of_the_size_text_overlay_reads():
+    """Both at 640x360 (text_overlay 2 frames a clip, nsfw 4): the score stage's one pass serves both requests."""
     import videolake.platform.scorers.text_overlay  # noqa: F401
 
     config = QualityConfig(scorers=("text_overlay", "nsfw"))
-    assert frame_requests(config) == [FrameRequest(4, 640 * 360)]
+    assert frame_requests(config) == [FrameRequest(2, 640 * 360), FrameRequest(4, 640 * 360)]
