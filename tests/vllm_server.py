@@ -118,7 +118,7 @@ _shared: VllmServer | None = None
 
 def tiny_model_path(run_dir: Path) -> Path:
     """The test run's tiny model (the ``tiny_model_dir`` fixture's; built once, whoever asks first:
-    platform/built_once.py)."""
+    platform/runtime/built_once.py)."""
     from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
 
     return Path(run_dir) / "models" / TINY_MODEL_DIRNAME
@@ -145,7 +145,7 @@ def deployment_env(server: VllmServer, data_dir: Path) -> dict[str, str]:
     captions through ``server`` with the ``openai`` backend, the endpoint naming the model SERVED_NAME. The tiny
     model's policy still applies there (its name, its lenient content gates), and a caption step makes sure that
     model is where the policy puts it (resources/test_model.py): a link to the server's model, complete once the
-    server is ready (a step that asks earlier waits for the build, platform/built_once.py)."""
+    server is ready (a step that asks earlier waits for the build, platform/runtime/built_once.py)."""
     from videolake.platform.captioning.tiny_model import TINY_MODEL_DIRNAME
 
     link = Path(data_dir) / "models" / TINY_MODEL_DIRNAME

@@ -124,7 +124,7 @@ def _s3_filesystem(storage_options: Mapping[str, str] | None):
     """A pyarrow S3FileSystem from ``storage_options`` (delta-rs style keys, as the lake takes them) or, when None,
     from the AWS_* environment variables (AWS_ENDPOINT_URL included). Built the way ``LakeFiles.fs`` builds it, once
     per process (a forked DataLoader worker builds its own: the AWS SDK does not survive a fork)."""
-    from videolake.platform.lake_files import LakeFiles
+    from videolake.platform.lake.files import LakeFiles
 
     opts = (
         _s3_options_from_env() if storage_options is None else {k.upper(): str(v) for k, v in storage_options.items()}
@@ -257,12 +257,12 @@ def plan_shards(
 
 def decode_frames(data: bytes, num_frames: int, total: int | None = None) -> Any:
     """``num_frames`` RGB frames (numpy uint8, T x H x W x 3) of an mp4 given as bytes, at the frame numbers
-    ``videolake.platform.clips.sample_indices(0, total, num_frames)`` (centres of equal segments; every frame when
+    ``videolake.platform.video.clips.sample_indices(0, total, num_frames)`` (centres of equal segments; every frame when
     the clip is shorter). Decodes up to the last sampled frame only and converts only the sampled ones to RGB.
     ``total`` is the clip's frame count (the sample's json ``num_frames``); without it the packets are counted."""
     import av
 
-    from videolake.platform.clips import sample_indices
+    from videolake.platform.video.clips import sample_indices
 
     if not total:
         with av.open(io.BytesIO(data), mode="r") as container:

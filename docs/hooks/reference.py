@@ -146,7 +146,7 @@ def configuration_page() -> str:
     from videolake.platform.embedding.base import EMBEDDERS
     from videolake.platform.gates import GATE_DOCS, gate_names
     from videolake.platform.gates.config import LENIENT_CAPTION_CONTENT
-    from videolake.platform.quality import SCORERS, QualityConfig
+    from videolake.platform.filters.quality import SCORERS, QualityConfig
     from videolake.platform.scenes.base import DETECTORS
     from videolake.resources.alerts import AlertWebhookResource
     from videolake.resources.captioner import CaptionerResource
@@ -176,7 +176,7 @@ def configuration_page() -> str:
 
     out += [
         "### Quality thresholds\n",
-        "The keys of filtered_clips' `thresholds` (`QualityConfig`, `videolake/platform/quality.py`).\n",
+        "The keys of filtered_clips' `thresholds` (`QualityConfig`, `videolake/platform/filters/quality.py`).\n",
         _table(FIELD_HEADER, _dataclass_rows(QualityConfig, skip=("scorers", "scorer_params"))),
     ]
 
@@ -249,12 +249,12 @@ def configuration_page() -> str:
 
 def tables_page() -> str:
     from videolake.assets.figure_docs import FIGURE_DOCS
-    from videolake.platform.schemas import TABLE_SPECS
+    from videolake.platform.lake.schemas import TABLE_SPECS
 
     out = [
         "# Tables reference\n",
         "Every Delta table of the lake, in pipeline order, with its columns as the code declares them "
-        "(`videolake/platform/schemas.py`; the Dagster UI shows the same descriptions on each asset's page). "
+        "(`videolake/platform/lake/schemas.py`; the Dagster UI shows the same descriptions on each asset's page). "
         "Every table is partitioned by `partition_date`.\n",
     ]
     for spec in TABLE_SPECS:

@@ -5,7 +5,7 @@ after every materialization: ~6 s each on 2 cores, and fresh worker processes th
 module has one Ray (the ``module_ray`` fixture in conftest.py: the suite's shared Ray, tests/shared_ray.py, for the
 modules its FILES names), and the materializations' ``ray_cluster`` is the local profile's own setting,
 ``Lifecycle(connect=False)`` (videolake/resources/local.py): a stage that has work finds Ray already up
-(``videolake.platform.units.ensure_ray``) and uses it. Without the fixture the same resource starts its own Ray on
+(``videolake.platform.runtime.units.ensure_ray``) and uses it. Without the fixture the same resource starts its own Ray on
 demand and stops it when the step ends, so a test that forgets the fixture is slower, not wrong.
 """
 

@@ -21,8 +21,8 @@ import pytest
 from videolake.assets import cpu_assets
 from videolake.assets.checks import build_gate_checks
 from videolake.platform.gates import check_partition
-from videolake.platform.lake import PartitionRange, rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS, table_spec
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, table_spec
+from videolake.platform.lake.table import PartitionRange, rows_to_table
 from videolake.resources import LakeResource, ObjectStoreResource
 
 DAY = "2026-04-01"

@@ -16,8 +16,8 @@ from videolake.assets.checks import GATED_TABLES as ALL_GATED
 from videolake.assets.checks import build_all_gate_checks
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import LENIENT_CAPTION_CONTENT, gate_names
-from videolake.platform.lake import PartitionRange, rows_to_table
-from videolake.platform.schemas import TABLES, clip_id
+from videolake.platform.lake.schemas import TABLES, clip_id
+from videolake.platform.lake.table import PartitionRange, rows_to_table
 from videolake.resources import LakeResource
 
 D, E = "2026-01-05", "2026-01-06"

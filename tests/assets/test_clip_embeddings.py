@@ -19,7 +19,7 @@ from videolake.assets.cpu_assets import build_cpu_assets
 from videolake.assets.embeddings import build_clip_embeddings
 from videolake.assets.metadata import table_figures
 from videolake.assets.partitions import daily_partitions
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.table import PartitionRange
 from videolake.resources.embedder import EmbedderResource
 from videolake.synth import Segment, VideoSpec, render
 

@@ -10,7 +10,7 @@ import pytest
 from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.table import PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource
 
 DAY1, DAY2 = "2026-03-01", "2026-03-02"  # the days tests/assets/conftest.py lands videos for

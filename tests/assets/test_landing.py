@@ -10,7 +10,7 @@ from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
 from videolake.assets.landing import landing_not_empty
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.table import PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource
 
 pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)

@@ -19,8 +19,8 @@ from videolake.assets.ui_metadata import (
     tag_run,
 )
 from videolake.platform.captioning.metrics import ActorStats, CaptionMetrics
-from videolake.platform.lake import WriteResult, rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS, RAW_VIDEOS, TABLES, table_spec
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, RAW_VIDEOS, TABLES, table_spec
+from videolake.platform.lake.table import WriteResult, rows_to_table
 
 D, E = "2026-01-05", "2026-01-06"
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)

@@ -14,7 +14,7 @@ from landing_days import land, local_resources
 
 from videolake.assets import cpu_assets
 from videolake.assets.metadata import table_figures
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.table import PartitionRange
 from videolake.synth import Segment, VideoSpec, render
 
 pytestmark = pytest.mark.usefixtures("module_ray")  # one Ray for the module's runs (module_ray.py)

@@ -17,8 +17,8 @@ from dagster_ray import Lifecycle, LocalRay
 from videolake.assets import cpu_assets
 from videolake.platform.captioning.base import CaptionerConfig
 from videolake.platform.captioning.stage import caption_partitions
-from videolake.platform.lake import Lake, PartitionRange, conform
-from videolake.platform.schemas import FILTERED_CLIPS
+from videolake.platform.lake.schemas import FILTERED_CLIPS
+from videolake.platform.lake.table import Lake, PartitionRange, conform
 from videolake.resources import LakeResource, ObjectStoreResource
 
 ASSETS = [cpu_assets.raw_videos, cpu_assets.scene_clips, cpu_assets.filtered_clips]

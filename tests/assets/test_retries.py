@@ -32,7 +32,7 @@ import pytest
 from module_ray import joining_local_ray
 
 from videolake.assets import cpu_assets
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.platform.objectstore import ObjectStore
 from videolake.resources import LakeResource, ObjectStoreResource
 

@@ -1,4 +1,4 @@
-"""The table specs (videolake.platform.schemas.TABLE_SPECS) are the one list of tables: every per-table mapping covers
+"""The table specs (videolake.platform.lake.schemas.TABLE_SPECS) are the one list of tables: every per-table mapping covers
 exactly those tables, and the asset graph follows their upstreams. A fifth table that misses a mapping fails here."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from videolake.assets.metadata import PLOTTED
 from videolake.assets.ui_metadata import COLUMN_SOURCES, PREVIEW_COLUMNS
 from videolake.platform.gates import GATE_DOCS
 from videolake.platform.gates.config import TABLE_CONFIGS
-from videolake.platform.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, TABLES
+from videolake.platform.lake.schemas import PRIMARY_KEYS, TABLE_NAMES, TABLE_SPECS, TABLES
 
 
 def test_every_per_table_mapping_covers_exactly_the_specs():

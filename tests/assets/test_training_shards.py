@@ -22,8 +22,8 @@ from module_ray import joining_local_ray
 from videolake.assets import cpu_assets
 from videolake.assets.checks import build_gate_checks
 from videolake.platform.gates import check_partition
-from videolake.platform.lake import PartitionRange, rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.table import PartitionRange, rows_to_table
 from videolake.resources import LakeResource, ObjectStoreResource
 
 DAY = "2026-03-01"

@@ -62,7 +62,7 @@ PAGE_POLL_S = 5.0  # how often it reloads the backfill page until the page shows
 def plotted() -> dict[str, tuple[str, ...]]:
     """The numeric metadata each asset page must plot over partitions, and nothing else."""
     from videolake.assets.metadata import PLOTTED, UNIT_COUNTS
-    from videolake.platform.figures import TABLE_ROW_COUNT
+    from videolake.platform.lake.figures import TABLE_ROW_COUNT
 
     # the table's own size over its materializations (dagster/row_count) is numeric too
     return {asset: (*labels, TABLE_ROW_COUNT, *UNIT_COUNTS) for asset, labels in PLOTTED.items() if asset in ASSETS}
@@ -491,7 +491,7 @@ def test_asset_graph_shows_the_five_assets_and_their_edges(page, dagster_ui):
 def test_asset_pages_show_description_group_kinds_owners_columns_and_lineage(page, dagster_ui):
     import dagster as dg
 
-    from videolake.platform.schemas import TABLES
+    from videolake.platform.lake.schemas import TABLES
 
     graph = _definitions().resolve_asset_graph()
     upstream = {dst: src for src, dst in EDGES}

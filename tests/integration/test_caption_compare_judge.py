@@ -22,8 +22,8 @@ from videolake.platform.captioning.judge import (
     parse_answer,
     unmap,
 )
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
 DAY = dt.date(2026, 4, 1)
 DAYS = PartitionRange(DAY, DAY + dt.timedelta(days=1))

@@ -21,8 +21,8 @@ import pytest
 from videolake.benchmarks.caption import tiny_bench_config
 from videolake.platform.captioning.base import SamplingConfig, clip_seed
 from videolake.platform.captioning.stage import caption_partitions, track_rows
-from videolake.platform.lake import Lake, PartitionRange
-from videolake.platform.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.resources.test_model import TinyModelPolicy
 
 pytestmark = pytest.mark.slow
@@ -103,7 +103,7 @@ def test_each_track_rerun_touches_only_its_own_rows(tracks):
 def test_every_row_records_its_provenance_from_the_engine_used(tracks, clip_partition, clip_ids):
     import vllm
 
-    from videolake.platform.clips import sample_indices
+    from videolake.platform.video.clips import sample_indices
 
     starts = dict(zip(clip_partition.column("clip_id").to_pylist(), clip_partition.column("start_frame").to_pylist()))
     ends = dict(zip(clip_partition.column("clip_id").to_pylist(), clip_partition.column("end_frame").to_pylist()))

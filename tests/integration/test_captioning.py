@@ -30,8 +30,8 @@ from videolake.platform.captioning.clip_frames import extract_frames, read_frame
 from videolake.platform.captioning.metrics import compute_metrics
 from videolake.platform.captioning.model_cache import MANIFEST, ensure_cached, resolve_model
 from videolake.platform.captioning.tiny_model import COMPLETE_MARKER, build_tiny_qwen_vl
+from videolake.platform.lake.schemas import CLIP_CAPTIONS
 from videolake.platform.objectstore import LocalObjectStore
-from videolake.platform.schemas import CLIP_CAPTIONS
 from videolake.resources.test_model import TinyModelPolicy
 
 MODEL_NAME = "tiny-qwen2.5-vl-random"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.table import Lake, PartitionRange
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,11 @@ import uuid
 
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
+from videolake.platform.lake.schemas import RAW_VIDEOS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore.s3 import S3ObjectStore
-from videolake.platform.probe import ProbeConfig
-from videolake.platform.schemas import RAW_VIDEOS
 from videolake.platform.stages.ingest import ingest_one, list_landing
+from videolake.platform.video.probe import ProbeConfig
 
 pytestmark = pytest.mark.slow
 

@@ -236,7 +236,7 @@ def test_a_rerun_captions_again_the_clips_that_failed_transiently_and_reuses_the
     backend's retries run out: transient), in the second it answers. The second run captions exactly the clips
     that failed transiently; the clips that cannot decode (permanent) are reused, not sent again."""
     from videolake.platform.captioning.stage import caption_partitions
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
 
     lake = Lake(str(tmp_path / "lake"))
     days = PartitionRange.of([clip_partition.column("partition_date")[0].as_py().isoformat()])

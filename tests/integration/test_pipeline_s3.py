@@ -33,7 +33,7 @@ import dagster as dg
 import pytest
 from dagster_ray import LocalRay
 
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource, S3Resource
 
 pytestmark = pytest.mark.slow
@@ -93,8 +93,8 @@ class Landed:
 
 def _expected_rows(landed: list[Landed], day: str) -> dict[str, set]:
     """What raw_videos and scene_clips must hold for ``day`` (ids), from the ground truth alone."""
+    from videolake.platform.lake.schemas import clip_id
     from videolake.platform.scenes.segments import cuts_to_ranges
-    from videolake.platform.schemas import clip_id
 
     raw, clips = set(), set()
     for obj in (o for o in landed if o.day == day):
@@ -458,8 +458,8 @@ def _child_main(raw_args: str) -> int:
             if "commit conflict" in record.getMessage():
                 conflicts.append(record.getMessage())
 
-    logging.getLogger("videolake.platform.lake_storage").addHandler(_Count(level=logging.WARNING))
-    logging.getLogger("videolake.platform.lake_storage").setLevel(logging.WARNING)
+    logging.getLogger("videolake.platform.lake.storage").addHandler(_Count(level=logging.WARNING))
+    logging.getLogger("videolake.platform.lake.storage").setLevel(logging.WARNING)
     resources = s3_resources(
         endpoint_url=args["endpoint_url"],
         bucket=args["bucket"],

@@ -161,7 +161,7 @@ def prometheus(ray_local, tmp_path_factory):
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is not installed: run `make test` (it installs system packages)")
-    from videolake.platform.telemetry import metrics_targets
+    from videolake.platform.runtime.telemetry import metrics_targets
 
     (target,) = metrics_targets()  # one local node
     prom = Prometheus(binary, tmp_path_factory.mktemp("prometheus"), target)
@@ -177,13 +177,13 @@ def pipeline_day(prometheus, ray_local, tiny_model_dir, caption_videos, tmp_path
     """One day through ingest, split, score and caption on the session Ray; the runs and the committed tables."""
     from videolake.benchmarks.caption import tiny_bench_config
     from videolake.platform.captioning.stage import caption_partitions
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.filters.quality import QualityConfig
+    from videolake.platform.lake.table import Lake, PartitionRange
     from videolake.platform.objectstore import LocalObjectStore
-    from videolake.platform.probe import ProbeConfig
-    from videolake.platform.quality import QualityConfig
     from videolake.platform.stages.ingest import ingest_partitions, list_landing
     from videolake.platform.stages.score import score_partitions
     from videolake.platform.stages.split import SplitConfig, split_partitions
+    from videolake.platform.video.probe import ProbeConfig
 
     root = tmp_path_factory.mktemp("metrics-day")
     landing = root / "store" / "landing" / DAY
@@ -300,7 +300,7 @@ def test_a_panel_query_without_data_is_seen_as_empty(prometheus, pipeline_day):
 def test_dashboard_is_a_grafana_dashboard_over_a_templated_prometheus_datasource():
     import re
 
-    from videolake.platform.telemetry import METRICS
+    from videolake.platform.runtime.telemetry import METRICS
 
     dash = json.loads(DASHBOARD.read_text())
     assert dash["uid"] and dash["title"] and dash["schemaVersion"] >= 30

@@ -32,7 +32,7 @@ import dagster as dg
 import pytest
 
 from videolake.evaluation import corpus
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.table import PartitionRange
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from s3_server import SeaweedS3, pick_free_ports
 
-from videolake.platform.lake_storage import (
+from videolake.platform.lake.storage import (
     retry_on_commit_conflict,
     storage_options_for_s3,
 )

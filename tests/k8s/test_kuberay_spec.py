@@ -1,4 +1,4 @@
-"""The RayClusters of the prod profile (videolake.platform.kuberay_spec, videolake.resources.prod) as dagster-ray 0.4.8
+"""The RayClusters of the prod profile (videolake.platform.runtime.kuberay_spec, videolake.resources.prod) as dagster-ray 0.4.8
 renders and uses them, and the RBAC they need.
 
 No API server can run here. dagster-ray's own KubeRayCluster resource, built by the prod profile's code, runs its
@@ -23,7 +23,7 @@ from dagster_ray.kuberay.ops import DeleteKubeRayClustersConfig, delete_kuberay_
 from fake_kubernetes import NAMESPACE, FakeKubernetesApi
 from test_manifests import crd_errors, load_docs
 
-from videolake.platform.kuberay_spec import (
+from videolake.platform.runtime.kuberay_spec import (
     AUTOSCALER_TOKEN_VOLUME,
     CPU_STAGE_GROUP,
     HEAD_CONTAINER,

@@ -22,7 +22,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from videolake.platform.kuberay_spec import (
+from videolake.platform.runtime.kuberay_spec import (
     TEMPLATES,
     RayClusterSpecConfig,
     WorkerGroupConfig,
@@ -165,7 +165,7 @@ def test_builtin_validation_can_fail():
 def test_the_podmonitor_scrapes_the_metrics_port_of_every_ray_node():
     """Prometheus finds every pod of videolake's RayClusters (head and all worker groups, CPU and GPU templates) and
     scrapes the named port Ray exports its metrics on (docs/metrics.md)."""
-    from videolake.platform.kuberay_spec import METRICS_PORT
+    from videolake.platform.runtime.kuberay_spec import METRICS_PORT
 
     (monitor,) = load_docs(K8S / "prometheus-podmonitor.yaml")
     namespace = load_docs(K8S / "namespace.yaml")[0]["metadata"]["name"]
@@ -274,7 +274,7 @@ def test_secret_example_holds_no_values():
 def test_raycluster_templates_are_the_rendered_defaults(kind):
     file = TEMPLATES[kind][2]
     assert (K8S / file).read_text() == render_template(kind), (
-        f"k8s/{file} is stale: .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}"
+        f"k8s/{file} is stale: .venv/bin/python -m videolake.platform.runtime.kuberay_spec {kind} > k8s/{file}"
     )
 
 
@@ -526,7 +526,7 @@ def test_every_prod_setting_is_documented_in_the_configmap_and_the_docs():
     assert {n: w for n, w in missing.items() if w} == {}
     data = load_docs(K8S / "configmap.yaml")[0]["data"]
     assert all(isinstance(v, str) for v in data.values())
-    from videolake.platform.kuberay_spec import CPU_STAGE_GROUP
+    from videolake.platform.runtime.kuberay_spec import CPU_STAGE_GROUP
 
     # the ConfigMap's CPU cluster values are the code's defaults, so the two cannot drift apart unnoticed
     assert (

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from videolake.commands.demo import StepBars, StepLines, StepProgress, step_view
-from videolake.platform.progress import StageReporter
+from videolake.platform.runtime.progress import StageReporter
 
 
 def _log(step, text, ts):

@@ -18,8 +18,8 @@ import subprocess
 import pytest
 from cli_helpers import REPO, cli_env, normalized, videolake
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import TABLES
+from videolake.platform.lake.schemas import TABLES
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
 D1, D2, D3 = "2026-03-05", "2026-03-06", "2026-03-07"
 

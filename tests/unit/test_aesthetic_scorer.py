@@ -1,4 +1,4 @@
-"""The ``aesthetic`` scorer (videolake.platform.scorers.aesthetic) and model directories (scorers.model_dir).
+"""The ``aesthetic`` scorer (videolake.platform.filters.scorers.aesthetic) and model directories (scorers.model_dir).
 
 A tiny image-scoring graph (flatten, a 4-unit ReLU layer, a sigmoid head scaled to 0..10) with fixed random weights
 is written as ONNX by hand (the ``onnx`` package is not a dependency: the protobuf fields are encoded below), with a
@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import videolake.platform.scorers.aesthetic  # noqa: F401 - registers the scorer (the lead adds it to the list)
-from videolake.platform.clip_pixels import VideoPixels
-from videolake.platform.frames import compute_frame_stats
+import videolake.platform.filters.scorers.aesthetic  # noqa: F401 - registers the scorer (the lead adds it to the list)
+from videolake.platform.filters.quality import QualityConfig, check_scorers, score_video_clips
+from videolake.platform.filters.scorers import model_dir
+from videolake.platform.filters.scorers.model_dir import MODEL_FILE, SPEC_FILE, ModelDirError, load_model_dir, read_spec
 from videolake.platform.params import ParamError
-from videolake.platform.quality import QualityConfig, check_scorers, score_video_clips
-from videolake.platform.scorers import model_dir
-from videolake.platform.scorers.model_dir import MODEL_FILE, SPEC_FILE, ModelDirError, load_model_dir, read_spec
+from videolake.platform.video.clip_pixels import VideoPixels
+from videolake.platform.video.frames import compute_frame_stats
 
 # ------------------------------------------------------------------------------------------------ ONNX by hand
 

@@ -1,5 +1,5 @@
 """A directory built on first use is built once, however many processes ask at the same time
-(videolake/platform/built_once.py: the tiny test models)."""
+(videolake/platform/runtime/built_once.py: the tiny test models)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.built_once import build_once, lock_path, locked
+from videolake.platform.runtime.built_once import build_once, lock_path, locked
 
 
 def _complete(d: Path) -> bool:

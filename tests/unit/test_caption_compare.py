@@ -45,9 +45,9 @@ from videolake.platform.captioning.compare import (
     write_comparison,
 )
 from videolake.platform.captioning.judge import make_judge, order_for, parse_answer, unmap
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
+from videolake.platform.lake.schemas import CLIP_CAPTIONS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 from videolake.platform.params import ParamError, parse_params
-from videolake.platform.schemas import CLIP_CAPTIONS
 
 D1, D2, D3 = dt.date(2026, 3, 2), dt.date(2026, 3, 3), dt.date(2026, 3, 4)
 A, B, THIRD = "default", "prompt-v2", "third"

@@ -17,9 +17,9 @@ import pytest
 
 from videolake.platform.captioning.base import CaptionerBackend, CaptionerConfig, CaptionResult
 from videolake.platform.captioning.stage import _TYPED, TABLE, migrate_untracked, track_rows
-from videolake.platform.lake import DataFile, Lake, PartitionRange, conform
-from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
-from videolake.platform.units import file_stats
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
+from videolake.platform.lake.table import DataFile, Lake, PartitionRange, conform
+from videolake.platform.runtime.units import file_stats
 
 DAY = dt.date(2024, 3, 1)
 RNG = PartitionRange.of([DAY.isoformat()])

@@ -11,8 +11,8 @@ import pytest
 
 from videolake.platform.gates import load_gate_config, run_gates
 from videolake.platform.gates.clip_embeddings import _norms
-from videolake.platform.lake import rows_to_table
-from videolake.platform.schemas import CLIP_EMBEDDINGS, SCENE_CLIPS
+from videolake.platform.lake.schemas import CLIP_EMBEDDINGS, SCENE_CLIPS
+from videolake.platform.lake.table import rows_to_table
 
 D = dt.date(2026, 5, 1)
 

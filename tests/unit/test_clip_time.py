@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from videolake.platform.clips import clip_rate, decode_error, frame_index, iter_frames, iter_wanted_frames
 from videolake.platform.objectstore import LocalObjectStore
-from videolake.platform.probe import probe_video
 from videolake.platform.shards.config import ShardConfig
 from videolake.platform.shards.encode import encode_clips
 from videolake.platform.stages.split import SplitConfig, split_one
+from videolake.platform.video.clips import clip_rate, decode_error, frame_index, iter_frames, iter_wanted_frames
+from videolake.platform.video.probe import probe_video
 
 
 def _ff(ffmpeg: str, *args: str) -> None:
@@ -229,7 +229,7 @@ def test_a_read_that_meets_frames_out_of_timestamp_order_goes_on_by_counting(rea
 
     import av
 
-    from videolake.platform import clips
+    from videolake.platform.video import clips
 
     path = str(real["Megamind.avi"])
     with av.open(path) as c:
@@ -245,7 +245,7 @@ def test_a_read_that_meets_frames_out_of_timestamp_order_goes_on_by_counting(rea
 
 
 def test_frame_statistics_keep_the_frames_times_in_decode_order(real):
-    from videolake.platform.frames import compute_frame_stats
+    from videolake.platform.video.frames import compute_frame_stats
 
     stats = compute_frame_stats(str(real["Megamind.avi"]))
     assert stats.num_frames == 270
@@ -256,7 +256,7 @@ def test_frame_statistics_keep_the_frames_times_in_decode_order(real):
 def test_score_sets_aside_the_undecodable_and_the_too_long_clip(synth, tmp_path):
     """The score stage's rows for sizes.ts and still.mp4: the clip that would not encode is rejected undecodable
     with the encoder's error, the held frame too_long with its measured duration; the other clips pass."""
-    from videolake.platform.quality import QualityConfig
+    from videolake.platform.filters.quality import QualityConfig
     from videolake.platform.stages.score import score_one
 
     lenient = QualityConfig(
@@ -297,7 +297,7 @@ def test_score_sets_aside_the_undecodable_and_the_too_long_clip(synth, tmp_path)
 
 
 def test_decode_errors_checks_nearby_clips_in_one_pass_and_keeps_each_clips_error_its_own(synth):
-    from videolake.platform.clips import decode_errors
+    from videolake.platform.video.clips import decode_errors
 
     path = str(synth["sizes.ts"])
     ranges = [(60, 100), (0, 40), (40, 60)]
@@ -317,9 +317,9 @@ def test_captions_describe_each_clip_at_its_own_measured_rate(real, tmp_path):
     import datetime as dt
 
     from videolake.platform.captioning.stage import clips_to_caption
-    from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-    from videolake.platform.probe import raw_video_row
-    from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
+    from videolake.platform.lake.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS
+    from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
+    from videolake.platform.video.probe import raw_video_row
 
     day = dt.date(2026, 4, 2)
     rng = PartitionRange.of([day.isoformat()])

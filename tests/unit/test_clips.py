@@ -10,9 +10,16 @@ import av
 import numpy as np
 import pytest
 
-from videolake.platform import clips as C
-from videolake.platform.clips import ClipConfig, cut_clip, iter_frames, read_clip_frames, sample_indices, store_clip
 from videolake.platform.objectstore import LocalObjectStore
+from videolake.platform.video import clips as C
+from videolake.platform.video.clips import (
+    ClipConfig,
+    cut_clip,
+    iter_frames,
+    read_clip_frames,
+    sample_indices,
+    store_clip,
+)
 
 H264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
 
@@ -140,7 +147,7 @@ def test_read_clip_frames_rejects_bad_ranges(videos, tmp_path):
     with pytest.raises(ValueError, match="decode"):
         read_clip_frames(str(broken), 0, 60, 60)
     # the probe rejects the same file at ingest, so such a range never reaches the captioner
-    from videolake.platform.probe import CORRUPT, probe_video
+    from videolake.platform.video.probe import CORRUPT, probe_video
 
     assert probe_video(str(broken)).reject_reason == CORRUPT
 
@@ -207,7 +214,7 @@ def test_iter_wanted_frames_rejects_frames_beyond_the_video(videos):
 def test_video_pixels_decode_every_clip_in_one_pass(videos):
     """The clips' sampled frames come from one pass served in order; a clip asked again, behind the pass, starts a
     new pass and gets the same frames."""
-    from videolake.platform.clip_pixels import VideoPixels
+    from videolake.platform.video.clip_pixels import VideoPixels
 
     path = videos["ntsc"]
     clips = [{"start_frame": s, "end_frame": e} for s, e in [(0, 13), (13, 40), (40, 60)]]
@@ -228,9 +235,9 @@ def test_video_pixels_decode_every_clip_in_one_pass(videos):
 def test_the_detection_pass_keeps_the_frames_a_second_pass_would_decode(videos):
     """The luma detection's pass keeps each clip's sampled frames (FrameKeeper); served from them, no pass decodes
     the video, and they are the very pixels a decoding pass gives (same decode settings, same scaler)."""
-    from videolake.platform.clip_pixels import FrameKeeper, VideoPixels
-    from videolake.platform.frames import FrameStats
     from videolake.platform.scenes import get_detector
+    from videolake.platform.video.clip_pixels import FrameKeeper, VideoPixels
+    from videolake.platform.video.frames import FrameStats
 
     path = videos["cfr30"]
     keeper = FrameKeeper(max_pixels=128 * 72)
@@ -259,7 +266,7 @@ def test_the_detection_pass_keeps_the_frames_a_second_pass_would_decode(videos):
 def test_every_declared_request_is_served_by_one_pass(videos):
     """Two scorers' declared requests (different counts and sizes), asked scorer by scorer over a batch of clips as
     the score stage asks: one decoding pass serves both, with the very pixels a pass of each alone gives."""
-    from videolake.platform.clip_pixels import VideoPixels
+    from videolake.platform.video.clip_pixels import VideoPixels
 
     path = videos["ntsc"]
     clips = [{"start_frame": s, "end_frame": e} for s, e in [(0, 13), (13, 40), (40, 60)]]

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 from planted_prints import CONFIG, fingerprint
 
-from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS
-from videolake.platform.units import Checkpoints, file_stats
+from videolake.platform.lake.schemas import FILTERED_CLIPS, RAW_VIDEOS
+from videolake.platform.lake.table import DataFile, Lake, PartitionRange, rows_to_table
+from videolake.platform.runtime.units import Checkpoints, file_stats
 
 D0, D1, D2 = dt.date(2026, 3, 1), dt.date(2026, 3, 2), dt.date(2026, 3, 3)
 NOW = dt.datetime(2026, 3, 4, tzinfo=dt.UTC)
@@ -151,7 +151,7 @@ def test_each_verdict_commit_names_the_run_that_decided_it(tmp_path):
     from deltalake import DeltaTable
 
     from videolake.platform.dedup.cross_day import reconcile
-    from videolake.platform.lake_transaction import DECIDED_BY_KEY
+    from videolake.platform.lake.transaction import DECIDED_BY_KEY
 
     lake = Lake(str(tmp_path))
     for d in (D0, D2):
@@ -166,8 +166,8 @@ def test_each_verdict_commit_names_the_run_that_decided_it(tmp_path):
 
 
 def test_a_judgement_that_keeps_losing_the_race_fails_as_transient(tmp_path):
-    from videolake.platform.failures import TRANSIENT, failure_class
-    from videolake.platform.lake_transaction import ConcurrentWriteError, transact
+    from videolake.platform.lake.transaction import ConcurrentWriteError, transact
+    from videolake.platform.runtime.failures import TRANSIENT, failure_class
 
     lake = Lake(str(tmp_path))
     commit_day(lake, D0)
@@ -239,7 +239,7 @@ def test_checkpoints_and_shards_of_another_attempt_go_only_after_the_retention(t
     store.put_bytes(key, b"tar")
     lake.ensure_table("training_shards")
     assert remove_stale_shards(lake, store, day(D1), config, "v1") == 0 and store.exists(key)
-    from videolake.platform.lake_files import RETENTION_HOURS
+    from videolake.platform.lake.files import RETENTION_HOURS
 
     now = (tmp_path / "store" / key).stat().st_mtime
     assert remove_stale_shards(lake, store, day(D1), config, "v1", now_s=now + RETENTION_HOURS * 3600 + 1) == 1

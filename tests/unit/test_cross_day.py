@@ -162,8 +162,8 @@ def test_a_lake_without_index_rows_for_earlier_days_is_indexed_and_judged_at_the
     import shutil
 
     from videolake.platform.dedup.cross_day import INDEX_TABLE, reconcile
-    from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-    from videolake.platform.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
     lake = Lake(root=str(tmp_path))
     days = {
@@ -199,8 +199,8 @@ def test_an_index_of_an_older_version_is_emptied_and_built_again(tmp_path):
     from deltalake import DeltaTable, write_deltalake
 
     from videolake.platform.dedup.cross_day import INDEX_TABLE, reconcile
-    from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-    from videolake.platform.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
     lake = Lake(root=str(tmp_path))
     for day, rows in {D0: [row("a0", fingerprint(1, frames=16))], D1: [row("a1", fingerprint(1, 10, 16))]}.items():

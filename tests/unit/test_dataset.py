@@ -24,12 +24,12 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from videolake import dataset as D
 from videolake.dataset import open_release
-from videolake.platform.clips import sample_indices
 from videolake.platform.objectstore import LocalObjectStore
 from videolake.platform.shards.buckets import bucket_of
 from videolake.platform.shards.config import ShardConfig
 from videolake.platform.shards.encode import encode_clip
 from videolake.platform.shards.tarfile_det import sample_fragment, write_shard
+from videolake.platform.video.clips import sample_indices
 
 DAY = "2024-01-01"
 # DataLoader workers are forked from a fork server, never from the test process: by the time this module runs, the

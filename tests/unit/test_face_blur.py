@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from videolake.platform.scorers.faces import FacesConfig, detect_faces, face_detector, kept_faces
+from videolake.platform.filters.scorers.faces import FacesConfig, detect_faces, face_detector, kept_faces
 from videolake.platform.shards.config import ShardConfig
 from videolake.platform.shards.encode import encode_clips
 from videolake.platform.shards.face_blur import GRID, BlurSettings, FaceBlurrer, blur_boxes

@@ -1,4 +1,4 @@
-"""The ``faces`` scorer (videolake.platform.scorers.faces): MTCNN face counts on hand-labelled real footage.
+"""The ``faces`` scorer (videolake.platform.filters.scorers.faces): MTCNN face counts on hand-labelled real footage.
 
 Every clip is a whole file of the real-footage corpus (videolake.evaluation.corpus). The labels were established by
 LOOKING at eight frames spread evenly over each clip (extracted as PNGs and viewed), not by running the detector:
@@ -20,13 +20,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import videolake.platform.scorers.faces  # noqa: F401 - registers the scorer (the lead adds it to the built-ins)
-from videolake.platform.clip_pixels import VideoPixels
-from videolake.platform.clips import frame_index
-from videolake.platform.frames import FrameStats
+import videolake.platform.filters.scorers.faces  # noqa: F401 - registers the scorer (the lead adds it to the built-ins)
+from videolake.platform.filters.quality import SCORERS, FrameRequest, QualityConfig, score_video_clips
+from videolake.platform.filters.scorers.faces import FacesConfig, detect_faces, face_detector, kept_faces
 from videolake.platform.params import ParamError
-from videolake.platform.quality import SCORERS, FrameRequest, QualityConfig, score_video_clips
-from videolake.platform.scorers.faces import FacesConfig, detect_faces, face_detector, kept_faces
+from videolake.platform.video.clip_pixels import VideoPixels
+from videolake.platform.video.clips import frame_index
+from videolake.platform.video.frames import FrameStats
 
 LABELS = {
     "carphone.mp4": 1,

@@ -1,7 +1,7 @@
 """Quality gates (videolake.platform.gates): for every gate a partition that passes and one with planted bad data
 that fails it, with the exact measured values and failing ids; config loading; one-partition-only evaluation.
 
-Tables are built by hand against videolake.platform.schemas. GX is real (ephemeral context, imported once).
+Tables are built by hand against videolake.platform.lake.schemas. GX is real (ephemeral context, imported once).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from videolake.platform.gates import (
     repetition_score,
     run_gates,
 )
-from videolake.platform.lake import rows_to_table
-from videolake.platform.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+from videolake.platform.lake.table import rows_to_table
 
 D = dt.date(2024, 3, 1)
 E = dt.date(2024, 3, 2)

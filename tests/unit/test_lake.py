@@ -7,8 +7,8 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.lake.schemas import RAW_VIDEOS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 
@@ -77,7 +77,7 @@ def test_partition_range():
 
 def test_missing_required_column_is_an_error():
     with pytest.raises(ValueError, match="video_id"):
-        from videolake.platform.lake import conform
+        from videolake.platform.lake.table import conform
 
         conform(pa.table({"source_uri": ["x"]}), RAW_VIDEOS)
 
@@ -131,7 +131,7 @@ def test_non_contiguous_overwrite_leaves_the_days_between_untouched(tmp_path):
 
 HEAD_AND_EXIT = """
 import sys
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.table import Lake, PartitionRange
 days = [f"2026-02-{d:02d}" for d in range(1, 9)]
 lake = Lake(sys.argv[1])
 t = lake.head("raw_videos", PartitionRange.of(days), 3, ["video_id", "partition_date"])
@@ -182,7 +182,7 @@ def test_a_tables_column_encodings_apply_to_every_write_and_each_file_reads_back
     tables keep Parquet's defaults. day_fragments names each data file's day."""
     import pyarrow.parquet as pq
 
-    from videolake.platform.schemas import NEAR_DUP_INDEX
+    from videolake.platform.lake.schemas import NEAR_DUP_INDEX
 
     lake = Lake(str(tmp_path))
     days = [dt.date(2026, 1, 1), dt.date(2026, 1, 2)]

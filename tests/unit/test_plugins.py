@@ -24,7 +24,7 @@ DETECTOR_PLUGIN = '''
 import os
 from dataclasses import dataclass
 
-from videolake.platform.frames import SampledDecoder
+from videolake.platform.video.frames import SampledDecoder
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 from videolake.platform.params import param
 
@@ -79,7 +79,7 @@ import os
 from dataclasses import dataclass
 
 from videolake.platform.params import param
-from videolake.platform.quality import SCORERS, Scorer
+from videolake.platform.filters.quality import SCORERS, Scorer
 
 
 @dataclass(frozen=True)
@@ -109,10 +109,10 @@ import json, sys
 from videolake.platform.stages.ingest import ingest_partitions, list_landing
 from videolake.platform.stages.score import score_partitions
 from videolake.platform.stages.split import SplitConfig, split_partitions
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
-from videolake.platform.probe import ProbeConfig
-from videolake.platform.quality import DEFAULT_SCORERS, QualityConfig
+from videolake.platform.video.probe import ProbeConfig
+from videolake.platform.filters.quality import DEFAULT_SCORERS, QualityConfig
 
 # One process scores the day once per max_red given, one JSON line each (one interpreter and one Ray for all).
 root, day, max_reds = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -236,7 +236,7 @@ def test_a_caption_backend_plugin_takes_typed_parameters_and_a_bad_one_fails_bef
         "import datetime as dt, numpy as np\n"
         "from videolake.platform.captioning.base import CaptionerConfig, get_captioner\n"
         "from videolake.platform.captioning.stage import caption_partitions\n"
-        "from videolake.platform.lake import PartitionRange\n"
+        "from videolake.platform.lake.table import PartitionRange\n"
         "from videolake.platform.params import ParamError\n"
         "cfg = CaptionerConfig(model='none', backend='echo', input_mode='none',\n"
         "                      backend_params={'text': 'hi', 'repeat': '2'})\n"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from videolake.platform import probe as P
-from videolake.platform.probe import ProbeConfig, probe_video, raw_video_row
-from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.lake.schemas import RAW_VIDEOS
+from videolake.platform.video import probe as P
+from videolake.platform.video.probe import ProbeConfig, probe_video, raw_video_row
 
 SRC = "testsrc2=size=320x240:rate={rate}"
 
@@ -251,7 +251,7 @@ def test_raw_video_row_matches_schema(media):
 
 
 def test_rejected_row_for_an_unread_object():
-    from videolake.platform.probe import rejected_row, unread_video_id
+    from videolake.platform.video.probe import rejected_row, unread_video_id
 
     names = [f.name for f in RAW_VIDEOS if f.name not in ("partition_date", "ingested_at")]
     row = rejected_row("file:///l/a%FF.mp4", 0, "invalid_name", "the name is not valid UTF-8 (rename it)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from videolake.evaluation import corpus
-from videolake.platform.probe import probe_video
+from videolake.platform.video.probe import probe_video
 
 
 @pytest.fixture(scope="module")

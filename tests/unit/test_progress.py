@@ -1,4 +1,4 @@
-"""Progress lines a person can read (videolake/platform/progress.py): k/N, rate over the computed units, ETA, a
+"""Progress lines a person can read (videolake/platform/runtime/progress.py): k/N, rate over the computed units, ETA, a
 heartbeat while no unit finishes; how run_units and the CPU assets use them. A fake clock drives every case: no
 sleep, no Ray cluster."""
 
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from videolake.platform.progress import ProgressLine, StageReporter, format_duration, parse_line
+from videolake.platform.runtime.progress import ProgressLine, StageReporter, format_duration, parse_line
 
 
 class Clock:

@@ -8,8 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from videolake.platform.frames import FrameStats
-from videolake.platform.quality import (
+from videolake.platform.filters.quality import (
     DEFAULT_SCORERS,
     SCORERS,
     QualityConfig,
@@ -17,8 +16,9 @@ from videolake.platform.quality import (
     failed_clip_row,
     score_video_clips,
 )
-from videolake.platform.reject_rules import REJECT_RULES
-from videolake.platform.schemas import SCENE_CLIPS, clip_id
+from videolake.platform.filters.reject_rules import REJECT_RULES
+from videolake.platform.lake.schemas import SCENE_CLIPS, clip_id
+from videolake.platform.video.frames import FrameStats
 
 FPS = 30.0
 BASE_HASH = 0x0F0F_3C3C_AAAA_5555
@@ -246,8 +246,8 @@ def test_the_scorer_contract_typed_params_setup_once_scores_map_and_clear_errors
     workers, is tests/unit/test_plugins.py)."""
     from dataclasses import dataclass
 
+    from videolake.platform.filters.quality import ClipView, Scorer, check_scorers
     from videolake.platform.params import ParamError, param
-    from videolake.platform.quality import ClipView, Scorer, check_scorers
 
     @dataclass(frozen=True)
     class LimitConfig:
@@ -310,7 +310,7 @@ def test_the_scorer_contract_typed_params_setup_once_scores_map_and_clear_errors
 def test_scorers_see_a_video_in_batches_and_declare_the_frames_they_read():
     """score_batch is called once per scorer per batch of ``batch_clips`` clips, in clip order, with the same rows
     as one by one; frame_requests names each distinct request once, a near_dup switched off asks for none."""
-    from videolake.platform.quality import FrameRequest, Scorer, frame_requests
+    from videolake.platform.filters.quality import FrameRequest, Scorer, frame_requests
 
     batches: list[list[int]] = []
 
@@ -345,8 +345,8 @@ def test_scorers_see_a_video_in_batches_and_declare_the_frames_they_read():
 
 
 def test_end_to_end_black_and_moving_video(ffmpeg, tmp_path):
-    from videolake.platform.frames import compute_frame_stats
-    from videolake.platform.probe import probe_video, raw_video_row
+    from videolake.platform.video.frames import compute_frame_stats
+    from videolake.platform.video.probe import probe_video, raw_video_row
 
     paths = {}
     sources = {
@@ -467,8 +467,8 @@ def test_reading_the_pixels_of_many_clips_opens_their_video_once_per_clip(ffmpeg
 def test_day_figures_count_near_duplicates_and_group_sizes():
     import datetime as dt
 
-    from videolake.platform.lake import rows_to_table
-    from videolake.platform.schemas import FILTERED_CLIPS, table_spec
+    from videolake.platform.lake.schemas import FILTERED_CLIPS, table_spec
+    from videolake.platform.lake.table import rows_to_table
 
     rows = _rows(
         {

@@ -22,9 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.objectstore import LocalObjectStore
-from videolake.platform.schemas import (
+from videolake.platform.lake.schemas import (
     CLIP_CAPTIONS,
     FILTERED_CLIPS,
     RAW_VIDEOS,
@@ -33,6 +31,8 @@ from videolake.platform.schemas import (
     TRAINING_SHARDS,
     clip_id,
 )
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
+from videolake.platform.objectstore import LocalObjectStore
 
 D1, D2, D3, D4, D5, D6 = "2026-01-05", "2026-01-06", "2026-01-07", "2026-01-08", "2026-01-09", "2026-01-10"
 B43 = "resolution_240/aspect_4_3/frames_0_63"

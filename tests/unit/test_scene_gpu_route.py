@@ -14,15 +14,15 @@ import shutil
 import pytest
 from transnet_specs import HARD, SHORT
 
-from videolake.platform.frames import FrameStats
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.filters.quality import QualityConfig
+from videolake.platform.lake.schemas import clip_id
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.platform.objectstore.local import LocalObjectStore
-from videolake.platform.probe import ProbeConfig
-from videolake.platform.quality import QualityConfig
-from videolake.platform.schemas import clip_id
 from videolake.platform.stages.ingest import ingest_partitions, list_landing
 from videolake.platform.stages.score import score_partitions
 from videolake.platform.stages.split import SplitConfig, _split_payload, detect_error_rows, split_partitions
+from videolake.platform.video.frames import FrameStats
+from videolake.platform.video.probe import ProbeConfig
 from videolake.synth import render
 
 DAY = "2026-04-02"
@@ -180,10 +180,10 @@ def test_a_unit_fetches_the_video_only_when_it_needs_its_bytes(tmp_path, ffmpeg,
 
 
 def test_scoring_reads_the_stats_the_rows_name_and_decodes_only_without_them(tmp_path, ffmpeg, monkeypatch):
-    from videolake.platform import frames
-    from videolake.platform.frames import FrameStats
-    from videolake.platform.quality import QualityConfig, score_video_clips
+    from videolake.platform.filters.quality import QualityConfig, score_video_clips
     from videolake.platform.stages.score import score_one
+    from videolake.platform.video import frames
+    from videolake.platform.video.frames import FrameStats
 
     # The source is opened once a video in any case: every passed clip is checked to decode as the shard encoder
     # will read it (stages.score.set_aside). The statistics are computed again only where the rows name none.

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from videolake.evaluation.scenes import score_cuts
-from videolake.platform.frames import DecodeOptions, SampledDecoder, compute_frame_stats
 from videolake.platform.scenes import get_detector
+from videolake.platform.video.frames import DecodeOptions, SampledDecoder, compute_frame_stats
 from videolake.synth import Segment, Transition, VideoSpec, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -294,7 +294,7 @@ def test_fade_out_to_black_and_back_in_is_one_cut(tmp_path, luma, ffmpeg):
 def test_long_black_stretch_is_a_clip_of_its_own(tmp_path, luma, ffmpeg):
     # 37 black frames (1.5 s > black_hold_s): cuts at its first frame and at the first frame after it, so the black
     # stretch is one clip (the quality stage rejects it as black) and each shot keeps its own fade.
-    from videolake.platform.quality import QualityConfig
+    from videolake.platform.filters.quality import QualityConfig
 
     res = luma.detect(_fade_hold(tmp_path, 37))
     assert res.num_frames == 187 and res.cuts == [75, 113]

@@ -55,7 +55,7 @@ def _same_stats(a, b) -> None:
 
 @pytest.mark.slow
 def test_transnetv2_detector_finds_hard_cuts_and_keeps_the_frame_stats_of_its_decode(videos):
-    from videolake.platform.frames import DecodeOptions, compute_frame_stats
+    from videolake.platform.video.frames import DecodeOptions, compute_frame_stats
 
     path, truth = videos["tn_hard"]
     res = get_detector("transnetv2", device="cpu").detect(path)
@@ -127,7 +127,7 @@ def test_detect_scenes_ray_on_a_local_cluster(videos, ray_local, tmp_path):
     )
     assert list(got) == ["a", "b", "c"]
     # each decode task stored its video's frame statistics through the sink; the rows carry the URI it returned
-    from videolake.platform.frames import DecodeOptions, FrameStats, compute_frame_stats
+    from videolake.platform.video.frames import DecodeOptions, FrameStats, compute_frame_stats
 
     keys = {vid: stats_key(split, vid, '{"device": "cpu"}') for vid in ("a", "b")}
     assert got["a"]["stats_uri"] == store.uri(keys["a"]) and got["b"]["stats_uri"] == store.uri(keys["b"])

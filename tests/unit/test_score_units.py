@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import TABLES, clip_id
+from videolake.platform.lake.schemas import TABLES, clip_id
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
+from videolake.platform.runtime.units import unit_key
 from videolake.platform.stages.score import score_units, video_clips
-from videolake.platform.units import unit_key
 
 DAYS = ("2026-05-01", "2026-05-02")
 

@@ -19,8 +19,8 @@ import pytest
 from videolake.platform.dedup.cross_day import reconcile
 from videolake.platform.dedup.semantic_index import INDEX_TABLE, index_day, matches_of_day
 from videolake.platform.embedding.semantic import SemanticDedupConfig
-from videolake.platform.lake import Lake, PartitionRange, rows_to_table
-from videolake.platform.schemas import CLIP_EMBEDDINGS, FILTERED_CLIPS
+from videolake.platform.lake.schemas import CLIP_EMBEDDINGS, FILTERED_CLIPS
+from videolake.platform.lake.table import Lake, PartitionRange, rows_to_table
 
 A, B, C = dt.date(2026, 4, 1), dt.date(2026, 4, 2), dt.date(2026, 4, 3)
 DIM = 16

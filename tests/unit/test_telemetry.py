@@ -1,4 +1,4 @@
-"""platform/telemetry.py without a Ray cluster: what a unit's summary records, that recording never fails the work,
+"""platform/runtime/telemetry.py without a Ray cluster: what a unit's summary records, that recording never fails the work,
 the local Ray's pinned metrics port, and that docs/metrics.md documents every metric.
 
 The metrics reaching a real Prometheus through a real Ray are tests/integration/test_prometheus_metrics.py.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from videolake.platform import telemetry
+from videolake.platform.runtime import telemetry
 
 REPO = Path(__file__).resolve().parents[2]
 

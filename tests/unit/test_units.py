@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 import shared_ray
 
-from videolake.platform.lake import DataFile, Lake, PartitionRange, rows_to_table
-from videolake.platform.lake_files import RETENTION_HOURS
-from videolake.platform.schemas import RAW_VIDEOS
+from videolake.platform.lake.files import RETENTION_HOURS
+from videolake.platform.lake.schemas import RAW_VIDEOS
+from videolake.platform.lake.table import DataFile, Lake, PartitionRange, rows_to_table
+from videolake.platform.runtime.units import LOST_WORKER, Checkpoints, PartitionStep, file_stats
 from videolake.platform.stages.common import run_stage
-from videolake.platform.units import LOST_WORKER, Checkpoints, PartitionStep, file_stats
 
 NOW = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
 DAYS = ["2026-01-01", "2026-01-02"]
@@ -246,8 +246,8 @@ def test_file_stats_are_delta_statistics():
 
 
 def test_finished_keys_lists_the_days_checkpoints_once(tmp_path):
-    from videolake.platform.lake import Lake
-    from videolake.platform.units import Checkpoints
+    from videolake.platform.lake.table import Lake
+    from videolake.platform.runtime.units import Checkpoints
 
     cp = Checkpoints(Lake(str(tmp_path)).files(), "scene_clips", "v1")
     for day, key in (("2026-01-01", "aaa"), ("2026-01-01", "bbb"), ("2026-01-02", "ccc")):
@@ -268,7 +268,7 @@ def _record_resources(payload: dict, *, calls: str) -> list[dict]:
 
 
 def test_units_run_with_the_resources_their_plugin_declares(tmp_path):
-    from videolake.platform.unit_resources import UnitResources
+    from videolake.platform.runtime.unit_resources import UnitResources
 
     lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"
     (calls / "done").mkdir(parents=True)
@@ -292,9 +292,9 @@ def test_units_run_with_the_resources_their_plugin_declares(tmp_path):
 
 @pytest.mark.slow
 def test_unit_resources_ray_args_and_union():
-    from videolake.platform.quality import QualityConfig, scorer_resources
+    from videolake.platform.filters.quality import QualityConfig, scorer_resources
+    from videolake.platform.runtime.unit_resources import UnitResources
     from videolake.platform.scenes import get_detector
-    from videolake.platform.unit_resources import UnitResources
 
     assert UnitResources().ray_args() == {"num_cpus": 1.0}
     gpu = UnitResources(num_cpus=2, num_gpus=1, memory_mb=512, custom=(("L4", 0.5),))
@@ -324,8 +324,8 @@ def test_run_units_reports_k_of_n_with_n_its_unit_count():
     reporter's clock reads 2 s per unit done, so the lines are exact), then the final line."""
     import ray.data
 
-    from videolake.platform.progress import StageReporter
-    from videolake.platform.units import run_units
+    from videolake.platform.runtime.progress import StageReporter
+    from videolake.platform.runtime.units import run_units
 
     class Clock:
         t = 1000.0
@@ -376,7 +376,7 @@ def test_a_decide_step_reads_its_columns_of_the_day_and_rewrites_the_rows_in_bou
     """With ``PartitionStep.decide`` the day's rows are never one task's: its narrow columns decide, then the rows
     are rewritten in tasks of at most FINALIZE_MAX_UNITS unit files (one data file each), every row with its
     decided values and the day's figures from the decision."""
-    import videolake.platform.units as U
+    import videolake.platform.runtime.units as U
 
     monkeypatch.setattr(U, "FINALIZE_MAX_UNITS", 2)
     lake, calls = Lake(str(tmp_path / "lake")), tmp_path / "calls"

@@ -29,8 +29,8 @@ from videolake.assets.metadata import asset_metadata, caption_figures, column_sc
 from videolake.assets.partitions import backfill_policy, daily_partitions, partition_keys
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
 from videolake.platform.captioning.base import DEFAULT_TRACK
-from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import CLIP_CAPTIONS, table_spec, upstream_of
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, table_spec, upstream_of
+from videolake.platform.lake.table import PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.captioner import CaptionerResource, track_captioner
 from videolake.resources.ray_on_demand import connect_on_demand

@@ -31,7 +31,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (  # n
 
 from videolake.assets.partitions import daily_partitions
 from videolake.platform.gates import GATE_DOCS, GateResult, context_tables, gate_names
-from videolake.platform.schemas import TABLE_SPECS
+from videolake.platform.lake.schemas import TABLE_SPECS
 from videolake.resources import LakeResource
 
 # Every table is gated; an optional table's gates exist with its asset (definitions.build_definitions).

@@ -22,7 +22,7 @@ class RawVideosConfig(dg.Config):
     )
 
     def to_engine(self):
-        from videolake.platform.probe import ProbeConfig
+        from videolake.platform.video.probe import ProbeConfig
 
         return ProbeConfig(
             min_duration_s=self.min_duration_s, preflight_frames=self.preflight_frames, full_decode=self.full_decode
@@ -69,7 +69,7 @@ class FilteredClipsConfig(dg.Config):
     )
 
     def to_engine(self):
-        from videolake.platform.quality import DEFAULT_SCORERS, QualityConfig
+        from videolake.platform.filters.quality import DEFAULT_SCORERS, QualityConfig
 
         scorers = (*DEFAULT_SCORERS, *(s for s in self.extra_scorers if s not in DEFAULT_SCORERS))
         return QualityConfig(

@@ -1,7 +1,7 @@
 """The CPU assets: raw_videos -> scene_clips -> filtered_clips, and training_shards after clip_captions. Thin: run the engine's stage, report what it did.
 
 Each stage streams its units through Ray Data into checkpoints and commits them in one Delta transaction
-(videolake.platform.units); the step never holds the rows. A step may write several days (a run of several
+(videolake.platform.runtime.units); the step never holds the rows. A step may write several days (a run of several
 partitions commits them together); how many days a backfill puts in one run is the code location's backfill policy
 (partitions.backfill_policy, applied by ``build_cpu_assets``: one run per day by default, so one bad day fails
 alone). The module-level assets keep a single-run policy for callers that materialize a range in one step.
@@ -19,9 +19,7 @@ from videolake.assets.landing import require_landing_data
 from videolake.assets.metadata import asset_metadata, column_schema
 from videolake.assets.partitions import DEFAULT_PARTITIONS, backfill_policy, partition_keys, with_partitions
 from videolake.assets.ui_metadata import add_partition_figures, column_lineage, preview_of, tag_run
-from videolake.platform.lake import PartitionRange
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import (
+from videolake.platform.lake.schemas import (
     FILTERED_CLIPS,
     RAW_VIDEOS,
     SCENE_CLIPS,
@@ -29,6 +27,8 @@ from videolake.platform.schemas import (
     table_spec,
     upstream_of,
 )
+from videolake.platform.lake.table import PartitionRange
+from videolake.platform.runtime.progress import StageReporter
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.ray_on_demand import connect_on_demand, scalable_gpus
 
@@ -135,7 +135,7 @@ def record_reevaluated_days(context: dg.AssetExecutionContext, days: list[str], 
     """A later day whose rows this run re-evaluated (raw_videos: a copy of a video of the run's days, or a former
     copy that is the original now; filtered_clips: a near-duplicate of a clip of the run's days) gets a
     materialization of its own, so Dagster shows its downstream as changed upstream; its metadata names this run
-    (``decided_by_run``), which made the verdicts in one transaction (``platform/lake_transaction.py``)."""
+    (``decided_by_run``), which made the verdicts in one transaction (``platform/lake/transaction.py``)."""
     run_days = keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
     table = context.asset_key.path[-1]
     for day in days:

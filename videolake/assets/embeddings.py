@@ -19,8 +19,8 @@ from videolake.assets.guard import step_guard
 from videolake.assets.metadata import column_schema
 from videolake.assets.partitions import partition_keys
 from videolake.assets.ui_metadata import tag_run
-from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import CLIP_EMBEDDINGS, upstream_of
+from videolake.platform.lake.schemas import CLIP_EMBEDDINGS, upstream_of
+from videolake.platform.lake.table import PartitionRange
 from videolake.resources import LakeResource, ObjectStoreResource
 from videolake.resources.embedder import EmbedderResource
 from videolake.resources.ray_on_demand import connect_on_demand

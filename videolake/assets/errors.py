@@ -5,7 +5,7 @@ folder, a failed gate) fails the same way again, costs minutes of Ray and GPU ti
 identical failures. A transient failure (a lost Ray worker, actor or node; storage throttling or an outage; a Delta
 commit conflict) is what the assets' RetryPolicy (with backoff) exists for.
 
-``classify`` asks ``videolake.platform.failures`` (the rule that also classes failure rows): it walks the exception
+``classify`` asks ``videolake.platform.runtime.failures`` (the rule that also classes failure rows): it walks the exception
 and its causes (``raise ... from``, implicit context, Ray's ``RayTaskError.cause``) and answers TRANSIENT only for errors known to be transient; anything else is DETERMINISTIC: a bug or a bad input
 does not heal by waiting. ``handle_step_error`` (applied to every asset by ``@step_guard``, see
 videolake.assets.guard) turns a deterministic error into a ``dg.Failure(allow_retries=False)``, which Dagster 1.13 raises past the op's RetryPolicy
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from videolake.platform.failures import chain, is_permanent_marked, is_transient
+from videolake.platform.runtime.failures import chain, is_permanent_marked, is_transient
 
 TRANSIENT_TAG = "transient"
 DETERMINISTIC_TAG = "deterministic"

@@ -112,7 +112,7 @@ def run_local_ray(log) -> Iterator[str]:
     afterwards (VIDEOLAKE_RUN_RAY_ADDRESS); stop it at the end."""
     import ray
 
-    from videolake.platform.units import ensure_ray
+    from videolake.platform.runtime.units import ensure_ray
     from videolake.resources.local import RUN_RAY_ENV, local_ray_cpus
 
     cpus = local_ray_cpus()

@@ -71,7 +71,7 @@ def require_landing_data(store: ObjectStore, landing: str, days: Iterable[str]) 
 
 
 def _count_rows(lake, day: str) -> int:
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     return lake.read_partitions("raw_videos", PartitionRange.of([day]), columns=["video_id"]).num_rows
 

@@ -24,15 +24,15 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from videolake.platform.lake import WriteResult
-from videolake.platform.schemas import TABLE_SPECS, table_spec
+from videolake.platform.lake.schemas import TABLE_SPECS, table_spec
+from videolake.platform.lake.table import WriteResult
 
 # The only numeric (plotted) metadata per table, in display order (each TableSpec's ``plotted``). Throughput labels
 # are step-wide (one value for the whole range of a single-run backfill); the others are counted per partition.
 PLOTTED: dict[str, tuple[str, ...]] = {t.name: t.plotted for t in TABLE_SPECS}
 
 # Also numeric on every asset, besides PLOTTED: the resume counts of the step (checks outside the test suite read
-# them by these names; see platform/units.py).
+# them by these names; see platform/runtime/units.py).
 UNIT_COUNTS: tuple[str, ...] = ("units_total", "units_reused", "units_computed", "units_retried")
 
 
@@ -171,7 +171,7 @@ def caption_figures(metrics) -> dict[str, Any]:
 def table_identity(table_name: str, uri: str, table_rows: int | None = None) -> dict[str, Any]:
     """Dagster's own labels for the table an asset writes: ``dagster/uri``, ``dagster/table_name``, and
     ``dagster/row_count`` (the whole table's rows; a day's rows are ``dagster/partition_row_count``)."""
-    from videolake.platform.figures import TABLE_ROW_COUNT
+    from videolake.platform.lake.figures import TABLE_ROW_COUNT
 
     md: dict[str, Any] = {
         "dagster/uri": dg.MetadataValue.path(uri),

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from videolake.assets.metadata import figures_metadata, rounded
-from videolake.platform.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES, table_spec
+from videolake.platform.lake.schemas import PARTITION_COLUMN, TABLE_SPECS, TABLES, table_spec
 
 PREVIEW_ROWS = 5
 TEXT_CHARS = 60  # shown characters of a caption, error or reason
@@ -40,7 +40,7 @@ TEXT_CHARS = 60  # shown characters of a caption, error or reason
 FULL_COLUMNS = frozenset({"clip_id", "video_id", "source_uri", "shard_uri", "clip_uri", "duplicate_group"})
 TAG_PREFIX = "videolake/"
 
-# Where each column of a table comes from (its spec's lineage, videolake.platform.schemas.TABLE_SPECS):
+# Where each column of a table comes from (its spec's lineage, videolake.platform.lake.schemas.TABLE_SPECS):
 # column -> [(upstream asset, upstream column), ...].
 COLUMN_SOURCES: dict[str, dict[str, list[tuple[str, str]]]] = {
     t.name: {c: list(src) for c, src in t.lineage.items()} for t in TABLE_SPECS if t.lineage
@@ -91,7 +91,7 @@ def add_partition_figures(
 ) -> dict[str, dict[str, Any]]:
     """Scope each day's figures (computed by the stage's workers from the rows they committed) and a preview of
     that day's committed rows (at most PREVIEW_ROWS read back) to that partition's materialization."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     added: dict[str, dict[str, Any]] = {}
     for key in keys:
@@ -107,7 +107,7 @@ def add_partition_figures(
 
 def preview_of(lake: Any, table_name: str, keys: list[str]) -> dg.TableMetadataValue:
     """A preview of the committed rows of ``keys`` (at most PREVIEW_ROWS read back)."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     return record_preview(
         table_name, lake.head(table_name, PartitionRange.of(keys), PREVIEW_ROWS, PREVIEW_COLUMNS[table_name])

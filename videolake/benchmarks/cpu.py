@@ -57,12 +57,12 @@ def ffmpeg_decode_cpu(path: str) -> float:
 
 def cpu_stage_cpu(path: str, detector: str = "luma") -> tuple[float, int]:
     """CPU seconds of probe + scene detection + quality scoring of one file, in this process."""
-    from videolake.platform import clips as _clips
-    from videolake.platform.probe import ProbeConfig, probe_video
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.segments import cuts_to_ranges
     from videolake.platform.stages.score import _score_stats_for_bench
     from videolake.platform.stages.split import _detect
+    from videolake.platform.video import clips as _clips
+    from videolake.platform.video.probe import ProbeConfig, probe_video
 
     det = get_detector(detector)
     _clips._INDEX_CACHE.clear()  # the stage builds a video's frame index once per unit: so does each measurement

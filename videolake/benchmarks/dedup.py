@@ -43,8 +43,8 @@ def _near_copy(fp: np.ndarray, rng: np.random.Generator, bits: int = 12) -> np.n
 def _day_table(day: dt.date, prints: np.ndarray, tag: str) -> Any:
     import pyarrow as pa
 
-    from videolake.platform.lake import rows_to_table
-    from videolake.platform.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.table import rows_to_table
 
     rows = [
         {
@@ -63,7 +63,7 @@ def _day_table(day: dt.date, prints: np.ndarray, tag: str) -> Any:
 def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np.random.Generator, keep: list) -> None:
     """Earlier days ``first`` .. ``first + days - 1``: filtered_clips rows and their index rows."""
     from videolake.platform.dedup.cross_day import INDEX_TABLE, index_rows
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     tables, index = [], []
     for d in range(first, first + days):
@@ -84,7 +84,7 @@ def _write_history(lake: Any, first: int, days: int, clips_per_day: int, rng: np
 
 def _judge_new_day(lake: Any, day: dt.date, clips_per_day: int, originals: list, rng: np.random.Generator) -> dict:
     from videolake.platform.dedup.cross_day import reconcile
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     copies = max(1, clips_per_day // 10)
     picks = sorted(rng.choice(len(originals), copies, replace=False).tolist(), reverse=True)
@@ -112,7 +112,7 @@ def _judge_new_day(lake: Any, day: dt.date, clips_per_day: int, originals: list,
 
 def bench_dedup(clips_per_day: int = 2000, days: int = 5, growth: int = 10, repeats: int = 2, seed: int = 0) -> dict:
     from videolake.platform.dedup.cross_day import INDEX_TABLE
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
 
     rng = np.random.default_rng(seed)
     originals: list = []

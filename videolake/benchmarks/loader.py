@@ -29,14 +29,14 @@ def bench_loader(videos: int = 8, seconds: int = 16, clip_frames: int = 60, core
 
     from videolake.benchmarks.shards import DAY, _sources, _tables
     from videolake.dataset import open_release
-    from videolake.platform.clips import sample_indices
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
     from videolake.platform.objectstore.local import LocalObjectStore
     from videolake.platform.releases.create import create_release
     from videolake.platform.shards.config import ShardConfig
     from videolake.platform.shards.tarfile_det import read_samples
     from videolake.platform.shards.verify import read_uri
     from videolake.platform.stages.shard import shard_partitions
+    from videolake.platform.video.clips import sample_indices
 
     cores = cores or os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="videolake-bench-loader-") as tmp:

@@ -44,11 +44,11 @@ def _prepared(path: str) -> tuple[list[dict], Any, Any]:
     """The clips, frame statistics (with kept frames) and probe of ``path``, as the split stage leaves them."""
     from dataclasses import replace
 
-    from videolake.platform.probe import ProbeConfig, probe_video
+    from videolake.platform.lake.schemas import clip_id
     from videolake.platform.scenes import get_detector
     from videolake.platform.scenes.segments import cuts_to_ranges
-    from videolake.platform.schemas import clip_id
     from videolake.platform.stages.split import _detect
+    from videolake.platform.video.probe import ProbeConfig, probe_video
 
     probe = probe_video(path, ProbeConfig(full_decode=False)).probe
     result, keeper = _detect(get_detector("luma"), path)
@@ -74,9 +74,9 @@ def _prepared(path: str) -> tuple[list[dict], Any, Any]:
 
 def score_stage_cpu(path: str, prepared: tuple[list[dict], Any, Any], config: Any) -> float:
     """CPU seconds of one video's filtered_clips work under ``config`` (scores, one pixel pass, decode check)."""
-    from videolake.platform import clips as _clips
-    from videolake.platform.quality import score_video_clips
+    from videolake.platform.filters.quality import score_video_clips
     from videolake.platform.stages.score import _file_pixels, set_aside
+    from videolake.platform.video import clips as _clips
 
     clips, stats, video = prepared
     _clips._INDEX_CACHE.clear()  # the stage builds a video's frame index once per unit: so does each measurement
@@ -93,7 +93,7 @@ def bench_models(
     files: list[str] | None = None,
     scorers: tuple[str, ...] = MODEL_SCORERS,
 ) -> list[ModelBenchRow]:
-    from videolake.platform.quality import DEFAULT_SCORERS, SCORERS, QualityConfig
+    from videolake.platform.filters.quality import DEFAULT_SCORERS, SCORERS, QualityConfig
 
     on = tuple(s for s in scorers if s in SCORERS)
     with_models = QualityConfig(scorers=(*DEFAULT_SCORERS, *(s for s in on if s not in DEFAULT_SCORERS)))

@@ -73,8 +73,8 @@ def make_upstream(lake, rows: int, day: str = DAY) -> int:
     """raw_videos, scene_clips and filtered_clips for ``rows`` passed clips (10 per video) of one day.
 
     Runs in a Ray worker (see ``bench_scale``) so that the measured process never holds these rows."""
-    from videolake.platform.lake import PartitionRange
-    from videolake.platform.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+    from videolake.platform.lake.schemas import FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+    from videolake.platform.lake.table import PartitionRange
 
     d = dt.date.fromisoformat(day)
     now = dt.datetime.now(dt.UTC)
@@ -118,7 +118,7 @@ def make_upstream(lake, rows: int, day: str = DAY) -> int:
 
 
 def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    from videolake.platform.lake import conform
+    from videolake.platform.lake.table import conform
 
     return conform(t, schema)
 
@@ -142,7 +142,7 @@ def run_scale(rows: int, work: str, *, batch: int, actors: int) -> ScaleResult:
 
     from videolake.platform.captioning.base import CaptionerConfig
     from videolake.platform.captioning.stage import caption_partitions
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
 
     lake = Lake(os.path.join(work, f"lake-{rows}"))
     ray.get(ray.remote(num_cpus=1)(make_upstream).remote(lake, rows))
@@ -173,8 +173,8 @@ def run_scale(rows: int, work: str, *, batch: int, actors: int) -> ScaleResult:
 
 def baseline_direct_write(rows: int, work: str) -> float:
     """Seconds to build N caption rows in this process and write them with one write_deltalake (no Ray)."""
-    from videolake.platform.lake import Lake, PartitionRange, conform
-    from videolake.platform.schemas import CLIP_CAPTIONS
+    from videolake.platform.lake.schemas import CLIP_CAPTIONS
+    from videolake.platform.lake.table import Lake, PartitionRange, conform
 
     t0 = time.perf_counter()
     d = dt.date.fromisoformat(DAY)
@@ -201,7 +201,7 @@ def baseline_direct_write(rows: int, work: str) -> float:
 def bench_scale(rows: int, compare_rows: int | None = None, *, batch: int = 4096, actors: int = 1, echo=print) -> dict:
     import ray
 
-    from videolake.platform.units import ensure_ray
+    from videolake.platform.runtime.units import ensure_ray
 
     compare_rows = compare_rows if compare_rows is not None else max(rows // 10, 1)
     work = tempfile.mkdtemp(prefix="videolake-bench-scale-")
@@ -302,11 +302,11 @@ def _wait(proc) -> None:
 def _split_seconds(store_root: str, lake_root: str, cpus: int) -> float:
     import ray
 
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
     from videolake.platform.objectstore import LocalObjectStore
-    from videolake.platform.probe import ProbeConfig
     from videolake.platform.stages.ingest import ingest_partitions, list_landing
     from videolake.platform.stages.split import SplitConfig, split_partitions
+    from videolake.platform.video.probe import ProbeConfig
 
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:

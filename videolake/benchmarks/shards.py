@@ -60,8 +60,8 @@ def _tables(lake, store, sources: list[Path], clip_frames: int, seconds: int) ->
     """The four upstream tables of one day, every clip passed and captioned; returns the clips."""
     import pyarrow as pa
 
-    from videolake.platform.lake import PartitionRange, rows_to_table
-    from videolake.platform.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+    from videolake.platform.lake.schemas import CLIP_CAPTIONS, FILTERED_CLIPS, RAW_VIDEOS, SCENE_CLIPS, clip_id
+    from videolake.platform.lake.table import PartitionRange, rows_to_table
 
     day = dt.date.fromisoformat(DAY)
     now = dt.datetime.now(dt.UTC)
@@ -198,7 +198,7 @@ def bench_shards(
 ) -> dict:
     import ray
 
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
     from videolake.platform.objectstore.local import LocalObjectStore
     from videolake.platform.shards.config import ShardConfig
     from videolake.platform.shards.encode import target_size

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from videolake.platform.schemas import TABLE_NAMES, table_spec
+from videolake.platform.lake.schemas import TABLE_NAMES, table_spec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

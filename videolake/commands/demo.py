@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from videolake.commands._env import quiet_dagster_warnings
-from videolake.platform.progress import ProgressLine, parse_line
+from videolake.platform.runtime.progress import ProgressLine, parse_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,7 +102,7 @@ INDENT = "      "
 class StepLines:
     """What the demo prints from the run's event-log entries, as plain lines (stdout is not a terminal: CI, a pipe).
 
-    One line per step start/end/retry; and the stage's progress lines (``videolake/platform/progress.py``, logged by
+    One line per step start/end/retry; and the stage's progress lines (``videolake/platform/runtime/progress.py``, logged by
     the step): one when ``interval_s`` passed since the stage's first line (its plan, once Ray is up) or since the
     last one printed, and the stage's last line once one was printed. A stage shorter than ``interval_s`` prints
     no progress line: its step shows only its start and end."""

@@ -41,7 +41,7 @@ def _line(row: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from videolake.commands.release import lake_and_store
-    from videolake.platform.lineage import CLIP_TABLES, clip_frames, trace
+    from videolake.platform.lake.lineage import CLIP_TABLES, clip_frames, trace
 
     with lake_and_store() as (lake, store, _config):
         chain = trace(lake, args.id)

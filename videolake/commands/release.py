@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from videolake.platform.gates import GateConfig
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
     from videolake.platform.objectstore import ObjectStore
 
 

@@ -25,10 +25,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from videolake.platform.schemas import TABLE_NAMES
+from videolake.platform.lake.schemas import TABLE_NAMES
 
 if TYPE_CHECKING:
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
 
 VIEW_COLUMNS = ("status", "reason", "detail", "source")
 MAX_CELL = 120  # characters of a text cell (ids are never cut); --json gives every value whole
@@ -124,7 +124,7 @@ def matches(row: dict[str, Any], statuses: list[str] | None, reason: str | None)
 
 def columns_for(table: str, schema_names: list[str], wanted: str | None) -> list[str]:
     """The columns to show, or ValueError naming the unknown ones."""
-    from videolake.platform.schemas import table_spec
+    from videolake.platform.lake.schemas import table_spec
 
     if wanted is None:
         return [*table_spec(table).key_columns, *VIEW_COLUMNS]
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_day(lake: Lake, table: str, date: str) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
     """The day's rows of ``table``, its column names and video_id -> source_uri for rows without their own."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     rng = PartitionRange.of([date])
     tbl = lake.read_partitions(table, rng)

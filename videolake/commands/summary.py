@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from videolake.platform.schemas import TABLE_NAMES
+from videolake.platform.lake.schemas import TABLE_NAMES
 
 
 def print_summary(defs, date: str, result, elapsed: float, out=print) -> None:
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     done = materialized(result)
     lake = defs.resources["lake"].get_lake()

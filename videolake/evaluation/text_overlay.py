@@ -202,7 +202,7 @@ def find_font() -> str:
 
 def quality_config(name: str) -> Any:
     """The QualityConfig of configuration ``name``: ``text``, ``text_overlay`` or ``text_overlay:k=v,k=v``."""
-    from videolake.platform.quality import QualityConfig
+    from videolake.platform.filters.quality import QualityConfig
 
     scorer, _, settings = name.partition(":")
     if scorer not in RULES:
@@ -255,8 +255,8 @@ _LOADED: set[str] = set()
 
 def _load(name: str) -> Any:
     """The QualityConfig of ``name``, its scorers (the OCR models) built and set up before any timed call."""
-    import videolake.platform.scorers.text_overlay  # noqa: F401  (registers the scorer)
-    from videolake.platform.quality import active_scorers
+    import videolake.platform.filters.scorers.text_overlay  # noqa: F401  (registers the scorer)
+    from videolake.platform.filters.quality import active_scorers
 
     config = quality_config(name)
     if name not in _LOADED:
@@ -269,7 +269,7 @@ def _stats(path: str) -> Any:
     """The clip's frame statistics, computed once and kept beside it (every configuration reads them)."""
     import pickle
 
-    from videolake.platform.frames import compute_frame_stats
+    from videolake.platform.video.frames import compute_frame_stats
 
     cached = Path(path + ".stats.pkl")
     if cached.exists():
@@ -288,8 +288,8 @@ def score_clip(path: str, name: str) -> tuple[bool, float | None, float]:
     ``text_area`` for the text rule, ``text_overlay_area`` for the OCR scorer. Cached beside the clip."""
     import json
 
-    from videolake.platform.clip_pixels import VideoPixels
-    from videolake.platform.quality import score_video_clips
+    from videolake.platform.filters.quality import score_video_clips
+    from videolake.platform.video.clip_pixels import VideoPixels
 
     cached = Path(f"{path}.{name.replace(':', '_').replace(',', '_').replace('=', '')}.json")
     if cached.exists():

@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from videolake.platform.lake import Lake
+from videolake.platform.lake.table import Lake
 from videolake.resources.s3 import S3Resource
 
 

@@ -1,6 +1,6 @@
 """The prod profile: data and tables in S3, Dagster on Kubernetes, every Ray step on its own ephemeral KubeRay cluster.
 
-Two cluster shapes (videolake/platform/kuberay_spec.py), both created by dagster-ray's KubeRayCluster when a step
+Two cluster shapes (videolake/platform/runtime/kuberay_spec.py), both created by dagster-ray's KubeRayCluster when a step
 starts and deleted when it ends, on success and on failure (``cleanup="always"``):
 
 - ``ray_cluster`` (raw_videos, scene_clips, filtered_clips): a CPU worker group that KubeRay's autoscaler grows from
@@ -77,7 +77,7 @@ def ray_cluster_config():
     """The RayCluster shape of the GPU step, from environment settings: its one worker group is WorkerGroupConfig's
     defaults (the GPU step's group) with VIDEOLAKE_RAY_GPU_WORKERS workers (fixed size),
     VIDEOLAKE_RAY_GPUS_PER_WORKER GPUs each and the GPU placement, where the environment sets them."""
-    from videolake.platform.kuberay_spec import RayClusterSpecConfig, WorkerGroupConfig
+    from videolake.platform.runtime.kuberay_spec import RayClusterSpecConfig, WorkerGroupConfig
 
     image, namespace = _env("VIDEOLAKE_RAY_IMAGE"), _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")
     group = {}
@@ -94,7 +94,7 @@ def cpu_cluster_gpu_group():
     """The CPU stages' optional GPU worker group (scene_clips' TransNetV2), or None (the default): 0 to
     VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS pods of VIDEOLAKE_RAY_CPU_GPUS_PER_WORKER GPUs (default 1), placed like the
     GPU step's workers (VIDEOLAKE_RAY_NODE_SELECTOR, VIDEOLAKE_RAY_TOLERATIONS)."""
-    from videolake.platform.kuberay_spec import cpu_stage_gpu_group
+    from videolake.platform.runtime.kuberay_spec import cpu_stage_gpu_group
 
     max_workers = (
         _int_env("VIDEOLAKE_RAY_CPU_GPU_MAX_WORKERS")
@@ -120,7 +120,7 @@ def cpu_cluster_config():
     CPU_STAGE_GROUP) with VIDEOLAKE_RAY_CPU_MIN_WORKERS..VIDEOLAKE_RAY_CPU_MAX_WORKERS workers of
     VIDEOLAKE_RAY_CPU_WORKER_CPUS and VIDEOLAKE_RAY_CPU_WORKER_MEMORY, where the environment sets them, then the GPU
     group of ``cpu_cluster_gpu_group`` if that gives one."""
-    from videolake.platform.kuberay_spec import cpu_stage_cluster_config, cpu_stage_group
+    from videolake.platform.runtime.kuberay_spec import cpu_stage_cluster_config, cpu_stage_group
 
     image = os.environ.get("VIDEOLAKE_RAY_CPU_IMAGE") or _env("VIDEOLAKE_RAY_IMAGE")
     namespace = _env("VIDEOLAKE_K8S_NAMESPACE", "videolake")
@@ -221,7 +221,7 @@ def kuberay_cluster_resource(cfg, **overrides):
     from dagster_ray import Lifecycle
     from dagster_ray.kuberay.configs import RayClusterConfig, RayClusterSpec
 
-    from videolake.platform.kuberay_spec import dagster_ray_spec_kwargs
+    from videolake.platform.runtime.kuberay_spec import dagster_ray_spec_kwargs
 
     kwargs = {
         "ray_cluster": RayClusterConfig(

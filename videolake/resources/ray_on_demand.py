@@ -3,7 +3,7 @@
 dagster-ray's resources connect while Dagster sets up the step: ~5-9 s of `ray.init` on this 2-core machine,
 paid again by every step of a run over a day that has nothing to do. With ``Lifecycle(connect=False)`` the resource
 is set up but not joined; ``connect_on_demand`` hands the engine a connector that runs the resource's own
-create -> wait -> connect chain the first time a stage needs Ray (``videolake.platform.units.ensure_ray``).
+create -> wait -> connect chain the first time a stage needs Ray (``videolake.platform.runtime.units.ensure_ray``).
 A resource that connected at setup (the prod profile's KubeRay clusters) is already joined and the connector never
 runs.
 
@@ -22,7 +22,7 @@ from dagster_ray import LocalRay, RayResource
 
 @contextlib.contextmanager
 def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) -> Iterator[None]:
-    from videolake.platform.units import ray_connector
+    from videolake.platform.runtime.units import ray_connector
 
     def connect() -> None:
         context.log.info(f"the stage has work: connecting to {resource.display_name}")
@@ -31,7 +31,7 @@ def connect_on_demand(context: dg.AssetExecutionContext, resource: RayResource) 
         with pinned_metrics_port(resource, context.log):
             resource._connect(context)
         if isinstance(resource, LocalRay):
-            from videolake.platform.telemetry import metrics_targets
+            from videolake.platform.runtime.telemetry import metrics_targets
 
             context.log.info(f"this local Ray exports its metrics (Prometheus) at {', '.join(metrics_targets())}")
 
@@ -48,7 +48,7 @@ def pinned_metrics_port(resource: RayResource, log) -> Iterator[None]:
     once (max_concurrent_runs); the resource's option dict is the one dagster-ray's ``connect`` copies into
     ``ray.init``, so the key is added for that call only.
     """
-    from videolake.platform.telemetry import PORT_ENV, local_ray_options
+    from videolake.platform.runtime.telemetry import PORT_ENV, local_ray_options
 
     options = resource.ray_init_options if isinstance(resource, LocalRay) else None
     extra = local_ray_options() if options is not None and "_metrics_export_port" not in options else {}
@@ -67,7 +67,7 @@ def pinned_metrics_port(resource: RayResource, log) -> Iterator[None]:
 def scalable_gpus(resource: RayResource) -> int:
     """GPUs the resource's cluster can scale up to: a KubeRay cluster's worker groups (maxReplicas x num-gpus);
     0 for a local Ray, whose GPUs (if any) are there from the start."""
-    from videolake.platform.kuberay_spec import scalable_gpus as of_groups
+    from videolake.platform.runtime.kuberay_spec import scalable_gpus as of_groups
 
     cluster = getattr(resource, "ray_cluster", None)
     spec = getattr(cluster, "spec", None)

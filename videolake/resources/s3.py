@@ -45,7 +45,7 @@ class S3Resource(dg.ConfigurableResource):
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs storage options for tables under ``s3://`` on this connection."""
-        from videolake.platform.lake_storage import storage_options_for_s3
+        from videolake.platform.lake.storage import storage_options_for_s3
 
         return storage_options_for_s3(
             endpoint_url=self.endpoint,

@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from videolake.platform.failures import PERMANENT, failure_class
 from videolake.platform.registry import Registry
+from videolake.platform.runtime.failures import PERMANENT, failure_class
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class CaptionResult:
     prompt_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
-    # With ``error``: whether captioning again can succeed (platform/failures.py); None means permanent (an empty
+    # With ``error``: whether captioning again can succeed (platform/runtime/failures.py); None means permanent (an empty
     # or invalid output, a model that rejects the input).
     failure_class: str | None = None
 

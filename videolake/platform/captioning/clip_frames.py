@@ -2,7 +2,7 @@
 
 A clip row names its frames as a range of its source (``source_uri``, ``start_frame``, ``end_frame``, ``fps``) or,
 when it was materialised, its own file (``clip_uri``, frames 0..end-start). Frames are sampled at ``sample_fps``
-(between ``min_frames`` and ``max_frames``), decoded frame-exactly by ``videolake.platform.clips.read_clip_frames``
+(between ``min_frames`` and ``max_frames``), decoded frame-exactly by ``videolake.platform.video.clips.read_clip_frames``
 (one seek per clip, numbering by the decode-order frame index the scene detector used) and downscaled to at most
 ``max_pixels`` each, aspect kept, and turned upright by the video's display matrix (phone portrait footage reaches the
 captioner portrait, not sideways). The video metadata that vLLM's Qwen-VL processors need travels with them.
@@ -30,7 +30,7 @@ from urllib.parse import unquote_to_bytes, urlparse
 import numpy as np
 
 from videolake.platform.captioning.base import FrameConfig
-from videolake.platform.failures import PERMANENT, failure_class
+from videolake.platform.runtime.failures import PERMANENT, failure_class
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def read_frames(
     path: str, start_frame: int, end_frame: int, fps: float, config: FrameConfig, even: bool = False
 ) -> ClipFrames:
     """Sample and decode the frames of [start_frame, end_frame) of a local video. Raises ValueError with a reason."""
-    from videolake.platform.clips import frame_index, read_clip_frames, sample_indices
+    from videolake.platform.video.clips import frame_index, read_clip_frames, sample_indices
 
     if end_frame <= start_frame:
         raise ValueError(f"empty frame range [{start_frame}, {end_frame})")
@@ -180,7 +180,9 @@ def extract_frames(
     n = len(batch["clip_id"])
     frames = np.empty(n, dtype=object)
     errors = np.empty(n, dtype=object)
-    classes = np.full(n, "", dtype=object)  # failure class of a frame_error (platform/failures.py), "" when none
+    classes = np.full(
+        n, "", dtype=object
+    )  # failure class of a frame_error (platform/runtime/failures.py), "" when none
     metas = np.empty(n, dtype=object)
     times = np.full(n, "", dtype=object)  # JSON: the sampled frames' times in the source, seconds
     counts = np.zeros(n, dtype=np.int32)

@@ -50,9 +50,9 @@ from typing import Any
 import pyarrow as pa
 
 from videolake.platform.gates.config import DEFAULT_REFUSAL_PATTERNS
-from videolake.platform.lake import Lake, PartitionRange
+from videolake.platform.lake.schemas import CAPTION_COMPARISONS, PARTITION_COLUMN
+from videolake.platform.lake.table import Lake, PartitionRange
 from videolake.platform.params import param
-from videolake.platform.schemas import CAPTION_COMPARISONS, PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ CAPTION_CHARS = 90  # shown characters of a caption
 def day_samples(lake: Any, day: str, count: int = COUNT, track: str = "default") -> list[dict]:
     """Up to ``count`` ok captions of caption track ``track`` of ``day`` with their clip's frame range and source
     (clip_id order)."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     rng = PartitionRange.of([day])
     caps = lake.read_partitions(

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from videolake.platform.built_once import lock_path, locked
 from videolake.platform.objectstore.base import ObjectStore, sha256_file
+from videolake.platform.runtime.built_once import lock_path, locked
 
 log = logging.getLogger(__name__)
 

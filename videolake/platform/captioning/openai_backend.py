@@ -23,7 +23,7 @@ import numpy as np
 
 from videolake.platform.captioning.base import CAPTIONERS, CaptionerBackend, CaptionerConfig, CaptionResult, clip_seed
 from videolake.platform.captioning.prompts import check_structured_output
-from videolake.platform.failures import failure_class
+from videolake.platform.runtime.failures import failure_class
 
 log = logging.getLogger(__name__)
 

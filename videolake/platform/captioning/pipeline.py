@@ -17,7 +17,7 @@ import pyarrow as pa
 from videolake.platform.captioning.base import METRIC_COLUMNS, CaptionerConfig
 from videolake.platform.captioning.clip_frames import REQUIRED_COLUMNS, SourceOpener
 from videolake.platform.captioning.metrics import CaptionMetrics, compute_metrics
-from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def caption_clips(
     import tempfile
 
     from videolake.platform.captioning.stage import INPUT_COLUMNS, caption_partitions
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
 
     missing = [c for c in REQUIRED_COLUMNS if c not in clips.column_names]
     if missing:

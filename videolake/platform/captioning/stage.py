@@ -45,7 +45,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform import telemetry
 from videolake.platform.captioning.base import (
     DEFAULT_TRACK,
     METRIC_COLUMNS,
@@ -55,10 +54,11 @@ from videolake.platform.captioning.base import (
     captioner_class,
     code_version,
 )
-from videolake.platform.failures import PERMANENT, TRANSIENT
-from videolake.platform.lake import Lake, PartitionRange, conform
-from videolake.platform.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
-from videolake.platform.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
+from videolake.platform.lake.schemas import CLIP_CAPTIONS, PARTITION_COLUMN, table_spec
+from videolake.platform.lake.table import Lake, PartitionRange, conform
+from videolake.platform.runtime import telemetry
+from videolake.platform.runtime.failures import PERMANENT, TRANSIENT
+from videolake.platform.runtime.units import Checkpoints, StageProgress, call_each, ensure_ray, file_stats
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def clips_to_caption(lake: Lake, rng: PartitionRange, source_track: str | None =
     """Passed clips of the range joined with their frame ranges (scene_clips) and frame rate: the clip's own, its
     frames over its measured duration (``clips.clip_rate``; the video's, raw_videos, where none is known); with
     ``source_track`` (a second pass), also each clip's ok caption in that track (``source_caption``)."""
-    from videolake.platform.clips import clip_rate
+    from videolake.platform.video.clips import clip_rate
 
     filtered = lake.read_partitions("filtered_clips", rng, columns=["clip_id", "passed"])
     passed = filtered.filter(pc.equal(filtered.column("passed"), True)).select(["clip_id"])
@@ -434,7 +434,7 @@ def finalize_day(
     attempts_since: float | None = None,
 ) -> tuple[list, dict]:
     """Runs on a worker: the day's committed rows = pieces ∩ wanted clips, one row per wanted clip."""
-    from videolake.platform.lake import DataFile
+    from videolake.platform.lake.table import DataFile
 
     files = checkpoints.files
     wanted = files.read_parquet(wanted_path)
@@ -719,7 +719,7 @@ def _run_pipeline(
     frame_cache: Any,
 ) -> tuple[list[dict], float, float]:
     """Run the Ray Data pipeline over the todo units: (the batches' summary rows, its wall seconds, its end time)."""
-    from videolake.platform.progress import StageReporter
+    from videolake.platform.runtime.progress import StageReporter
 
     batches: list[dict] = []
     t_pipe = time.perf_counter()

@@ -80,11 +80,11 @@ def build_tiny_qwen_vl(out_dir: str | os.PathLike, family: str = "qwen2_5_vl", *
 
     The build goes to a sibling temporary directory that is renamed into place at the end, so a crash never
     leaves a half-written model where a loader would find it; processes that ask at once build it once
-    (videolake/platform/built_once.py).
+    (videolake/platform/runtime/built_once.py).
     """
     if family not in FAMILIES:
         raise ValueError(f"unknown tiny model family {family!r}; known: {', '.join(FAMILIES)}")
-    from videolake.platform.built_once import build_once
+    from videolake.platform.runtime.built_once import build_once
 
     out = Path(out_dir).resolve()
     t0 = time.perf_counter()

@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.reject_rules import join_rules
-from videolake.platform.schemas import PARTITION_COLUMN
+from videolake.platform.filters.reject_rules import join_rules
+from videolake.platform.lake.schemas import PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ def write_index(lake: Any, run: Any, config: Any = None) -> int:
 def replace_outdated_index(lake: Any) -> bool:
     """Empty the index when its columns are not the current ones (an index of an older videolake); the days are
     then indexed again by ``index_missing_days``. Returns whether it was replaced."""
-    from videolake.platform.schemas import LAKE_SCHEMAS
+    from videolake.platform.lake.schemas import LAKE_SCHEMAS
 
     if not lake.exists(INDEX_TABLE) or lake.column_names(INDEX_TABLE) == LAKE_SCHEMAS[INDEX_TABLE].names:
         return False
@@ -299,7 +299,7 @@ def index_missing_days(lake: Any, config: Any = None) -> list[str]:
     whose clips have no fingerprint files no key: it is looked for again at each run (one read of its fingerprint
     column) and never returned. ``reconcile`` judges the returned days again, as their verdicts were made without
     the index."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     missing = sorted(lake.partition_days(TABLE) - lake.partition_days(INDEX_TABLE))
     for rng in PartitionRange.split([d.isoformat() for d in missing]):
@@ -412,7 +412,7 @@ def _seen_both_ways(
 def _candidates(lake: Any, hits: pa.Table) -> list[dict[str, Any]]:
     """The filtered_clips rows (``CANDIDATE_COLUMNS``) of the clips ``hits`` names (clip_key, partition_date), read
     from their days only."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     if hits.num_rows == 0:
         return []
@@ -465,8 +465,8 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
     Why a rewrite of the day and not a Delta UPDATE of the rows: delta-rs 1.6's UPDATE writes the string columns it
     rewrites as Arrow string_view, which pyarrow's dataset filters then refuse to compare with the other files'
     strings ("no kernel matching input types (string, string_view)")."""
-    from videolake.platform.lake import PartitionRange, rows_to_table
-    from videolake.platform.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.schemas import FILTERED_CLIPS
+    from videolake.platform.lake.table import PartitionRange, rows_to_table
 
     if not kept:
         return 0
@@ -497,7 +497,7 @@ def _mark_kept(lake: Any, kept: set[tuple[dt.date, str]]) -> int:
 
 def _copied_videos(lake: Any, day: dt.date) -> pa.Array:
     """The video ids of ``day`` that raw_videos marks as copies of a video landed on an earlier day."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     raw = lake.read_partitions(
         "raw_videos", PartitionRange.of([day.isoformat()]), ["video_id"], pc.field("status") == "duplicate"
@@ -563,7 +563,7 @@ def reconcile(
     semantic verdicts and a later day with a semantic duplicate of a changed day is judged again. ``decided_by``
     (a run id) is recorded in the commit."""
     from videolake.platform.dedup.near import NearDupConfig
-    from videolake.platform.lake_transaction import transact
+    from videolake.platform.lake.transaction import transact
 
     config = config or NearDupConfig()
     if not lake.exists(TABLE):
@@ -621,7 +621,7 @@ def _judge_day(
     """Judge one day again and rewrite it when its verdicts changed (counted in ``out``; the kept clips its rows
     name go to ``kept_elsewhere``). Returns whether it changed, the index hits of its keys on other days, and
     what the semantic rule found for it (None without one)."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     rows = lake.read_partitions(TABLE, PartitionRange.of([day.isoformat()]))
     rows, copies = _without_clips_of_copies(lake, rows, day)
@@ -645,8 +645,8 @@ def _judge_day(
     out.judged_days.append(day.isoformat())
     changed = copies > 0 or [_verdict_key(r) for r in new] != [_verdict_key(r) for r in old]
     if changed:
-        from videolake.platform.lake import rows_to_table
-        from videolake.platform.schemas import FILTERED_CLIPS
+        from videolake.platform.lake.schemas import FILTERED_CLIPS
+        from videolake.platform.lake.table import rows_to_table
 
         lake.write_partitions(TABLE, rows_to_table(new, FILTERED_CLIPS), PartitionRange.of([day.isoformat()]))
         out.changed_days.append(day.isoformat())

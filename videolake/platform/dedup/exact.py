@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.lake import PartitionRange
-from videolake.platform.schemas import PARTITION_COLUMN
+from videolake.platform.lake.schemas import PARTITION_COLUMN
+from videolake.platform.lake.table import PartitionRange
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def reconcile_copies(lake: Any, run: PartitionRange, *, decided_by: str = "") ->
     """Bring every row that the run's days can affect to its verdict (module docstring) and rewrite the days whose
     rows changed, in one optimistic transaction. Reads only the candidate rows (a filtered scan of a few columns);
     returns what changed. ``decided_by`` (a run id) is recorded in the commit."""
-    from videolake.platform.lake_transaction import transact
+    from videolake.platform.lake.transaction import transact
 
     return transact(lake, TABLE, lambda tx: _reconcile(tx, run), decided_by=decided_by)
 

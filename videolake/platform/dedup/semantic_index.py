@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.schemas import LAKE_SCHEMAS, PARTITION_COLUMN
+from videolake.platform.lake.schemas import LAKE_SCHEMAS, PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class SemanticMatches:
 
 
 def _day_range(day: str | dt.date) -> Any:
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     return PartitionRange.of([day if isinstance(day, str) else day.isoformat()])
 

@@ -18,7 +18,7 @@ Batch out (one row per input row, in order):
     model          str, the model's name and revision (``model_label``): what produced the vector
     status         "ok" | "failed"
     error          str | None, the reason of a failed row
-    failure_class  str | None, transient | permanent (platform/failures.py) for a failed row
+    failure_class  str | None, transient | permanent (platform/runtime/failures.py) for a failed row
     embedding      float32 1-D array, L2-normalised; empty (0,) for a failed row
     dim            int, the embedding's length (0 for a failed row)
 Every input row gives exactly one output row: a clip that fails is a ``failed`` row with its reason, never a
@@ -39,9 +39,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from videolake.platform.failures import PERMANENT, failure_class
 from videolake.platform.registry import Registry
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.failures import PERMANENT, failure_class
+from videolake.platform.runtime.unit_resources import UnitResources
 
 log = logging.getLogger(__name__)
 

@@ -40,9 +40,9 @@ def build_tiny_clip(dest: str | os.PathLike, *, seed: int = 0) -> Path:
 
     The build goes to a sibling temporary directory renamed into place at the end, so a crash never leaves a
     half-written model where a loader would find it; processes that ask at once build it once
-    (videolake/platform/built_once.py).
+    (videolake/platform/runtime/built_once.py).
     """
-    from videolake.platform.built_once import build_once
+    from videolake.platform.runtime.built_once import build_once
 
     out = Path(dest).resolve()
     t0 = time.perf_counter()

@@ -38,12 +38,12 @@ from videolake.platform.gates.config import (
 )
 from videolake.platform.gates.core import GateResult
 from videolake.platform.gates.text import repetition_score
-from videolake.platform.schemas import TABLE_SPECS
+from videolake.platform.lake.schemas import TABLE_SPECS
 
 if TYPE_CHECKING:
     from videolake.platform.gates.config import _TableGates
     from videolake.platform.gates.core import Frame, Gate
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def run_gates(
     A gate module with an ``evidence(tbl, cfg, storage_options)`` function (training_shards: the shards' bytes)
     gathers what its gates judge beyond the rows first; ``storage_options`` reach S3 objects (the lake's)."""
     from videolake.platform.gates.gx_runner import evaluate_gates
-    from videolake.platform.lake import conform
-    from videolake.platform.schemas import TABLES
+    from videolake.platform.lake.schemas import TABLES
+    from videolake.platform.lake.table import conform
 
     if table_name not in TABLE_GATES:
         raise KeyError(f"no gates for table {table_name!r}; known: {', '.join(TABLE_GATES)}")
@@ -94,7 +94,7 @@ def run_gates(
 
 def _require_one_partition(table_name: str, tables: list[pa.Table]) -> None:
     """Raise ValueError when the table and its context tables span more than one partition."""
-    from videolake.platform.schemas import PARTITION_COLUMN
+    from videolake.platform.lake.schemas import PARTITION_COLUMN
 
     partitions = set()
     for t in tables:
@@ -141,7 +141,7 @@ def check_partition(
     Dagster checks and by ``videolake check --partition DATE``. ``track``: clip_captions' rows of that caption
     track only (a track's asset checks its own rows); None: every track, each complete.
     """
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     rng = PartitionRange.of([partition_key])
     where = None

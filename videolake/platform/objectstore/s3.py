@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from videolake.platform.lake_storage import ADDRESSING_STYLES, storage_options_for_s3
+from videolake.platform.lake.storage import ADDRESSING_STYLES, storage_options_for_s3
 from videolake.platform.objectstore.base import (
     INVALID_NAME,
     NOT_A_REGULAR_FILE,

@@ -21,9 +21,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from videolake.platform.lake.schemas import PARTITION_COLUMN
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.manifest import CARD, ReleaseError, release_key
-from videolake.platform.schemas import PARTITION_COLUMN
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from videolake.platform.lake.schemas import PARTITION_COLUMN
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.manifest import (
     FILES,
@@ -50,11 +51,10 @@ from videolake.platform.releases.manifest import (
     validate_name,
     write_pending_pin,
 )
-from videolake.platform.schemas import PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from videolake.platform.gates import GateConfig
-    from videolake.platform.lake import Lake, PartitionRange
+    from videolake.platform.lake.table import Lake, PartitionRange
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def create_release(
     gates of a partition (default ``gate_verdicts_from_lake(lake)``). Raises ReleaseExistsError when the name has a
     manifest, ReleaseError when no day (or no shard) is left to release.
     """
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     validate_name(name)
     manifest_key = release_key(name, MANIFEST)
@@ -413,7 +413,7 @@ def _rows_by_day(lake: Lake, table: str, rng) -> dict[str, int]:
     if actions.num_rows == 0:
         return {}
     if "num_records" not in actions.column_names:  # a writer without statistics: count the rows
-        from videolake.platform.lake import PartitionRange
+        from videolake.platform.lake.table import PartitionRange
 
         return {d: lake.row_count(table, PartitionRange.of([d])) for d in sorted(days)}
     out: dict[str, int] = {}
@@ -425,7 +425,7 @@ def _rows_by_day(lake: Lake, table: str, rng) -> dict[str, int]:
 
 def _read_days(lake: Lake, table: str, days: list[str], columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of ``days`` (any set of days: read range by contiguous range)."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     cols = list(columns) if columns is not None else None
     parts = [lake.read_partitions(table, r, cols) for r in PartitionRange.split(days)]

@@ -136,7 +136,7 @@ def _region_from_env() -> str:
 
 def default_thresholds() -> dict[str, Any]:
     """The quality filter's default rule thresholds (``QualityConfig``), by field."""
-    from videolake.platform.quality import QualityConfig
+    from videolake.platform.filters.quality import QualityConfig
 
     config = QualityConfig()
     return {f: getattr(config, f) for f in THRESHOLD_FIELDS if hasattr(config, f)}

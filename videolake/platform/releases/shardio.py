@@ -42,7 +42,7 @@ def open_shard(store: ObjectStore, uri: str, storage_options: dict[str, str] | N
     if uri.startswith("s3://"):
         import pyarrow.fs as pafs
 
-        from videolake.platform.lake_files import LakeFiles
+        from videolake.platform.lake.files import LakeFiles
 
         options = storage_options
         if options is None and key is not None and hasattr(store, "delta_storage_options"):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from videolake.platform.lake.schemas import DERIVED_TABLES, INDEX_TABLES, TABLE_NAMES
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.create import relative_path
 from videolake.platform.releases.manifest import (
@@ -38,10 +39,9 @@ from videolake.platform.releases.manifest import (
     pending_pins,
     release_key,
 )
-from videolake.platform.schemas import DERIVED_TABLES, INDEX_TABLES, TABLE_NAMES
 
 if TYPE_CHECKING:
-    from videolake.platform.lake import Lake
+    from videolake.platform.lake.table import Lake
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,9 @@ def vacuum_lake(
     delete files the log never named (orphans of attempts that never committed) older than the retention.
     Every table is planned before the first file is deleted, so a refusal deletes nothing."""
     pins = pinned_versions(lake, store)
-    tables = [t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES, *DERIVED_TABLES)) if lake.exists(t)]
+    tables = [
+        t for t in dict.fromkeys((*TABLE_NAMES, *RELEASE_TABLES, *INDEX_TABLES, *DERIVED_TABLES)) if lake.exists(t)
+    ]
     plans = [
         plan_table(
             lake,

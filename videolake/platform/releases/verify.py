@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import unquote
 
+from videolake.platform.lake.schemas import PARTITION_COLUMN
 from videolake.platform.objectstore.base import ObjectStore
 from videolake.platform.releases.manifest import FILES, ReleaseError, read_manifest, release_key
-from videolake.platform.schemas import PARTITION_COLUMN
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -253,7 +253,7 @@ class _TableCheck:
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        from videolake.platform.lake_files import LakeFiles
+        from videolake.platform.lake.files import LakeFiles
 
         if version is None:
             return [ShardProblem(uri, "table", detail=f"{table}: the manifest pins no version", table=table)]

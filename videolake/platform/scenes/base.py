@@ -12,10 +12,10 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from videolake.platform.frames import FrameStats
 from videolake.platform.params import ParamError, describe, parse_params
 from videolake.platform.registry import Registry
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.unit_resources import UnitResources
+from videolake.platform.video.frames import FrameStats
 
 
 @dataclass(frozen=True)

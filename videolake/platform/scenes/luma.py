@@ -58,16 +58,16 @@ from typing import Any
 
 import numpy as np
 
-from videolake.platform.frames import (
+from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
+from videolake.platform.scenes.luma_config import LumaConfig
+from videolake.platform.scenes.signals import HIST_BINS_Y, CutSignals, CutSignalsAccumulator
+from videolake.platform.scenes.sweep import sweep_cut
+from videolake.platform.video.frames import (
     DecodeOptions,
     FrameStatsAccumulator,
     SampledDecoder,
     luma_grid,
 )
-from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
-from videolake.platform.scenes.luma_config import LumaConfig
-from videolake.platform.scenes.signals import HIST_BINS_Y, CutSignals, CutSignalsAccumulator
-from videolake.platform.scenes.sweep import sweep_cut
 
 log = logging.getLogger(__name__)
 

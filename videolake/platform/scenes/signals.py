@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from videolake.platform.frames import SampledChunk, grid_sums, luma_grid
+from videolake.platform.video.frames import SampledChunk, grid_sums, luma_grid
 
 HIST_BINS_Y, HIST_BINS_C = 17, 9  # (y + 8) >> 4 and (c + 16) >> 5
 

@@ -31,7 +31,7 @@ from videolake.platform.params import param
 from videolake.platform.scenes.base import DETECTORS, SceneDetector, SceneResult
 
 if TYPE_CHECKING:
-    from videolake.platform.frames import FrameStats
+    from videolake.platform.video.frames import FrameStats
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def iter_small_frames(
 
     Raises ``ValueError`` with a reason when the file cannot be opened or holds no decodable frame.
     """
-    from videolake.platform.frames import DecodeOptions, FrameStatsAccumulator, SampledDecoder
+    from videolake.platform.video.frames import DecodeOptions, FrameStatsAccumulator, SampledDecoder
 
     small: list[np.ndarray] = []
 

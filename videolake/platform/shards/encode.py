@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from videolake.platform.clips import iter_frames
-from videolake.platform.orientation import Orientation
 from videolake.platform.shards.config import ShardConfig
+from videolake.platform.video.clips import iter_frames
+from videolake.platform.video.orientation import Orientation
 
 if TYPE_CHECKING:
     from videolake.platform.shards.face_blur import FaceBlurrer

@@ -47,7 +47,7 @@ def face_boxes(rgb: np.ndarray, settings: BlurSettings) -> list[Box]:
     downscaled to at most ``detect_pixels``)."""
     import cv2
 
-    from videolake.platform.scorers.faces import detect_faces, face_detector
+    from videolake.platform.filters.scorers.faces import detect_faces, face_detector
 
     h, w = int(rgb.shape[0]), int(rgb.shape[1])
     scale = min(1.0, (settings.detect_pixels / float(w * h)) ** 0.5)

@@ -16,7 +16,7 @@ from urllib.parse import unquote_to_bytes
 def read_uri(uri: str, storage_options: dict[str, str] | None = None) -> bytes:
     """The bytes of the object at ``uri``: ``file://``, a plain path, or ``s3://bucket/key``."""
     if uri.startswith("s3://"):
-        from videolake.platform.lake_files import LakeFiles
+        from videolake.platform.lake.files import LakeFiles
 
         fs = LakeFiles(root="s3://" + uri[5:].split("/", 1)[0], storage_options=dict(storage_options or {})).fs
         with fs.open_input_stream(uri[5:]) as f:

@@ -3,7 +3,7 @@
 The stages themselves are ``ingest`` (raw_videos: hash + probe), ``split`` (scene_clips: detection + clip ranges or
 files) and ``score`` (filtered_clips: quality). Each ``*_one`` function handles ONE unit (a landing object or a
 video) and is what a Ray Data task runs; the ``*_partitions`` functions describe a stage for
-``videolake.platform.units`` (its units, its per-unit function, the rows that record a failed unit, its
+``videolake.platform.runtime.units`` (its units, its per-unit function, the rows that record a failed unit, its
 per-partition step) and run it: units stream through Ray Data into checkpoint files, and one Delta transaction
 commits the result. Every failure becomes a recorded rejection row, so a bad video never fails a partition.
 """
@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from videolake.platform.schemas import TABLES
-from videolake.platform.unit_resources import UnitResources
-from videolake.platform.units import unit_key
+from videolake.platform.lake.schemas import TABLES
+from videolake.platform.runtime.unit_resources import UnitResources
+from videolake.platform.runtime.units import unit_key
 
 STATUS_OK = "ok"
 STATUS_REJECTED = "rejected"
@@ -85,7 +85,7 @@ def run_stage(
 ) -> StageRun:
     import time
 
-    from videolake.platform.units import Checkpoints, UnitTask, commit_stage, run_units
+    from videolake.platform.runtime.units import Checkpoints, UnitTask, commit_stage, run_units
 
     t0 = time.monotonic()
     checkpoints = Checkpoints(lake.files(), table, version)

@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow.compute as pc
 
 from videolake.platform.objectstore.base import ObjectStore
-from videolake.platform.progress import StageReporter
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.units import PartitionStep, stage_version, unit_key
 from videolake.platform.stages.common import StageRun, run_stage
-from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 TABLE = "clip_embeddings"
 CLIP_COLUMNS = [
@@ -113,7 +113,7 @@ def embed_partitions(
 ) -> StageRun:
     """clip_embeddings for the run's partitions: every scene clip without a detect_error, one unit per video."""
     from videolake.platform.embedding.base import backend_params, embedder_class, embedding_version
-    from videolake.platform.schemas import table_spec
+    from videolake.platform.lake.schemas import table_spec
 
     cls = embedder_class(config.backend)
     backend_params(cls, config)  # a bad setting fails the step before any worker starts
@@ -159,7 +159,7 @@ def day_vectors(lake: Any, day: str) -> tuple[list[str], np.ndarray]:
     """The clip ids and L2-normalised vectors (float32, n x dim) of a day's ok embeddings, sorted by clip_id;
     ``([], empty)`` when the table or the day has none. Rows of another dimension than the day's first are left
     out (a model change within a day's rows cannot happen: one version per commit)."""
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     if not lake.exists(TABLE):
         return [], np.zeros((0, 0), np.float32)
@@ -185,6 +185,6 @@ def similarity_of_day(lake: Any, day: str, config: Any) -> dict[str, Any]:
 def similarity_of_days(lake: Any, days: list[str], config: Any) -> dict[str, dict[str, Any]]:
     """``similarity_of_day`` of each day, each computed in a Ray task (the step process reads no vectors: its
     memory stays flat however many clips a day has)."""
-    from videolake.platform.units import call_each
+    from videolake.platform.runtime.units import call_each
 
     return dict(zip(days, call_each(similarity_of_day, [(lake, d, config) for d in days], on_ray=True)))

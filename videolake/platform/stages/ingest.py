@@ -12,10 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from videolake.platform.lake import PartitionRange
+from videolake.platform.lake.schemas import table_spec
+from videolake.platform.lake.table import PartitionRange
 from videolake.platform.objectstore import ObjectInfo, ObjectStore
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import table_spec
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.units import PartitionStep, stage_version, unit_key
 from videolake.platform.stages.common import (
     INGEST_ERROR,
     STATUS_REJECTED,
@@ -23,7 +24,6 @@ from videolake.platform.stages.common import (
     _config_dict,
     run_stage,
 )
-from videolake.platform.units import PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def ingest_one(obj: ObjectInfo, *, store: ObjectStore, probe_config: Any) -> dic
         ObjectArchivedError,
         sha256_file,
     )
-    from videolake.platform.probe import probe_video, raw_video_row, rejected_row
+    from videolake.platform.video.probe import probe_video, raw_video_row, rejected_row
 
     if obj.problem is not None:
         return rejected_row(obj.uri, obj.size, obj.problem, obj.detail or obj.problem)

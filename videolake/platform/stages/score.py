@@ -12,10 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from videolake.platform.failures import PERMANENT
+from videolake.platform.lake.schemas import clip_id, table_spec
 from videolake.platform.objectstore import ObjectStore
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import clip_id, table_spec
+from videolake.platform.runtime.failures import PERMANENT
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
 from videolake.platform.stages.common import (
     DETECT_ERROR,
     SCORE_ERROR,
@@ -24,7 +25,6 @@ from videolake.platform.stages.common import (
     _config_dict,
     run_stage,
 )
-from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ def score_one(item: tuple[dict, list[dict]], *, store: ObjectStore, quality_conf
     """FILTERED_CLIPS rows for one video's clips, from the frame statistics their scene_clips rows name (written by
     the detection that cut them); decoding the video again only when the rows name none (a detector that keeps no
     statistics) or the object is gone. The video itself is opened only then, or when a scorer asks for pixels."""
-    from videolake.platform.frames import FrameStats, compute_frame_stats
-    from videolake.platform.quality import score_video_clips
+    from videolake.platform.filters.quality import score_video_clips
+    from videolake.platform.video.frames import FrameStats, compute_frame_stats
 
     video, clips = item
     uri = clips[0].get("frame_stats_uri")
@@ -60,8 +60,8 @@ def set_aside(rows: list[dict], clips: list[dict], path: Callable[[], str]) -> l
     rejected ``undecodable`` (the decode error in ``reject_detail``; checked here, before any caption is spent), a
     clip over the bound it was cut under gets the measured duration in ``reject_detail``. An undecodable clip takes
     no part in near-duplicate grouping (it would be a group's kept clip that never reaches a shard)."""
-    from videolake.platform.clips import decode_errors
-    from videolake.platform.reject_rules import join_rules
+    from videolake.platform.filters.reject_rules import join_rules
+    from videolake.platform.video.clips import decode_errors
 
     by_id = {c["clip_id"]: c for c in clips}
     passed = [r["clip_id"] for r in rows if r["passed"]]
@@ -107,7 +107,7 @@ class SourcePixels:
         kept: Any = None,
         config: Any = None,
     ) -> None:
-        from videolake.platform.clip_pixels import VideoPixels
+        from videolake.platform.video.clip_pixels import VideoPixels
 
         self._store, self._video, self._stack = store, video, stack
         self._path: str | None = None
@@ -125,7 +125,7 @@ class SourcePixels:
 
 def _requests(config: Any) -> list[tuple[int, int]]:
     """The (count, max_pixels) frame requests of the configured scorers: one pass over the video serves them all."""
-    from videolake.platform.quality import QualityConfig, frame_requests
+    from videolake.platform.filters.quality import QualityConfig, frame_requests
 
     return [(r.count, r.max_pixels) for r in frame_requests(config or QualityConfig())]
 
@@ -148,7 +148,7 @@ SCORE_CLIP_COLUMNS = [
 
 
 def _score_payload(payload: dict, *, lake: Any, store: ObjectStore, quality_config: Any) -> list[dict]:
-    from videolake.platform.quality import failed_clip_row
+    from videolake.platform.filters.quality import failed_clip_row
 
     video, clips = payload["video"], video_clips(lake, payload["partition_date"], payload["video_id"])
     # Scoring again cannot mend these: the split's own retry (its rows' failure_class) recomputes a transient
@@ -165,7 +165,7 @@ def video_clips(lake: Any, day: str, video_id: str) -> list[dict]:
     filtered scan of that day's files), so the driver never holds the clip rows of a run."""
     import pyarrow.compute as pc
 
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     rows = lake.read_partitions(
         "scene_clips", PartitionRange.of([day]), columns=SCORE_CLIP_COLUMNS, where=pc.field("video_id") == video_id
@@ -228,7 +228,7 @@ _KEY_COLUMNS = ["partition_date", "video_id", "clip_id", "start_frame", "detect_
 
 
 def _score_error(payload: dict, error: str, *, lake: Any) -> list[dict]:
-    from videolake.platform.quality import failed_clip_row
+    from videolake.platform.filters.quality import failed_clip_row
 
     clips = video_clips(lake, payload["partition_date"], payload["video_id"])
     return [failed_clip_row(c, payload["video"], SCORE_ERROR) for c in clips]
@@ -248,7 +248,7 @@ def score_partitions(
     ``decided_by``, the run's id, is recorded in the judgement's commit)."""
     from functools import partial
 
-    from videolake.platform.quality import SCORERS, assign_duplicates, check_scorers, scorer_resources
+    from videolake.platform.filters.quality import SCORERS, assign_duplicates, check_scorers, scorer_resources
 
     check_scorers(quality_config)
     # The detection's settings are not part of the version: each unit's key holds its rows' stats URI, which is a
@@ -303,13 +303,13 @@ def judge_across_days(
     day, so this process holds no vectors. Recomputes the figures of the run's days whose verdicts changed;
     returns the days outside the run whose rows changed (the asset records them)."""
     from videolake.platform.dedup.cross_day import reconcile
-    from videolake.platform.lake import PartitionRange
+    from videolake.platform.lake.table import PartitionRange
 
     spec = table_spec("filtered_clips")
     found = None
     if semantic is not None:
         from videolake.platform.dedup.semantic_index import INDEX_TABLE, index_day, matches_of_day
-        from videolake.platform.units import call_each
+        from videolake.platform.runtime.units import call_each
 
         lake.ensure_table(INDEX_TABLE)  # created here once: the day tasks then only overwrite their days
         days = [d.isoformat() for d in partitions.days()]
@@ -360,8 +360,8 @@ def _score_stats_for_bench(
     path: str, probe: Any, result: Any, ranges: list[tuple[int, int]], kept: Any = None
 ) -> list[dict]:
     """Quality scores of one detected video, as the filtered_clips stage computes them (for videolake.benchmarks.cpu)."""
-    from videolake.platform.frames import compute_frame_stats
-    from videolake.platform.quality import QualityConfig, score_video_clips
+    from videolake.platform.filters.quality import QualityConfig, score_video_clips
+    from videolake.platform.video.frames import compute_frame_stats
 
     stats = result.stats if result.stats is not None else compute_frame_stats(path)
     video = {"video_id": "bench", "width": probe.width if probe else None, "height": probe.height if probe else None}
@@ -382,6 +382,6 @@ def _score_stats_for_bench(
 def _file_pixels(path: str, clips: list[dict], kept: Any = None, config: Any = None) -> Any:
     """A PixelSource over a local file (the bench's; the stage's is SourcePixels, which opens the object first),
     one pass serving the frame requests of ``config``'s scorers (the defaults' when None)."""
-    from videolake.platform.clip_pixels import VideoPixels
+    from videolake.platform.video.clip_pixels import VideoPixels
 
     return VideoPixels(path, clips, kept, requests=_requests(config))

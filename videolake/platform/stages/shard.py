@@ -29,14 +29,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from videolake.platform.lake import PartitionRange
-from videolake.platform.lake_files import RETENTION_HOURS, past_retention
+from videolake.platform.lake.files import RETENTION_HOURS, past_retention
+from videolake.platform.lake.schemas import PARTITION_COLUMN, TRAINING_SHARDS, table_spec
+from videolake.platform.lake.table import PartitionRange
 from videolake.platform.objectstore import ObjectStore
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import PARTITION_COLUMN, TRAINING_SHARDS, table_spec
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.units import PartitionStep, call_each, stage_version, unit_key
 from videolake.platform.shards.config import ShardConfig
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage
-from videolake.platform.units import PartitionStep, call_each, stage_version, unit_key
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +194,11 @@ def shard_one(payload: dict, *, store: ObjectStore, config: ShardConfig, version
     """TRAINING_SHARDS rows (without the shard columns) of one video's eligible clips, the video decoded once for
     nearby clips (``encode_clips``); each clip's sample is written as a fragment object. A clip that does not encode
     is a failed row with its reason and failure class."""
-    from videolake.platform.clips import clip_rate
-    from videolake.platform.failures import failure_class
+    from videolake.platform.runtime.failures import failure_class
     from videolake.platform.shards.buckets import bucket_of
     from videolake.platform.shards.encode import encode_clips
     from videolake.platform.shards.tarfile_det import sample_fragment
+    from videolake.platform.video.clips import clip_rate
 
     day, clips = payload["day"], payload["clips"]
     rows = []
@@ -314,7 +314,7 @@ def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: s
     """The per-day step at finalize: plan the shards of the day's ok rows, pack them (Ray tasks), fill the rows."""
     import ray
 
-    from videolake.platform.lake import rows_to_table
+    from videolake.platform.lake.table import rows_to_table
 
     if t.num_rows == 0:
         return t
@@ -382,7 +382,7 @@ def recompute_units_without_samples(
     """Drop the checkpoint of every finished unit whose ok samples are no longer all in the object store (deleted
     by hand, a lifecycle rule): the unit is then encoded again instead of failing the pack. One listing per day;
     a unit's checkpoint is read only when one of its samples is missing. Returns the units dropped."""
-    from videolake.platform.units import Checkpoints
+    from videolake.platform.runtime.units import Checkpoints
 
     checkpoints = Checkpoints(lake.files(), TABLE, version)
     by_day: dict[str, list[dict]] = {}

@@ -12,12 +12,12 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from videolake.platform.failures import PERMANENT
+from videolake.platform.lake.schemas import clip_id, table_spec
 from videolake.platform.objectstore import ObjectStore, content_key
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import clip_id, table_spec
+from videolake.platform.runtime.failures import PERMANENT
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.units import FAILURE_CLASS, PartitionStep, stage_version
 from videolake.platform.stages.common import StageRun, _config_dict, run_stage, video_units
-from videolake.platform.units import FAILURE_CLASS, PartitionStep, stage_version
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class FrameStatsSink:
 
 def _stored_pts(store: ObjectStore, stats_uri: str | None) -> Any:
     """Presentation times from stored frame statistics (None when there are none or they cannot be read)."""
-    from videolake.platform.frames import FrameStats
+    from videolake.platform.video.frames import FrameStats
 
     if not stats_uri:
         return None
@@ -70,7 +70,7 @@ def _stored_pts(store: ObjectStore, stats_uri: str | None) -> Any:
 def _index_pts(path: str, num_frames: int) -> Any:
     """The frames' presentation times from the file's packets (no decode), for a detector that keeps no frame
     statistics; None when they do not number the detector's frames (a count that differs, timestamps missing)."""
-    from videolake.platform.clips import frame_index
+    from videolake.platform.video.clips import frame_index
 
     try:
         index = frame_index(path)
@@ -96,7 +96,7 @@ def _detect(detector: Any, path: str) -> tuple[Any, Any]:
 
     if not isinstance(detector, LumaDetector):
         return detector.detect(path), None
-    from videolake.platform.clip_pixels import FrameKeeper
+    from videolake.platform.video.clip_pixels import FrameKeeper
 
     keeper = FrameKeeper()
     return detector.detect(path, tap=keeper), keeper
@@ -153,7 +153,7 @@ def split_one(video: dict, *, store: ObjectStore, config: SplitConfig, detected:
             stats_uri = FrameStatsSink(store, config, params)(video["video_id"], stats)
         clip_uris: dict[tuple[int, int], str] = {}
         if config.clip_mode == "files":
-            from videolake.platform.clips import store_clip
+            from videolake.platform.video.clips import store_clip
 
             assert path is not None  # opened above: needs_file
             for start, end in ranges:
@@ -301,8 +301,8 @@ def _detect_on_gpus(
     if config.detector != "transnetv2" or not units:
         return 0
     from videolake.platform.captioning.clip_frames import store_opener
+    from videolake.platform.runtime.units import Checkpoints, ensure_ray
     from videolake.platform.scenes.transnet_ray import detect_on_cluster_gpus
-    from videolake.platform.units import Checkpoints, ensure_ray
 
     ensure_ray()
     checkpoints = Checkpoints(lake.files(), "scene_clips", version)

@@ -35,19 +35,19 @@ from typing import Any, cast
 
 import pyarrow as pa
 
-from videolake.platform import telemetry
-from videolake.platform.failures import TRANSIENT, failure_class
-from videolake.platform.figures import ROW_COUNT
-from videolake.platform.lake import DataFile, Lake, PartitionRange
-from videolake.platform.lake_files import RETENTION_HOURS, LakeFiles, past_retention
-from videolake.platform.progress import StageReporter
-from videolake.platform.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.lake.figures import ROW_COUNT
+from videolake.platform.lake.files import RETENTION_HOURS, LakeFiles, past_retention
+from videolake.platform.lake.schemas import PARTITION_COLUMN, PRIMARY_KEYS, TABLES
+from videolake.platform.lake.table import DataFile, Lake, PartitionRange
+from videolake.platform.runtime import telemetry
+from videolake.platform.runtime.failures import TRANSIENT, failure_class
+from videolake.platform.runtime.progress import StageReporter
+from videolake.platform.runtime.unit_resources import UnitResources
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "_checkpoints"
-FAILURE_CLASS = "failure_class"  # the column every failure row classes itself in (platform/failures.py)
+FAILURE_CLASS = "failure_class"  # the column every failure row classes itself in (platform/runtime/failures.py)
 ROWS_KEY = "videolake.rows"  # checkpoint file metadata: its row count (a reused unit's count without reading it)
 TRANSIENT_KEY = "videolake.transient"  # checkpoint file metadata: its transient failure rows (0: reusable)
 FINALIZE_MAX_UNITS = 2000  # unit files per finalize task when the stage has no per-partition step
@@ -206,7 +206,7 @@ class UnitTask:
         return self._write(row, out, 0.0, LOST_WORKER, retried=False)
 
     def _write(self, row: dict, out: list[dict], seconds: float, error: str | None, *, retried: bool) -> dict:
-        from videolake.platform.lake import rows_to_table
+        from videolake.platform.lake.table import rows_to_table
 
         day, key = row["partition_date"], row["unit_key"]
         for r in out:
@@ -422,7 +422,7 @@ def _finalize_part(
             data = step.reduce(data)
         summary = step.summarize(data) if step.summarize else {}
         summary = {ROW_COUNT: data.num_rows, **summary}
-    from videolake.platform.lake import conform
+    from videolake.platform.lake.table import conform
 
     data = conform(data.select([c for c in data.column_names if c in schema.names or c in extra_columns]), schema)
     if data.num_rows == 0:

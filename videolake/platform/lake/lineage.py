@@ -77,7 +77,7 @@ def kind_of(query: str) -> str:
 
 
 def _rows(lake: Any, table: str, column: str, values: list[str]) -> list[dict[str, Any]]:
-    from videolake.platform.schemas import LAKE_SCHEMAS
+    from videolake.platform.lake.schemas import LAKE_SCHEMAS
 
     if not values or not lake.exists(table):
         return []

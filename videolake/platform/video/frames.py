@@ -204,7 +204,7 @@ class SampledDecoder:
     """
 
     def __init__(self, path: str, options: DecodeOptions | None = None) -> None:
-        import av  # lazy: keeps `import videolake.platform.frames` cheap
+        import av  # lazy: keeps `import videolake.platform.video.frames` cheap
 
         self.path = str(path)
         self.options = options or DecodeOptions()

@@ -38,8 +38,8 @@ def scaled_rgb(scaler: Any, frame: Any, max_pixels: int) -> np.ndarray:
     reused ``VideoReformatter``, area averaging: frames shrink 5-15x, and ``to_ndarray(width=...)`` builds a bicubic
     scaler per frame, 5x the cost)."""
     from videolake.platform.captioning.clip_frames import max_side_for
-    from videolake.platform.clips import _fit
-    from videolake.platform.orientation import Orientation
+    from videolake.platform.video.clips import _fit
+    from videolake.platform.video.orientation import Orientation
 
     w, h = _fit(frame.width, frame.height, max_side_for(frame.width, frame.height, max_pixels))
     rgb = scaler.reformat(frame, width=w, height=h, format="rgb24", interpolation="AREA").to_ndarray()
@@ -81,8 +81,8 @@ class FrameKeeper:
     def sampled(self, ranges: list[tuple[int, int]], count: int = KEPT_COUNT) -> Any:
         """The kept frames that ``count`` samples of each range name (``clips.sample_indices``), for the ranges
         whose samples were all kept; None when none."""
-        from videolake.platform.clips import sample_indices
-        from videolake.platform.frames import Thumbnails
+        from videolake.platform.video.clips import sample_indices
+        from videolake.platform.video.frames import Thumbnails
 
         samples = [sample_indices(s, e, count) for s, e in ranges]
         samples = [idx for idx in samples if idx and idx[-1] < len(self.frames)]
@@ -130,7 +130,7 @@ class VideoPixels:
         return self._path if isinstance(self._path, str) else self._path()
 
     def _kept_samples(self, key: Key, r: tuple[int, int]) -> list[int] | None:
-        from videolake.platform.clips import sample_indices
+        from videolake.platform.video.clips import sample_indices
 
         if self._kept is None or self._kept.max_pixels != key[1]:
             return None
@@ -164,7 +164,7 @@ class _Pass:
     """One decoding pass serving the sampled frames of each request's ``ranges``, each request's in order."""
 
     def __init__(self, path: str, wants: dict[Key, list[tuple[int, int]]]) -> None:
-        from videolake.platform.clips import frame_index, sample_indices
+        from videolake.platform.video.clips import frame_index, sample_indices
 
         self.path = path
         self.samples = {k: {r: sample_indices(r[0], r[1], k[0]) for r in ranges} for k, ranges in wants.items()}
@@ -198,7 +198,7 @@ class _Pass:
         )
 
     def take(self, key: Key, rng: tuple[int, int]) -> np.ndarray:
-        from videolake.platform.clips import iter_wanted_frames
+        from videolake.platform.video.clips import iter_wanted_frames
 
         wanted = self.samples[key][rng]
         if self._frames is None:

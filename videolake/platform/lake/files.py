@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from videolake.platform.lake_storage import (
+from videolake.platform.lake.storage import (
     AWS_ACCESS_KEY_ID,
     AWS_ALLOW_HTTP,
     AWS_ENDPOINT_URL,

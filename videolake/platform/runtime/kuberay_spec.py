@@ -20,7 +20,7 @@ S3 credentials reach the pods as environment variables read from a Kubernetes Se
 
 ``build_raycluster_spec`` gives the ``spec`` (what dagster-ray's ``RayClusterSpec`` takes, see
 ``dagster_ray_spec_kwargs``); ``build_raycluster_manifest`` wraps it into a full RayCluster object (the k8s/
-templates, offline schema validation). ``python -m videolake.platform.kuberay_spec [gpu|cpu]`` prints a template.
+templates, offline schema validation). ``python -m videolake.platform.runtime.kuberay_spec [gpu|cpu]`` prints a template.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ WORKER_CONTAINER = "ray-worker"
 # Ports the head exposes: GCS (cluster membership), dashboard (job API, metrics), Ray Client (dagster-ray connects
 # with ray.init("ray://<head-svc>:10001")).
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
-# Every Ray node exports its metrics (Ray's and videolake's, platform/telemetry.py) for Prometheus on this port,
+# Every Ray node exports its metrics (Ray's and videolake's, platform/runtime/telemetry.py) for Prometheus on this port,
 # named so k8s/prometheus-podmonitor.yaml can select it.
 METRICS_PORT = ("metrics", 8080)
 
@@ -442,10 +442,10 @@ TEMPLATES: dict[str, tuple[Callable[[], RayClusterSpecConfig], str, str]] = {  #
     "cpu": (cpu_stage_cluster_config, "videolake-cpu", "raycluster-template-cpu.yaml"),
 }
 TEMPLATE_HEADER = (
-    "# RayCluster template for the {what}, rendered from videolake/platform/kuberay_spec.py\n"
+    "# RayCluster template for the {what}, rendered from videolake/platform/runtime/kuberay_spec.py\n"
     "# with its defaults.\n"
     "# Do not edit by hand: regenerate with\n"
-    "#   .venv/bin/python -m videolake.platform.kuberay_spec {kind} > k8s/{file}\n"
+    "#   .venv/bin/python -m videolake.platform.runtime.kuberay_spec {kind} > k8s/{file}\n"
     "# dagster-ray creates one such cluster per step (name dg-<deployment>-<run>-..., dagster/* labels) and\n"
     "# deletes it afterwards; this file is the reviewable shape of it (and `kubectl apply -f` gives a long-lived\n"
     "# cluster for debugging). It is not listed in kustomization.yaml on purpose.\n"

@@ -112,7 +112,7 @@ def is_transient(e: BaseException) -> bool:
         return True
     if isinstance(e, (ConnectionError, TimeoutError, MemoryError)):
         return True  # includes ConnectionResetError / RefusedError / AbortedError, socket timeouts
-    if isinstance(e, _classes("videolake.platform.units", ("LostUnitsError",))):
+    if isinstance(e, _classes("videolake.platform.runtime.units", ("LostUnitsError",))):
         return True  # many Ray workers died at once (a lost node): a retry reuses every finished unit
     return False
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from videolake.platform import figures as fig
+from videolake.platform.lake import figures as fig
 
 PARTITION_COLUMN = "partition_date"
 

@@ -80,7 +80,7 @@ class ProbeResult:
     num_frames: int  # see the module docstring for how it is counted
     has_audio: bool
     # Display orientation (phone footage): width/height above are the coded picture's; a player turns it by
-    # ``rotation`` degrees clockwise (see videolake.platform.orientation) and shows display_width x display_height.
+    # ``rotation`` degrees clockwise (see videolake.platform.video.orientation) and shows display_width x display_height.
     rotation: int = 0
     display_width: int | None = None
     display_height: int | None = None
@@ -375,7 +375,7 @@ class _Scan:
 def _count(scan: _Scan, frames: list) -> None:
     for frame in frames:
         if scan.orientation is None:
-            from videolake.platform.orientation import Orientation
+            from videolake.platform.video.orientation import Orientation
 
             scan.orientation = Orientation.from_frame(frame)
         if frame.is_corrupt:  # decoded, but with errors the decoder papered over (broken macroblocks)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from videolake.platform.schemas import COLUMN_ENCODINGS, LAKE_SCHEMAS, PARTITION_COLUMN
+from videolake.platform.lake.schemas import COLUMN_ENCODINGS, LAKE_SCHEMAS, PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from videolake.platform.lake_files import LakeFiles
+    from videolake.platform.lake.files import LakeFiles
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class Lake:
         outside = {d for d in data.column(PARTITION_COLUMN).to_pylist() if d not in days}
         if outside:
             raise ValueError(f"{table}: rows for partitions {sorted(outside)} outside the run's range {partitions}")
-        from videolake.platform.lake_storage import retry_on_commit_conflict
+        from videolake.platform.lake.storage import retry_on_commit_conflict
 
         if self.exists(table):
             self._add_new_columns(table)
@@ -279,7 +279,7 @@ class Lake:
 
     def files(self) -> LakeFiles:
         """The lake root as a filesystem, for workers that write data files and checkpoints (picklable)."""
-        from videolake.platform.lake_files import LakeFiles
+        from videolake.platform.lake.files import LakeFiles
 
         return LakeFiles(self.root, dict(self.storage_options))
 
@@ -341,7 +341,7 @@ class Lake:
         from deltalake import CommitProperties, DeltaTable
         from deltalake.transaction import AddAction, RemoveAction
 
-        from videolake.platform.lake_storage import retry_on_commit_conflict
+        from videolake.platform.lake.storage import retry_on_commit_conflict
 
         days = {d.isoformat() for d in partitions.days()}
         outside = sorted({f.partition_date for f in files} - days)

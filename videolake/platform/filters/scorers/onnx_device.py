@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.unit_resources import UnitResources
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CPU = "CPUExecutionProvider"

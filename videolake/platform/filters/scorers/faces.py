@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, Scorer
 from videolake.platform.params import param
-from videolake.platform.quality import SCORERS, ClipView, FrameRequest, Scorer
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.unit_resources import UnitResources
 
 POLICIES = ("keep", "reject_any", "reject_large")
 

@@ -32,12 +32,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from videolake.platform.dedup.near import NearDupConfig
-from videolake.platform.frames import FrameStats
+from videolake.platform.filters.reject_rules import join_rules
+from videolake.platform.lake.schemas import FILTERED_CLIPS, PARTITION_COLUMN
 from videolake.platform.params import ParamError, plugin_params
 from videolake.platform.registry import Registry
-from videolake.platform.reject_rules import join_rules
-from videolake.platform.schemas import FILTERED_CLIPS, PARTITION_COLUMN
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.unit_resources import UnitResources
+from videolake.platform.video.frames import FrameStats
 
 log = logging.getLogger(__name__)
 
@@ -244,14 +244,14 @@ class Scorer(ABC):
         return [self.score(clip) for clip in clips]
 
 
-# The modules of videolake/platform/scorers/ (model scorers, not run by default unless DEFAULT_SCORERS names them).
+# The modules of videolake/platform/filters/scorers/ (model scorers, not run by default unless DEFAULT_SCORERS names them).
 MODEL_SCORER_MODULES: tuple[str, ...] = ("text_overlay", "nsfw", "faces", "aesthetic")
 
 # Built-in scorers are defined below, model-based ones (not run by default) in the builtins' modules; installed
 # packages add theirs through the entry-point group.
 SCORERS: Registry[Scorer] = Registry(
     "quality scorer",
-    builtins=tuple(f"videolake.platform.scorers.{name}" for name in MODEL_SCORER_MODULES),
+    builtins=tuple(f"videolake.platform.filters.scorers.{name}" for name in MODEL_SCORER_MODULES),
     entry_point_group="videolake.quality_scorers",
 )
 

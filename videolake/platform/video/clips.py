@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from videolake.platform.objectstore.base import ObjectStore, content_key
-from videolake.platform.orientation import Orientation
+from videolake.platform.video.orientation import Orientation
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, QualityConfig, Scorer
+from videolake.platform.filters.scorers.model_dir import ModelDir, ModelDirError, load_model_dir
+from videolake.platform.filters.scorers.onnx_device import DEVICES, device_resources, onnx_session
 from videolake.platform.params import ParamError, param
-from videolake.platform.quality import SCORERS, ClipView, FrameRequest, QualityConfig, Scorer
-from videolake.platform.scorers.model_dir import ModelDir, ModelDirError, load_model_dir
-from videolake.platform.scorers.onnx_device import DEVICES, device_resources, onnx_session
-from videolake.platform.unit_resources import UnitResources
+from videolake.platform.runtime.unit_resources import UnitResources
 
 
 @dataclass(frozen=True)

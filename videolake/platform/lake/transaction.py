@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from videolake.platform.lake import Lake, PartitionRange, WriteResult, conform
-from videolake.platform.schemas import LAKE_SCHEMAS, PARTITION_COLUMN, PRIMARY_KEYS
+from videolake.platform.lake.schemas import LAKE_SCHEMAS, PARTITION_COLUMN, PRIMARY_KEYS
+from videolake.platform.lake.table import Lake, PartitionRange, WriteResult, conform
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class TableTransaction:
         from deltalake import CommitProperties, DeltaTable
         from deltalake.transaction import AddAction, RemoveAction
 
-        from videolake.platform.units import file_stats
+        from videolake.platform.runtime.units import file_stats
 
         if self.version is None:
             raise ValueError(f"{self.table}: a judgement writes an existing table")

@@ -1,0 +1,1 @@
+"""How stages run: units and checkpoints on Ray, resources, failure classes, progress, telemetry."""

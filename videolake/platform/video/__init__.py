@@ -1,0 +1,1 @@
+"""Decoding and measuring a video: probe, frame statistics, orientation, frame ranges and sampled pixels."""
