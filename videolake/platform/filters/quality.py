@@ -244,6 +244,23 @@ class Scorer(ABC):
         return [self.score(clip) for clip in clips]
 
 
+def gather_frames(
+    clips: list[ClipView], count: int, max_pixels: int, each: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[list[np.ndarray], list[int]]:
+    """The sampled frames of a batch of clips in one list, and the index of the clip each came from: what a model
+    scorer runs its model on once (``Scorer.score_batch``). Clips without pixels or statistics give none; ``each``
+    maps one clip's frames first (e.g. cutting its bars)."""
+    frames: list[np.ndarray] = []
+    owner: list[int] = []
+    for i, clip in enumerate(clips):
+        if clip.pixels is None or clip.stats.num_frames == 0:
+            continue
+        got = clip.frames(count, max_pixels)
+        frames.extend(each(got) if each is not None else got)
+        owner.extend([i] * len(got))
+    return frames, owner
+
+
 # The modules of videolake/platform/filters/scorers/ (model scorers, not run by default unless DEFAULT_SCORERS names them).
 MODEL_SCORER_MODULES: tuple[str, ...] = ("text_overlay", "nsfw", "faces", "aesthetic")
 

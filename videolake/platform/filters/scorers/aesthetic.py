@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, QualityConfig, Scorer
+from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, QualityConfig, Scorer, gather_frames
 from videolake.platform.filters.scorers.model_dir import ModelDir, ModelDirError, load_model_dir
 from videolake.platform.filters.scorers.onnx_device import DEVICES, device_resources, onnx_session
 from videolake.platform.params import ParamError, param
@@ -119,14 +119,7 @@ class AestheticScorer(Scorer):
 
     def score_batch(self, clips: list[ClipView]) -> list[tuple[dict[str, Any], list[str]]]:
         p: AestheticConfig = self.params
-        frames: list[np.ndarray] = []
-        owner: list[int] = []
-        for i, clip in enumerate(clips):
-            if clip.pixels is None or clip.stats.num_frames == 0:
-                continue
-            got = clip.frames(p.frames, p.max_pixels)
-            frames.extend(got)
-            owner.extend([i] * len(got))
+        frames, owner = gather_frames(clips, p.frames, p.max_pixels)
         results: list[tuple[dict[str, Any], list[str]]] = [({"aesthetic_score": None}, []) for _ in clips]
         if not owner:
             return results

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, Scorer
+from videolake.platform.filters.quality import SCORERS, ClipView, FrameRequest, Scorer, gather_frames
 from videolake.platform.filters.scorers.onnx_device import DEVICES, device_resources, onnx_session
 from videolake.platform.params import param
 from videolake.platform.runtime.unit_resources import UnitResources
@@ -136,14 +136,7 @@ class NsfwScorer(Scorer):
 
     def score_batch(self, clips: list[ClipView]) -> list[tuple[dict[str, Any], list[str]]]:
         p: NsfwConfig = self.params
-        frames: list[np.ndarray] = []
-        owner: list[int] = []
-        for i, clip in enumerate(clips):
-            if clip.pixels is None or clip.stats.num_frames == 0:
-                continue
-            got = clip.frames(p.frames, p.max_pixels)
-            frames.extend(without_bars(got) if p.crop_bars else got)
-            owner.extend([i] * len(got))
+        frames, owner = gather_frames(clips, p.frames, p.max_pixels, without_bars if p.crop_bars else None)
         results: list[tuple[dict[str, Any], list[str]]] = [({"nsfw_score": None}, []) for _ in clips]
         if not frames:
             return results
