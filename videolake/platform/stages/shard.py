@@ -310,11 +310,25 @@ def pack_shard(store: ObjectStore, shard: dict, fragment_keys: list[str]) -> dic
     return {"uri": store.uri(key), "sha256": digest, "bytes": size}
 
 
-def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: str) -> pa.Table:
-    """The per-day step at finalize: plan the shards of the day's ok rows, pack them (Ray tasks), fill the rows."""
-    import ray
+# What the day's packing reads of every row (the plan: status, bucket, sizes and hashes) and what the day's figures
+# read; the finalize reads only these of the whole day at once (``units.PartitionStep.decide``), then writes the rows.
+PACK_COLUMNS = (
+    "clip_id",
+    "status",
+    "bucket",
+    "sample_bytes",
+    "sample_sha256",
+    "num_frames",
+    "duration_s",
+    PARTITION_COLUMN,
+)
+SHARD_COLUMNS = ("shard_uri", "shard_sha256", "shard_bytes", "shard_samples", "sample_offset")
 
-    from videolake.platform.lake.table import rows_to_table
+
+def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: str) -> pa.Table:
+    """The per-day decision at finalize, over the day's ``PACK_COLUMNS``: plan the shards of its ok samples, pack
+    them (Ray tasks), and return the same rows with the shard columns filled (null on rows in no shard)."""
+    import ray
 
     if t.num_rows == 0:
         return t
@@ -336,9 +350,10 @@ def pack_day(t: pa.Table, *, store: ObjectStore, config: ShardConfig, version: s
                 "sample_offset": offset,
             }
             offset += size
-    for r in rows:
-        r.update(where.get(r["clip_id"], {}))
-    return rows_to_table(rows, TRAINING_SHARDS)
+    empty = dict.fromkeys(SHARD_COLUMNS)
+    filled = [{**r, **where.get(r["clip_id"], empty)} for r in rows]
+    schema = pa.schema([*t.schema, *(TRAINING_SHARDS.field(c) for c in SHARD_COLUMNS if c not in t.schema.names)])
+    return pa.Table.from_pylist(filled, schema=schema)
 
 
 # ------------------------------------------------------------------------------------------------ the stage
@@ -358,7 +373,9 @@ def shard_partitions(
     units = _units(eligible_clips(lake, partitions, config.caption_track))
     recompute_units_without_samples(lake, store, config, version, units)
     step = PartitionStep(
-        reduce=partial(pack_day, store=store, config=config, version=version), summarize=table_spec(TABLE).figures_of
+        decide=partial(pack_day, store=store, config=config, version=version),
+        decide_columns=PACK_COLUMNS,
+        summarize=table_spec(TABLE).figures_of,
     )
     run = run_stage(
         lake,
