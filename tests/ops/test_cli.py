@@ -38,6 +38,7 @@ def test_help_lists_every_command_and_each_command_has_help():
         "lineage",
         "run",
         "rows",
+        "captions",
     ]
     for name in commands:
         out = subprocess.run(

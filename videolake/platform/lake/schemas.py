@@ -379,12 +379,14 @@ CLIP_CAPTIONS = pa.schema(
         pa.field(
             "engine",
             pa.string(),
-            metadata={"description": "the serving engine: vllm, the OpenAI-compatible server (openai:<model>), ..."},
+            metadata={
+                "description": "the serving engine: vllm, or openai:OWNER for an OpenAI-compatible server (the served model's owned_by), ..."
+            },
         ),
         pa.field(
             "engine_version",
             pa.string(),
-            metadata={"description": "the engine's version (vllm.__version__, or what the server reports)"},
+            metadata={"description": "the engine's version (`vllm.__version__`, or what the server reports)"},
         ),
         pa.field(
             "frame_timestamps_s",
@@ -733,7 +735,8 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
         },
         # The caption first (whole ids make the preview wider than the page), then its way back: clip, video and
         # source object, whole.
-        preview=("status", "caption_track", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
+        # (no caption_track: each track is an asset of its own, and the caption must fit the page whole)
+        preview=("status", "caption", "clip_id", "video_id", "source_uri", "error", "output_tokens"),
         figures=(
             fig.RowCount(),
             fig.Remainder("captions", of="captions_failed"),
