@@ -103,16 +103,19 @@ def make_bench_video(out_dir: Path, height: int, seconds: int) -> Path:
     return Path(path)
 
 
+def bench_files(tmp: Path, files: list[str] | None, heights, seconds: int) -> list[tuple[str, str]]:
+    """(label, path) of the files to measure: ``files`` as given, else a synthetic file per height in ``tmp``."""
+    if files:
+        return [(Path(f).name, f) for f in files]
+    return [(f"{h}p", str(make_bench_video(tmp, h, seconds))) for h in heights]
+
+
 def bench_cpu(
     heights=(360, 1080), seconds: int = 20, repeats: int = 2, files: list[str] | None = None
 ) -> list[CpuBenchRow]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
-        paths = (
-            [(Path(f).name, f) for f in files]
-            if files
-            else [(f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights]
-        )
+        paths = bench_files(Path(tmp), files, heights, seconds)
         for label, path in paths:
             cpu_stage_cpu(path)  # warm-up: imports and page cache, not measured
             ours, ff, frames = [], [], 0
@@ -131,11 +134,7 @@ def bench_scenes_cli(
     each, interleaved; the first CLI run of each file (page cache, bytecode) is not measured."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
-        paths = (
-            [(Path(f).name, f) for f in files]
-            if files
-            else [(f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights]
-        )
+        paths = bench_files(Path(tmp), files, heights, seconds)
         for label, path in paths:
             scenes_cli_cpu(path)
             ours, ff, frames = [], [], 0

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from videolake.benchmarks.cpu import _self_cpu, ffmpeg_decode_cpu, make_bench_video
+from videolake.benchmarks.cpu import _self_cpu, bench_files, ffmpeg_decode_cpu
 
 # The model scorers `make bench` turns on, with the settings it measures.
 MODEL_SCORERS = ("text_overlay", "nsfw", "faces")
@@ -100,11 +100,7 @@ def bench_models(
     defaults = QualityConfig()
     rows = []
     with tempfile.TemporaryDirectory(prefix="videolake-bench-") as tmp:
-        paths = (
-            [(Path(f).name, f) for f in files]
-            if files
-            else [(f"{h}p", str(make_bench_video(Path(tmp), h, seconds))) for h in heights]
-        )
+        paths = bench_files(Path(tmp), files, heights, seconds)
         for label, path in paths:
             prepared = _prepared(path)
             score_stage_cpu(path, prepared, with_models)  # warm-up: model load, imports, page cache
